@@ -1,0 +1,164 @@
+package gguf
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"jspark/kernels/quant"
+)
+
+const stories = "../../../shared/models/stories260K.gguf"
+
+func sample(t testing.TB) []byte {
+	var w Writer
+	w.AddKV("general.architecture", "llama")
+	w.AddKV("u8", uint8(7))
+	w.AddKV("i8", int8(-7))
+	w.AddKV("u16", uint16(700))
+	w.AddKV("i16", int16(-700))
+	w.AddKV("u32", uint32(70000))
+	w.AddKV("i32", int32(-70000))
+	w.AddKV("f32", float32(1.5))
+	w.AddKV("bool", true)
+	w.AddKV("u64", uint64(1)<<40)
+	w.AddKV("i64", int64(-1)<<40)
+	w.AddKV("f64", 2.25)
+	w.AddKV("strs", []string{"a", "bc", ""})
+	w.AddKV("f32s", []float32{1, 2, 3})
+	w.AddKV("nested", []Array{{TypeInt32, []int32{1, 2}}, {TypeString, []string{"x"}}})
+	w.AddTensor("a", quant.F32, []uint64{4, 2}, quant.Quantize(quant.F32, []float32{1, 2, 3, 4, 5, 6, 7, 8}))
+	w.AddTensor("b", quant.Q8_0, []uint64{32}, quant.Quantize(quant.Q8_0, make([]float32, 32)))
+	b, err := w.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestRoundTrip(t *testing.T) {
+	data := sample(t)
+	f, err := Parse("sample.gguf", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []KV{
+		{"general.architecture", "llama"}, {"u8", uint8(7)}, {"i8", int8(-7)}, {"u16", uint16(700)},
+		{"i16", int16(-700)}, {"u32", uint32(70000)}, {"i32", int32(-70000)}, {"f32", float32(1.5)},
+		{"bool", true}, {"u64", uint64(1) << 40}, {"i64", int64(-1) << 40}, {"f64", 2.25},
+		{"strs", Array{TypeString, []string{"a", "bc", ""}}},
+		{"f32s", Array{TypeFloat32, []float32{1, 2, 3}}},
+		{"nested", Array{TypeArray, []Array{{TypeInt32, []int32{1, 2}}, {TypeString, []string{"x"}}}}},
+	}
+	if d := cmp.Diff(want, f.KVs); d != "" {
+		t.Fatalf("metadata (-want +got):\n%s", d)
+	}
+	a, _ := f.Tensor("a")
+	if got := quant.F32s(a.Data); !cmp.Equal(got, []float32{1, 2, 3, 4, 5, 6, 7, 8}) {
+		t.Fatalf("tensor a = %v", got)
+	}
+	if b, _ := f.Tensor("b"); b.Offset%32 != 0 || len(b.Data) != 34 {
+		t.Fatalf("tensor b offset %d len %d", b.Offset, len(b.Data))
+	}
+	// Writing what we read gives the same bytes.
+	var w Writer
+	for _, kv := range f.KVs {
+		w.AddKV(kv.Key, kv.Value)
+	}
+	for _, ti := range f.Tensors {
+		w.AddTensor(ti.Name, ti.Type, ti.Dims, ti.Data)
+	}
+	again, _ := w.Bytes()
+	if !cmp.Equal(again, data) {
+		t.Fatal("re-encoding changed the bytes")
+	}
+}
+
+func TestTruncatedEveryPrefix(t *testing.T) {
+	data := sample(t)
+	for n := 0; n < len(data); n++ {
+		_, err := Parse("cut.gguf", data[:n])
+		var ge *Error
+		if !errors.As(err, &ge) {
+			t.Fatalf("prefix %d: error %v, want *Error", n, err)
+		}
+		if ge.Path != "cut.gguf" || ge.Offset > uint64(len(data)) || ge.Field == "" {
+			t.Fatalf("prefix %d: unhelpful error %v", n, err)
+		}
+	}
+}
+
+func TestErrorsNameFieldAndOffset(t *testing.T) {
+	data := sample(t)
+	cases := map[string]struct {
+		mutate func([]byte) []byte
+		want   string
+	}{
+		"magic":   {func(b []byte) []byte { b[0] = 'X'; return b }, "magic at offset 0: not a GGUF file"},
+		"version": {func(b []byte) []byte { b[4] = 9; return b }, "version at offset 4: unsupported GGUF version 9"},
+		"kvcount": {func(b []byte) []byte { b[16+7] = 0x7f; return b }, "metadata_kv_count at offset 16"},
+		"short":   {func(b []byte) []byte { return b[:len(b)-10] }, "tensor b.data at offset"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse("m.gguf", c.mutate(append([]byte(nil), data...)))
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "gguf: m.gguf: ") {
+				t.Fatalf("error %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestOpenStories(t *testing.T) {
+	f, err := Open(stories)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if arch, _ := f.String("general.architecture"); arch != "llama" {
+		t.Fatalf("arch %q", arch)
+	}
+	if n, _ := f.Uint("llama.block_count"); n != 5 {
+		t.Fatalf("block_count %d", n)
+	}
+	emb, ok := f.Tensor("token_embd.weight")
+	if !ok || emb.Dims[0] != 64 || emb.Dims[1] != 512 || emb.Type != quant.F32 {
+		t.Fatalf("token_embd %+v", emb)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open(filepath.Join(dir, "missing.gguf")); err == nil || !strings.Contains(err.Error(), "missing.gguf") {
+		t.Fatalf("missing file: %v", err)
+	}
+	empty := filepath.Join(dir, "empty.gguf")
+	os.WriteFile(empty, nil, 0o644)
+	if _, err := Open(empty); err == nil || !strings.Contains(err.Error(), "empty.gguf: magic at offset 0: file is empty") {
+		t.Fatalf("empty file: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(sample(f))
+	if b, err := os.ReadFile(stories); err == nil {
+		f.Add(b[:4096])
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := Parse("fuzz.gguf", data)
+		if err != nil {
+			var ge *Error
+			if !errors.As(err, &ge) {
+				t.Fatalf("error of type %T: %v", err, err)
+			}
+			return
+		}
+		for _, ti := range file.Tensors {
+			_ = ti.Data[len(ti.Data)-1]
+		}
+	})
+}

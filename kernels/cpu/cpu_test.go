@@ -1,0 +1,123 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"jspark/kernels"
+	"jspark/kernels/quant"
+	"jspark/kernels/ref"
+)
+
+func randVec(r *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = r.Float32()*2 - 1
+	}
+	return v
+}
+
+func matrix(r *rand.Rand, t quant.Type, rows, cols int) *kernels.Matrix {
+	return &kernels.Matrix{Type: t, Rows: rows, Cols: cols, Data: quant.Quantize(t, randVec(r, rows*cols))}
+}
+
+func relL2(got, want []float32) float64 {
+	var num, den float64
+	for i := range got {
+		d := float64(got[i] - want[i])
+		num += d * d
+		den += float64(want[i]) * float64(want[i])
+	}
+	return math.Sqrt(num / math.Max(den, 1e-30))
+}
+
+func TestMatMulMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	k := New(4)
+	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+		for _, n := range []int{1, 3, 37} {
+			t.Run(fmt.Sprintf("%v/n%d", typ, n), func(t *testing.T) {
+				w := matrix(r, typ, 45, 512)
+				x := randVec(r, n*w.Cols)
+				got := make([]float32, n*w.Rows)
+				want := make([]float32, n*w.Rows)
+				k.MatMul(got, x, n, w)
+				ref.Kernels{}.MatMul(want, x, n, w)
+				if e := relL2(got, want); e > 1e-6 {
+					t.Fatalf("relative L2 error %g", e)
+				}
+			})
+		}
+	}
+}
+
+// TestBatchInvariant: a token's output bits do not depend on the batch.
+func TestBatchInvariant(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	k := New(3)
+	w := matrix(r, quant.Q4_K, 70, 256)
+	x := randVec(r, 20*w.Cols)
+	all := make([]float32, 20*w.Rows)
+	k.MatMul(all, x, 20, w)
+	for tok := 0; tok < 20; tok++ {
+		one := make([]float32, w.Rows)
+		k.MatMul(one, x[tok*w.Cols:(tok+1)*w.Cols], 1, w)
+		for i := range one {
+			if one[i] != all[tok*w.Rows+i] {
+				t.Fatalf("token %d row %d: %v alone, %v in batch", tok, i, one[i], all[tok*w.Rows+i])
+			}
+		}
+	}
+}
+
+func attention(r *rand.Rand, n, heads, kvHeads, headDim, bs int) *kernels.Attention {
+	kvDim := kvHeads * headDim
+	blocks := (n + bs - 1) / bs
+	// Scatter the blocks to prove the table is honoured.
+	table := make([]int32, blocks)
+	for i := range table {
+		table[i] = int32(blocks - 1 - i)
+	}
+	a := &kernels.Attention{
+		Q: randVec(r, n*heads*headDim), Out: make([]float32, n*heads*headDim),
+		K: randVec(r, blocks*bs*kvDim), V: randVec(r, blocks*bs*kvDim),
+		BlockSize: bs, Heads: heads, KVHeads: kvHeads, HeadDim: headDim,
+		Scale: float32(1 / math.Sqrt(float64(headDim))), N: n,
+	}
+	for i := 0; i < n; i++ {
+		a.Pos = append(a.Pos, i)
+		a.Table = append(a.Table, table)
+	}
+	return a
+}
+
+func TestAttendMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	a := attention(r, 50, 8, 2, 16, 16)
+	New(4).Attend(a)
+	got := append([]float32(nil), a.Out...)
+	ref.Kernels{}.Attend(a)
+	if e := relL2(got, a.Out); e > 1e-5 {
+		t.Fatalf("relative L2 error %g", e)
+	}
+}
+
+func BenchmarkMatMul(b *testing.B) {
+	r := rand.New(rand.NewPCG(4, 4))
+	k := New(0)
+	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+		w := matrix(r, typ, 1024, 1024)
+		for _, n := range []int{1, 64} {
+			x := randVec(r, n*w.Cols)
+			dst := make([]float32, n*w.Rows)
+			b.Run(fmt.Sprintf("%v/n%d", typ, n), func(b *testing.B) {
+				for b.Loop() {
+					k.MatMul(dst, x, n, w)
+				}
+				b.ReportMetric(2*float64(n*w.Rows*w.Cols)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
