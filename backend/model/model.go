@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"jspark/backend/embedded"
 	"jspark/backend/gguf"
 	"jspark/backend/tokenizer"
 	"jspark/kernels"
@@ -278,3 +279,24 @@ func (b *binder) bind(v reflect.Value, prefix string) {
 
 // AttnScale is the softmax scale 1/sqrt(head_dim).
 func (c Config) AttnScale() float32 { return float32(1 / math.Sqrt(float64(c.HeadDim))) }
+
+// Open loads the model at path, or the embedded default when path is "".
+// The returned close function releases the file.
+func Open(path string, k kernels.Kernels) (*Model, func() error, error) {
+	var f *gguf.File
+	var err error
+	if path == "" {
+		f, err = embedded.Open()
+	} else {
+		f, err = gguf.Open(path)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := Load(f, k)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return m, f.Close, nil
+}

@@ -50,7 +50,7 @@ func (k *Kernels) MatMul(dst, x []float32, n int, w *kernels.Matrix) {
 	defer k.mu.Unlock()
 	blocks := (w.Rows + rowBlock - 1) / rowBlock
 	tiles := (n + tokenTile - 1) / tokenTile
-	k.pool.run(blocks*tiles, func(worker, task int) {
+	k.pool.runSized(blocks*tiles, n*w.Rows*w.Cols, func(worker, task int) {
 		tile, blk := task/blocks, task%blocks
 		t0, t1 := tile*tokenTile, min(n, (tile+1)*tokenTile)
 		r0, r1 := blk*rowBlock, min(w.Rows, (blk+1)*rowBlock)
@@ -79,7 +79,8 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 	dim := a.Heads * a.HeadDim
 	kvDim := a.KVHeads * a.HeadDim
 	group := a.Heads / a.KVHeads
-	k.pool.run(a.N*a.Heads, func(worker, task int) {
+	work := a.N * a.Heads * a.HeadDim * 2 * (a.Pos[a.N-1] + 1)
+	k.pool.runSized(a.N*a.Heads, work, func(worker, task int) {
 		i, h := task/a.Heads, task%a.Heads
 		q := a.Q[i*dim+h*a.HeadDim:][:a.HeadDim]
 		out := a.Out[i*dim+h*a.HeadDim:][:a.HeadDim]

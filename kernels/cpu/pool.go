@@ -45,10 +45,21 @@ func (j *job) drain(worker int) {
 // run calls fn(worker, i) for i in [0, total), spread over the workers;
 // worker is in [0, workers) and no two concurrent calls share one.
 func (p *pool) run(total int, fn func(worker, i int)) {
+	p.runSized(total, 1<<30, fn)
+}
+
+// minParallelWork is the work (multiply-adds) below which a kernel runs on
+// the calling goroutine: handing tiny matrices to other cores costs more
+// than it saves.
+const minParallelWork = 1 << 15
+
+// runSized is run for a job whose total work is known: small jobs stay on
+// the caller.
+func (p *pool) runSized(total, work int, fn func(worker, i int)) {
 	if total <= 0 {
 		return
 	}
-	if total == 1 || p.workers == 1 {
+	if total == 1 || p.workers == 1 || work < minParallelWork {
 		for i := 0; i < total; i++ {
 			fn(0, i)
 		}

@@ -149,3 +149,17 @@ func BenchmarkDot(b *testing.B) {
 		})
 	}
 }
+
+func TestDotF32MatchesGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for n := 0; n < 300; n++ {
+		a, b := randVec(r, n, 1), randVec(r, n, 1)
+		var want float64
+		for i := range a {
+			want += float64(a[i]) * float64(b[i])
+		}
+		if got := float64(DotF32(a, b)); math.Abs(got-want) > 1e-5*math.Max(1, math.Abs(want)) {
+			t.Fatalf("n=%d: DotF32 %v, float64 %v", n, got, want)
+		}
+	}
+}

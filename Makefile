@@ -1,0 +1,33 @@
+# jspark — see README.md. Every target works on a fresh machine with Go.
+GO      ?= go
+PKGS    := ./...
+# Packages with goroutines of their own run again under the race detector.
+RACE    := $(shell $(GO) list ./kernels/cpu/... ./backend/engine/... ./backend/server/... ./agent/... ./sandbox/... 2>/dev/null)
+FUZZTIME ?= 30s
+
+.PHONY: build run test race bench fuzz lint clean
+
+build:
+	$(GO) build -o bin/jspark ./cmd/jspark
+
+run:
+	$(GO) run ./cmd/jspark generate --prompt "Once upon a time" --max-tokens 128
+
+test:
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 $(PKGS)
+	$(if $(RACE),$(GO) test -count=1 -race $(RACE))
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2x $(PKGS)
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./backend/gguf
+	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./backend/tokenizer
+
+lint:
+	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo "gofmt: files above need formatting"; exit 1)
+	$(GO) vet $(PKGS)
+
+clean:
+	rm -rf bin

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var binary string
+
+// TestMain builds the real binary once: the CLI contract is checked from
+// outside, exit codes and all.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "jspark-cli")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "jspark")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func jspark(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), code
+}
+
+func TestGenerateJSONMatchesLlamaCpp(t *testing.T) {
+	f, err := os.Open("../../../shared/refs/stories260K-greedy.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Scan()
+	var want struct {
+		Prompt    string `json:"prompt"`
+		PromptIDs []int  `json:"prompt_ids"`
+		GenIDs    []int  `json:"gen_ids"`
+		Text      string `json:"text"`
+	}
+	json.Unmarshal(sc.Bytes(), &want)
+	out, stderr, code := jspark(t, "generate", "--prompt", want.Prompt, "--max-tokens", "48", "--temperature", "0", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var got GenerateResult
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if d := cmp.Diff(want.PromptIDs, got.PromptIDs); d != "" {
+		t.Fatalf("prompt_ids: %s", d)
+	}
+	if d := cmp.Diff(want.GenIDs, got.IDs); d != "" {
+		t.Fatalf("ids: %s", d)
+	}
+	if got.Text != want.Text || got.PromptTokens != 5 || got.CompletionTokens != 48 || got.DecodeTokS <= 0 || got.PrefillTokS <= 0 {
+		t.Fatalf("result %+v", got)
+	}
+	for _, key := range []string{`"prompt_ids":`, `"ids":`, `"text":`, `"prompt_tokens":`, `"completion_tokens":`, `"prefill_tok_s":`, `"decode_tok_s":`} {
+		if !strings.Contains(out, key) {
+			t.Errorf("output lacks %s", key)
+		}
+	}
+	text, _, _ := jspark(t, "generate", "--prompt", want.Prompt, "--max-tokens", "48")
+	if text != want.Text+"\n" {
+		t.Fatalf("streamed text %q", text)
+	}
+}
+
+func TestModelInfoJSON(t *testing.T) {
+	out, stderr, code := jspark(t, "model", "info", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"arch": "llama", "n_layer": 5.0, "n_embd": 64.0, "n_head": 8.0, "n_head_kv": 4.0, "n_ff": 172.0,
+		"vocab_size": 512.0, "context_length": 128.0, "bos": 1.0, "eos": 2.0}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	rope := got["rope"].(map[string]any)
+	if rope["base"] != 10000.0 || rope["type"] != "normal" {
+		t.Errorf("rope %v", rope)
+	}
+	if tt := got["tensor_types"].(map[string]any); tt["F32"] != 48.0 {
+		t.Errorf("tensor_types %v", tt)
+	}
+}
+
+func TestBadModelFiles(t *testing.T) {
+	dir := t.TempDir()
+	corrupt := filepath.Join(dir, "corrupt.gguf")
+	os.WriteFile(corrupt, []byte("GGUF\x03\x00\x00\x00\x01"), 0o644)
+	cases := map[string]string{
+		filepath.Join(dir, "missing.gguf"): "missing.gguf: no such file or directory",
+		corrupt:                            "corrupt.gguf: tensor_count at offset 8: need 8 bytes, 1 left (truncated file)",
+	}
+	for path, want := range cases {
+		for _, args := range [][]string{{"model", "info", path}, {"generate", "--model", path, "--prompt", "x"}} {
+			_, stderr, code := jspark(t, args...)
+			if code != 1 || !strings.Contains(stderr, want) || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("%v: exit %d, stderr %q; want exit 1 and one line containing %q", args, code, stderr, want)
+			}
+		}
+	}
+}
+
+func TestSynthSameFlagsSameBytes(t *testing.T) {
+	dir := t.TempDir()
+	var files [][]byte
+	for i, seed := range []string{"5", "5", "6"} {
+		out := filepath.Join(dir, "m"+string(rune('a'+i))+".gguf")
+		_, stderr, code := jspark(t, "model", "synth", "--arch", "qwen3", "--layers", "2", "--dim", "128", "--heads", "4",
+			"--kv-heads", "2", "--ff", "256", "--vocab-bytes", "--ctx", "1024", "--type", "q8_0", "--seed", seed, "--out", out)
+		if code != 0 {
+			t.Fatalf("synth: %s", stderr)
+		}
+		b, _ := os.ReadFile(out)
+		files = append(files, b)
+	}
+	if !bytes.Equal(files[0], files[1]) || bytes.Equal(files[0], files[2]) {
+		t.Fatal("same flags must give the same bytes, another seed other bytes")
+	}
+	out, stderr, code := jspark(t, "generate", "--model", filepath.Join(dir, "ma.gguf"), "--prompt", "hi", "--max-tokens", "5", "--format", "json")
+	if code != 0 {
+		t.Fatalf("generate on synth model: %s", stderr)
+	}
+	var got GenerateResult
+	json.Unmarshal([]byte(out), &got)
+	if got.CompletionTokens == 0 || len(got.IDs) != got.CompletionTokens {
+		t.Fatalf("synth generate: %s", out)
+	}
+	info, _, _ := jspark(t, "model", "info", filepath.Join(dir, "ma.gguf"), "--format", "json")
+	if !strings.Contains(info, `"arch": "qwen3"`) || !strings.Contains(info, `"type": "neox"`) {
+		t.Fatalf("info %s", info)
+	}
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"jspark/backend/model"
+	"jspark/backend/sample"
+	"jspark/kernels/cpu"
+)
+
+// GenerateOptions are the flags of `jspark generate`.
+type GenerateOptions struct {
+	Model     string
+	Prompt    string
+	MaxTokens int
+	Sampling  sample.Params
+	Format    string
+	Threads   int
+}
+
+// GenerateResult is the JSON `jspark generate --format json` prints.
+type GenerateResult struct {
+	PromptIDs        []int   `json:"prompt_ids"`
+	IDs              []int   `json:"ids"`
+	Text             string  `json:"text"`
+	PromptTokens     int     `json:"prompt_tokens"`
+	CompletionTokens int     `json:"completion_tokens"`
+	PrefillTokS      float64 `json:"prefill_tok_s"`
+	DecodeTokS       float64 `json:"decode_tok_s"`
+}
+
+func newGenerateCmd(stdout, stderr io.Writer) *cobra.Command {
+	o := &GenerateOptions{}
+	cmd := &cobra.Command{
+		Use:   "generate",
+		Short: "Complete a prompt with the model (the embedded default unless --model)",
+		Args:  cobra.NoArgs,
+		RunE:  func(*cobra.Command, []string) error { return runGenerate(o, stdout, stderr) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Model, "model", "", "GGUF model file (default: the embedded stories260K)")
+	f.StringVar(&o.Prompt, "prompt", "", "prompt text")
+	f.IntVar(&o.MaxTokens, "max-tokens", 64, "tokens to generate at most")
+	f.StringVar(&o.Format, "format", "text", "output: text (streamed) or json")
+	f.IntVar(&o.Threads, "threads", 0, "CPU threads (0: all)")
+	addSamplingFlags(cmd, &o.Sampling)
+	return cmd
+}
+
+func addSamplingFlags(cmd *cobra.Command, p *sample.Params) {
+	f := cmd.Flags()
+	f.Float32Var(&p.Temperature, "temperature", 0, "sampling temperature (0: greedy)")
+	f.IntVar(&p.TopK, "top-k", 0, "top-k (0: off)")
+	f.Float32Var(&p.TopP, "top-p", 1, "top-p (1: off)")
+	f.Float32Var(&p.MinP, "min-p", 0, "min-p (0: off)")
+	f.Float32Var(&p.RepeatPenalty, "repeat-penalty", 1, "repetition penalty (1: off)")
+	f.Uint64Var(&p.Seed, "seed", 0, "RNG seed")
+}
+
+func runGenerate(o *GenerateOptions, stdout, stderr io.Writer) error {
+	if o.Format != "text" && o.Format != "json" {
+		return fmt.Errorf("--format %q: want text or json", o.Format)
+	}
+	if o.MaxTokens < 0 {
+		return fmt.Errorf("--max-tokens %d: must not be negative", o.MaxTokens)
+	}
+	m, closeModel, err := model.Open(o.Model, cpu.New(o.Threads))
+	if err != nil {
+		return err
+	}
+	defer closeModel()
+	ids := m.Tok.Encode(o.Prompt, true, true)
+	if n := len(ids) + o.MaxTokens; n > m.Context {
+		fmt.Fprintf(stderr, "jspark: note: %d tokens exceed the model's stated training context of %d; running anyway\n", n, m.Context)
+	}
+	var pending []byte // bytes of a character split across tokens
+	onToken := func(id int) {
+		if o.Format != "text" {
+			return
+		}
+		pending = m.Tok.AppendPiece(pending, id, false)
+		cut := len(pending)
+		for cut > 0 && !utf8.Valid(pending[:cut]) && len(pending)-cut < utf8.UTFMax {
+			cut--
+		}
+		if cut == 0 && !utf8.Valid(pending) && len(pending) < utf8.UTFMax {
+			return
+		}
+		if cut == 0 {
+			cut = len(pending)
+		}
+		stdout.Write(pending[:cut])
+		pending = pending[cut:]
+	}
+	g, err := m.Generate(ids, o.MaxTokens, sample.New(o.Sampling), onToken)
+	if err != nil {
+		return err
+	}
+	if o.Format == "text" {
+		stdout.Write(pending)
+		fmt.Fprintln(stdout)
+		return nil
+	}
+	res := GenerateResult{
+		PromptIDs: ids, IDs: g.IDs, Text: m.Tok.Decode(g.IDs, false),
+		PromptTokens: len(ids), CompletionTokens: len(g.IDs),
+		PrefillTokS: rate(len(ids), g.Prefill.Seconds()), DecodeTokS: rate(len(g.IDs), g.Decode.Seconds()),
+	}
+	if res.IDs == nil {
+		res.IDs = []int{}
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(res)
+}
+
+func rate(n int, seconds float64) float64 {
+	if seconds <= 0 {
+		return 0
+	}
+	return float64(n) / seconds
+}

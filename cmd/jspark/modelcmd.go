@@ -1,0 +1,183 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"jspark/backend/embedded"
+	"jspark/backend/gguf"
+	"jspark/backend/model"
+	"jspark/kernels/quant"
+	"jspark/kernels/ref"
+)
+
+func newModelCmd(stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{Use: "model", Short: "Inspect or synthesize GGUF models"}
+	cmd.AddCommand(newModelInfoCmd(stdout), newModelSynthCmd(stdout))
+	return cmd
+}
+
+// ModelInfo is what `jspark model info --format json` prints.
+type ModelInfo struct {
+	Path          string         `json:"path"`
+	Arch          string         `json:"arch"`
+	Name          string         `json:"name,omitempty"`
+	NLayer        int            `json:"n_layer"`
+	NEmbd         int            `json:"n_embd"`
+	NHead         int            `json:"n_head"`
+	NHeadKV       int            `json:"n_head_kv"`
+	HeadDim       int            `json:"head_dim"`
+	NFF           int            `json:"n_ff"`
+	VocabSize     int            `json:"vocab_size"`
+	ContextLength int            `json:"context_length"`
+	RMSEps        float32        `json:"rms_eps"`
+	Rope          RopeInfo       `json:"rope"`
+	TensorTypes   map[string]int `json:"tensor_types"`
+	Tokenizer     string         `json:"tokenizer"`
+	BOS           int            `json:"bos"`
+	EOS           int            `json:"eos"`
+	AddBOS        bool           `json:"add_bos"`
+	Params        uint64         `json:"params"`
+}
+
+// RopeInfo describes the rotary embedding.
+type RopeInfo struct {
+	Base float32 `json:"base"`
+	Type string  `json:"type"`
+	Dim  int     `json:"dim"`
+}
+
+func newModelInfoCmd(stdout io.Writer) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "info [MODEL.gguf]",
+		Short: "Print a model's architecture facts (the embedded default without a path)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			path := ""
+			if len(args) == 1 {
+				path = args[0]
+			}
+			return runModelInfo(path, format, stdout)
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "output: text or json")
+	return cmd
+}
+
+func readModelInfo(path string) (ModelInfo, error) {
+	m, closeModel, err := model.Open(path, ref.Kernels{})
+	if err != nil {
+		return ModelInfo{}, err
+	}
+	defer closeModel()
+	var f *gguf.File
+	if path == "" {
+		f, _ = embedded.Open()
+		path = embedded.Name
+	} else {
+		f, _ = gguf.Open(path)
+	}
+	defer f.Close()
+	var params uint64
+	for _, t := range f.Tensors {
+		params += t.Elems()
+	}
+	c := m.Config
+	return ModelInfo{
+		Path: path, Arch: c.Arch, Name: c.Name, NLayer: c.Layers, NEmbd: c.Dim, NHead: c.Heads, NHeadKV: c.KVHeads,
+		HeadDim: c.HeadDim, NFF: c.FF, VocabSize: c.Vocab, ContextLength: c.Context, RMSEps: c.RMSEps,
+		Rope:        RopeInfo{Base: c.RopeBase, Type: c.RopeType(), Dim: c.RopeDim},
+		TensorTypes: f.TensorTypes(), Tokenizer: m.Tok.Model, BOS: m.Tok.BOS, EOS: m.Tok.EOS, AddBOS: m.Tok.AddBOS,
+		Params: params,
+	}, nil
+}
+
+func runModelInfo(path, format string, stdout io.Writer) error {
+	if format != "text" && format != "json" {
+		return fmt.Errorf("--format %q: want text or json", format)
+	}
+	info, err := readModelInfo(path)
+	if err != nil {
+		return err
+	}
+	if format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(info)
+	}
+	fmt.Fprintf(stdout, "%s: %s %q, %d params\n", info.Path, info.Arch, info.Name, info.Params)
+	fmt.Fprintf(stdout, "  layers %d, dim %d, heads %d (kv %d, head dim %d), ff %d\n", info.NLayer, info.NEmbd, info.NHead, info.NHeadKV, info.HeadDim, info.NFF)
+	fmt.Fprintf(stdout, "  vocab %d (%s, bos %d, eos %d), context %d\n", info.VocabSize, info.Tokenizer, info.BOS, info.EOS, info.ContextLength)
+	fmt.Fprintf(stdout, "  rope %s base %g dim %d, rms eps %g, tensors %v\n", info.Rope.Type, info.Rope.Base, info.Rope.Dim, info.RMSEps, info.TensorTypes)
+	return nil
+}
+
+// SynthFlags are the flags of `jspark model synth`.
+type SynthFlags struct {
+	model.SynthOptions
+	VocabFrom  string
+	VocabBytes bool
+	Type       string
+	Out        string
+}
+
+func newModelSynthCmd(stdout io.Writer) *cobra.Command {
+	o := &SynthFlags{}
+	cmd := &cobra.Command{
+		Use:   "synth",
+		Short: "Write a deterministic random-weight model (same flags, same bytes)",
+		Args:  cobra.NoArgs,
+		RunE:  func(*cobra.Command, []string) error { return runSynth(o, stdout) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Arch, "arch", "llama", "llama, qwen2 or qwen3")
+	f.IntVar(&o.Layers, "layers", 2, "transformer blocks")
+	f.IntVar(&o.Dim, "dim", 256, "embedding width")
+	f.IntVar(&o.Heads, "heads", 4, "attention heads")
+	f.IntVar(&o.KVHeads, "kv-heads", 0, "KV heads (0: same as heads)")
+	f.IntVar(&o.HeadDim, "head-dim", 0, "head width (0: dim/heads)")
+	f.IntVar(&o.FF, "ff", 512, "feed-forward width")
+	f.IntVar(&o.Context, "ctx", 4096, "stated context length")
+	f.StringVar(&o.Type, "type", "f32", "weight type: f32, f16, bf16, q8_0, q4_0, q4_k or q6_k")
+	f.Uint64Var(&o.Seed, "seed", 1, "weight RNG seed")
+	f.StringVar(&o.VocabFrom, "vocab-from", "", "copy the tokenizer of this GGUF file")
+	f.BoolVar(&o.VocabBytes, "vocab-bytes", false, "use a 259-token byte vocabulary (the default)")
+	f.StringVar(&o.Out, "out", "", "output file (required)")
+	return cmd
+}
+
+func runSynth(o *SynthFlags, stdout io.Writer) error {
+	if o.Out == "" {
+		return fmt.Errorf("--out is required")
+	}
+	if o.VocabFrom != "" && o.VocabBytes {
+		return fmt.Errorf("--vocab-from and --vocab-bytes exclude each other")
+	}
+	t, err := quant.ParseType(o.Type)
+	if err != nil {
+		return err
+	}
+	opts := o.SynthOptions
+	opts.Type = t
+	if o.VocabFrom != "" {
+		v, err := gguf.Open(o.VocabFrom)
+		if err != nil {
+			return err
+		}
+		defer v.Close()
+		opts.Vocab = v
+	}
+	w, err := model.Synth(opts)
+	if err != nil {
+		return err
+	}
+	if err := w.WriteFile(o.Out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", o.Out)
+	return nil
+}
