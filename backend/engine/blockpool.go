@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+)
+
+// BlockHash identifies the contents of one full KV block: the hash of its
+// parent block's hash, a salt, and its token ids. Equal hashes mean equal
+// prefixes, so equal keys and values.
+type BlockHash [32]byte
+
+// HashBlock chains one block onto its parent's hash.
+func HashBlock(parent BlockHash, salt string, tokens []int) BlockHash {
+	h := sha256.New()
+	h.Write(parent[:])
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(salt)))
+	h.Write(n[:])
+	h.Write([]byte(salt))
+	buf := make([]byte, 4*len(tokens))
+	for i, t := range tokens {
+		binary.LittleEndian.PutUint32(buf[4*i:], uint32(t))
+	}
+	h.Write(buf)
+	var out BlockHash
+	h.Sum(out[:0])
+	return out
+}
+
+// BlockID indexes a physical KV block.
+type BlockID = int32
+
+type block struct {
+	ref        int
+	hash       BlockHash
+	hashed     bool
+	prev, next BlockID // free queue links, -1 at the ends
+	queued     bool
+}
+
+// BlockPool hands out KV blocks with reference counts and keeps full blocks
+// findable by hash after their requests end.
+//
+// The free queue holds every block with no reference, in eviction order:
+// the head is reused first. Released blocks join at the tail, a request's
+// last block first, so among unreferenced blocks the least recently used
+// request goes first and, within one request, its later blocks go before
+// its earlier ones (a later block is useless without the earlier ones).
+// A free block that still has a hash is a cache entry until it is reused.
+type BlockPool struct {
+	blocks     []block
+	head, tail BlockID
+	free       int
+	cached     map[BlockHash]BlockID
+}
+
+// NewBlockPool makes a pool of n free blocks.
+func NewBlockPool(n int) *BlockPool {
+	p := &BlockPool{blocks: make([]block, n), head: -1, tail: -1, cached: map[BlockHash]BlockID{}}
+	for i := range p.blocks {
+		p.blocks[i].prev, p.blocks[i].next = -1, -1
+		p.pushTail(BlockID(i))
+	}
+	return p
+}
+
+// Capacity is the number of blocks.
+func (p *BlockPool) Capacity() int { return len(p.blocks) }
+
+// Free is the number of unreferenced blocks (cached or not).
+func (p *BlockPool) Free() int { return p.free }
+
+// CachedBlocks is the number of blocks findable by hash.
+func (p *BlockPool) CachedBlocks() int { return len(p.cached) }
+
+func (p *BlockPool) pushTail(id BlockID) {
+	b := &p.blocks[id]
+	b.prev, b.next, b.queued = p.tail, -1, true
+	if p.tail >= 0 {
+		p.blocks[p.tail].next = id
+	} else {
+		p.head = id
+	}
+	p.tail = id
+	p.free++
+}
+
+func (p *BlockPool) unlink(id BlockID) {
+	b := &p.blocks[id]
+	if b.prev >= 0 {
+		p.blocks[b.prev].next = b.next
+	} else {
+		p.head = b.next
+	}
+	if b.next >= 0 {
+		p.blocks[b.next].prev = b.prev
+	} else {
+		p.tail = b.prev
+	}
+	b.prev, b.next, b.queued = -1, -1, false
+	p.free--
+}
+
+// Lookup returns the cached block holding hash, if any.
+func (p *BlockPool) Lookup(h BlockHash) (BlockID, bool) {
+	id, ok := p.cached[h]
+	return id, ok
+}
+
+// Ref takes a reference on a block found by Lookup.
+func (p *BlockPool) Ref(id BlockID) {
+	b := &p.blocks[id]
+	if b.ref == 0 && b.queued {
+		p.unlink(id)
+	}
+	b.ref++
+}
+
+// Allocate takes n blocks from the head of the free queue, evicting their
+// cache entries. It takes nothing when fewer than n are free.
+func (p *BlockPool) Allocate(n int) ([]BlockID, bool) {
+	if n > p.free {
+		return nil, false
+	}
+	ids := make([]BlockID, n)
+	for i := range ids {
+		id := p.head
+		p.unlink(id)
+		b := &p.blocks[id]
+		if b.hashed {
+			if p.cached[b.hash] == id {
+				delete(p.cached, b.hash)
+			}
+			b.hashed = false
+		}
+		b.ref = 1
+		ids[i] = id
+	}
+	return ids, true
+}
+
+// Release drops one reference from each block, last block first.
+func (p *BlockPool) Release(ids []BlockID) {
+	for i := len(ids) - 1; i >= 0; i-- {
+		b := &p.blocks[ids[i]]
+		if b.ref <= 0 {
+			panic("engine: block released more often than referenced")
+		}
+		b.ref--
+		if b.ref == 0 {
+			p.pushTail(ids[i])
+		}
+	}
+}
+
+// Commit makes a full, computed block findable by hash. When another block
+// already holds the same contents, that one stays the cache entry.
+func (p *BlockPool) Commit(id BlockID, h BlockHash) {
+	if _, dup := p.cached[h]; dup {
+		return
+	}
+	b := &p.blocks[id]
+	b.hash, b.hashed = h, true
+	p.cached[h] = id
+}

@@ -1,0 +1,289 @@
+// Package engine runs many generation requests over one model: a paged KV
+// cache with a block prefix cache, continuous batching where each step is
+// one batch (decode tokens first, then prefill chunks under the solo and
+// mixed budgets), preemption by recomputation, n-gram speculation and
+// Prometheus metrics under vLLM's names.
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"jspark/backend/model"
+	"jspark/backend/sample"
+)
+
+// Options configure an engine. Zero values take the defaults in comments.
+type Options struct {
+	BlockSize    int   // tokens per KV block (16)
+	KVMemory     int64 // bytes of KV cache (default: a fifth of available memory, at most 4 GiB)
+	KVBlocks     int   // overrides KVMemory with an exact block count
+	PrefillSolo  int   // prefill tokens per step when nothing else runs (4096)
+	PrefillMixed int   // prefill tokens per step, all prefills together, otherwise (2048)
+	MaxSeqs      int   // requests running at once (64)
+	MaxWaiting   int   // requests queued before Submit says ErrQueueFull (1024)
+	MaxContext   int   // tokens per sequence (default: the model's, at least 32768)
+	Speculate    int   // n-gram draft tokens per decode step (0: off)
+	SpecNgram    int   // longest n-gram the drafter matches (3)
+	ModelName    string
+	Trace        io.Writer       // per-step JSON lines, when set
+	OnStep       func(StepTrace) // per-step callback, when set (tests)
+	Log          io.Writer       // start-up facts (default stderr; io.Discard to silence)
+}
+
+// StepTrace describes one engine step's batch.
+type StepTrace struct {
+	Step        int64   `json:"step"`
+	Decode      int     `json:"decode_tokens"`
+	Drafts      int     `json:"draft_tokens,omitempty"`
+	Prefill     []Chunk `json:"prefill"`
+	Preempted   []int64 `json:"preempted,omitempty"`
+	FreeBlocks  int     `json:"free_blocks"`
+	Solo        bool    `json:"solo"`
+	DurationSec float64 `json:"duration_s"`
+}
+
+// Chunk is one request's prefill share of a step.
+type Chunk struct {
+	Req    int64 `json:"req"`
+	Tokens int   `json:"tokens"`
+}
+
+// Engine schedules requests onto one model. Submit is safe for concurrent
+// use; the model is driven by a single loop goroutine.
+type Engine struct {
+	m     *model.Model
+	opt   Options
+	kv    *model.Pool
+	pool  *BlockPool
+	stats *Metrics
+
+	mu       sync.Mutex
+	incoming []*seq
+	queued   int // incoming + waiting, for admission control
+	wake     chan struct{}
+	quit     chan struct{}
+	done     chan struct{}
+	closed   bool
+
+	// owned by the loop
+	waiting []*seq
+	running []*seq
+	step    int64
+	nextID  atomic.Int64
+	ever    map[BlockHash]struct{} // every hash ever committed: the reuse bound
+}
+
+// New starts an engine over m.
+func New(m *model.Model, opt Options) (*Engine, error) {
+	if opt.BlockSize <= 0 {
+		opt.BlockSize = 16
+	}
+	if opt.PrefillSolo <= 0 {
+		opt.PrefillSolo = 4096
+	}
+	if opt.PrefillMixed <= 0 {
+		opt.PrefillMixed = 2048
+	}
+	if opt.MaxSeqs <= 0 {
+		opt.MaxSeqs = 64
+	}
+	if opt.MaxWaiting <= 0 {
+		opt.MaxWaiting = 1024
+	}
+	if opt.SpecNgram <= 0 {
+		opt.SpecNgram = 3
+	}
+	if opt.MaxContext <= 0 {
+		opt.MaxContext = max(m.Context, 32768)
+	}
+	if opt.Log == nil {
+		opt.Log = os.Stderr
+	}
+	if opt.ModelName == "" {
+		opt.ModelName = m.Name
+	}
+	perBlock := int64(m.KVBytesPerToken() * opt.BlockSize)
+	blocks := opt.KVBlocks
+	if blocks <= 0 {
+		mem := opt.KVMemory
+		if mem <= 0 {
+			mem = min(availableMemory()/5, 4<<30)
+		}
+		blocks = int(mem / perBlock)
+	}
+	if blocks < 2 {
+		return nil, fmt.Errorf("engine: KV memory holds %d blocks of %d tokens; need at least 2", blocks, opt.BlockSize)
+	}
+	e := &Engine{
+		m: m, opt: opt,
+		kv:   model.NewPool(m.Config, blocks, opt.BlockSize),
+		pool: NewBlockPool(blocks),
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+		ever: map[BlockHash]struct{}{},
+	}
+	e.stats = newMetrics(opt.ModelName, blocks*opt.BlockSize)
+	e.setLoad()
+	fmt.Fprintf(opt.Log, "jspark engine: %s, KV cache %d tokens (%d blocks of %d, %.1f MiB), context %d",
+		m.Arch, blocks*opt.BlockSize, blocks, opt.BlockSize, float64(int64(blocks)*perBlock)/(1<<20), opt.MaxContext)
+	if opt.MaxContext > m.Context {
+		fmt.Fprintf(opt.Log, " (the model states %d; running beyond it)", m.Context)
+	}
+	fmt.Fprintln(opt.Log)
+	go e.loop()
+	return e, nil
+}
+
+// availableMemory reads MemAvailable from /proc/meminfo (1 GiB if unknown).
+func availableMemory() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+				f := strings.Fields(rest)
+				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					return kb << 10
+				}
+			}
+		}
+	}
+	return 1 << 30
+}
+
+// Model is the engine's model.
+func (e *Engine) Model() *model.Model { return e.m }
+
+// Options returns the effective options.
+func (e *Engine) Options() Options { return e.opt }
+
+// Metrics is the engine's metric set.
+func (e *Engine) Metrics() *Metrics { return e.stats }
+
+// CapacityTokens is the KV cache size in tokens.
+func (e *Engine) CapacityTokens() int { return e.pool.Capacity() * e.opt.BlockSize }
+
+// Submit queues a request. Events arrive on the returned channel until a
+// finish event; cancelling ctx aborts the request at the next step.
+func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Event, error) {
+	if len(r.Prompt) == 0 {
+		return nil, fmt.Errorf("engine: empty prompt")
+	}
+	for _, t := range r.Prompt {
+		if t < 0 || t >= e.m.Vocab {
+			return nil, fmt.Errorf("engine: token id %d outside the vocabulary of %d", t, e.m.Vocab)
+		}
+	}
+	if r.MaxTokens <= 0 {
+		r.MaxTokens = e.opt.MaxContext - len(r.Prompt)
+	}
+	if n := len(r.Prompt) + r.MaxTokens; n > e.opt.MaxContext {
+		return nil, &ContextError{Prompt: len(r.Prompt), MaxTokens: r.MaxTokens, Context: e.opt.MaxContext}
+	}
+	if len(r.Prompt)+1 > e.CapacityTokens() {
+		return nil, fmt.Errorf("engine: prompt of %d tokens exceeds the KV cache of %d tokens", len(r.Prompt), e.CapacityTokens())
+	}
+	s := &seq{
+		id: e.nextID.Add(1), req: r, ctx: ctx, sampler: sample.New(r.Sampling),
+		tokens: append([]int(nil), r.Prompt...), submitted: time.Now(),
+	}
+	s.usage.PromptTokens = len(r.Prompt)
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if e.queued >= e.opt.MaxWaiting {
+		e.mu.Unlock()
+		return nil, ErrQueueFull
+	}
+	var ch <-chan Event
+	s.out, ch = newOutbox(ctx)
+	e.queued++
+	e.incoming = append(e.incoming, s)
+	e.mu.Unlock()
+	e.stats.waiting.Inc()
+	e.kick()
+	return ch, nil
+}
+
+// ContextError is a request longer than the context allows.
+type ContextError struct{ Prompt, MaxTokens, Context int }
+
+func (c *ContextError) Error() string {
+	return fmt.Sprintf("engine: prompt of %d tokens plus max_tokens %d exceeds the context of %d tokens", c.Prompt, c.MaxTokens, c.Context)
+}
+
+func (e *Engine) kick() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops the loop; requests still queued or running finish with an
+// abort.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.closed = true
+	e.mu.Unlock()
+	close(e.quit)
+	<-e.done
+}
+
+func (e *Engine) loop() {
+	defer close(e.done)
+	for {
+		select {
+		case <-e.quit:
+			e.drainIncoming()
+			for _, s := range append(append([]*seq(nil), e.running...), e.waiting...) {
+				e.finish(s, FinishAbort, ErrClosed)
+			}
+			return
+		default:
+		}
+		if e.stepOnce() {
+			continue
+		}
+		timer := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-e.wake:
+		case <-e.quit:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+func (e *Engine) drainIncoming() {
+	e.mu.Lock()
+	in := e.incoming
+	e.incoming = nil
+	e.mu.Unlock()
+	for _, s := range in {
+		s.arrival = e.step
+		e.waiting = append(e.waiting, s)
+	}
+}
+
+func (e *Engine) trace(t StepTrace) {
+	if e.opt.OnStep != nil {
+		e.opt.OnStep(t)
+	}
+	if e.opt.Trace != nil {
+		b, _ := json.Marshal(t)
+		e.opt.Trace.Write(append(b, '\n'))
+	}
+}

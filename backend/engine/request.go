@@ -1,0 +1,180 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"jspark/backend/sample"
+)
+
+// Request is one generation job for the engine.
+type Request struct {
+	Prompt    []int
+	MaxTokens int
+	Sampling  sample.Params
+	// StopTokens end generation besides the model's end-of-generation ids.
+	StopTokens []int
+	IgnoreEOS  bool
+	// TopLogprobs > 0 attaches that many alternatives to each token event.
+	TopLogprobs int
+	// CacheSalt separates prefix-cache namespaces (tenants, experiments).
+	CacheSalt string
+	// Constraint, when set, masks the logits before each sample and learns
+	// each accepted token (constrained decoding). Speculation is off for such
+	// requests.
+	Constraint Constraint
+}
+
+// Constraint restricts which tokens may come next.
+type Constraint interface {
+	// Mask sets the logits of forbidden tokens to -Inf.
+	Mask(logits []float32)
+	// Accept advances the constraint past token; it reports whether the
+	// constraint is complete (generation should stop).
+	Accept(token int) (done bool)
+}
+
+// FinishReason says why a response ended.
+type FinishReason string
+
+const (
+	FinishStop   FinishReason = "stop"   // end-of-generation or stop token
+	FinishLength FinishReason = "length" // max tokens or context
+	FinishAbort  FinishReason = "abort"  // context cancelled
+	FinishError  FinishReason = "error"
+)
+
+// Usage counts a response's tokens.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	// CachedTokens of the prompt came from the prefix cache.
+	CachedTokens int `json:"cached_tokens"`
+	// CommittedTokens is the reuse bound: how much of the prompt earlier
+	// requests had committed (full blocks), whether or not it is still cached.
+	CommittedTokens int `json:"committed_tokens"`
+	Preemptions     int `json:"preemptions"`
+}
+
+// TokenProb is a token with its log-probability.
+type TokenProb struct {
+	Token   int
+	Logprob float32
+}
+
+// Event is one message on a request's channel: a token, or the finish
+// (which carries Usage) — the last event, after which the channel closes.
+type Event struct {
+	Token   int // -1 on the finish event
+	Logprob float32
+	Top     []TokenProb
+	Step    int64 // the engine step that produced it
+	Time    time.Time
+	Finish  FinishReason
+	Err     error
+	Usage   Usage
+}
+
+// Errors returned by Submit.
+var (
+	ErrQueueFull = errors.New("engine: queue full")
+	ErrClosed    = errors.New("engine: closed")
+)
+
+type reqState int
+
+const (
+	stateWaiting reqState = iota
+	stateRunning
+	stateDone
+)
+
+// seq is the engine's view of a request.
+type seq struct {
+	id      int64
+	req     Request
+	ctx     context.Context
+	sampler *sample.Sampler
+	arrival int64 // step counter when submitted
+	state   reqState
+
+	tokens    []int // prompt + generated
+	generated int
+	computed  int // tokens whose K/V are valid in the blocks
+	table     []BlockID
+	hashes    []BlockHash // chain hashes of the full blocks of tokens
+	committed int         // leading blocks registered in the cache
+	usage     Usage
+	admitted  bool // the first admission happened (usage.CachedTokens set)
+	firstTok  time.Time
+	lastTok   time.Time
+	submitted time.Time
+
+	logprobs *logprobs // of the token being sampled
+	out      *outbox
+}
+
+// left is how many tokens still need their K/V computed. Each step
+// computes a chunk of them; a chunk that reaches the end yields the logits
+// for the next token. A decode is a chunk of one.
+func (s *seq) left() int { return len(s.tokens) - s.computed }
+
+// decoding: past the first output, waiting only for the last sampled token.
+func (s *seq) decoding() bool { return s.generated > 0 && s.left() == 1 }
+
+// outbox decouples the engine loop from slow consumers: the loop appends
+// without blocking, a pump goroutine delivers in order.
+type outbox struct {
+	mu     sync.Mutex
+	queue  []Event
+	wake   chan struct{}
+	closed bool
+}
+
+func newOutbox(ctx context.Context) (*outbox, <-chan Event) {
+	o := &outbox{wake: make(chan struct{}, 1)}
+	ch := make(chan Event, 16)
+	go o.pump(ctx, ch)
+	return o, ch
+}
+
+func (o *outbox) push(e Event) {
+	o.mu.Lock()
+	o.queue = append(o.queue, e)
+	if e.Finish != "" {
+		o.closed = true
+	}
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (o *outbox) pump(ctx context.Context, ch chan<- Event) {
+	defer close(ch)
+	for {
+		o.mu.Lock()
+		batch := o.queue
+		o.queue = nil
+		closed := o.closed
+		o.mu.Unlock()
+		for _, e := range batch {
+			select {
+			case ch <- e:
+			case <-ctx.Done():
+				// The consumer is gone; the engine sees ctx and aborts. Drain
+				// until the finish so nothing blocks.
+				if closed {
+					return
+				}
+			}
+		}
+		if closed {
+			return
+		}
+		<-o.wake
+	}
+}
