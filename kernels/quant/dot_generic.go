@@ -21,4 +21,3 @@ func dotGeneric(a, b []float32) float32 {
 	}
 	return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
 }
-

@@ -1,0 +1,120 @@
+package chat
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var tools = []Tool{{Type: "function", Function: Function{Name: "bash", Description: "Run a command",
+	Parameters: json.RawMessage(`{"type":"object","required":["command"],"properties":{"command":{"type":"string"}}}`)}}}
+
+func TestRenderIsByteStable(t *testing.T) {
+	reordered := []Tool{{Type: "function", Function: Function{Name: "bash", Description: "Run a command",
+		Parameters: json.RawMessage(`{ "properties": {"command": {"type": "string"}}, "type": "object", "required": ["command"] }`)}}}
+	msgs := []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "hi"}}
+	for _, name := range []string{"chatml", "llama3", "plain"} {
+		tpl := Template{Name: name}
+		a, err := tpl.Render(msgs, tools, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := tpl.Render(msgs, reordered, true)
+		if a != b {
+			t.Fatalf("%s: key order changed the prompt", name)
+		}
+		// The first turn's prompt is a prefix of the second turn's.
+		turn2 := append(append([]Message(nil), msgs...),
+			Message{Role: "assistant", ToolCalls: []ToolCall{{ID: "c1", Type: "function", Function: FunctionCall{Name: "bash", Arguments: `{"command":"ls"}`}}}},
+			Message{Role: "tool", ToolCallID: "c1", Content: "a.txt"})
+		c, _ := tpl.Render(turn2, tools, true)
+		noGen, _ := tpl.Render(msgs, tools, false)
+		if !strings.HasPrefix(c, noGen) {
+			t.Fatalf("%s: turn 2 does not extend turn 1:\n%q\n%q", name, noGen, c)
+		}
+	}
+}
+
+func TestChatMLGolden(t *testing.T) {
+	got, _ := Template{Name: "chatml"}.Render([]Message{{Role: "user", Content: "hi"}}, nil, true)
+	if want := "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"; got != want {
+		t.Fatalf("%q", got)
+	}
+}
+
+func TestParserSplitsAnywhere(t *testing.T) {
+	out := "Let me look.\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls -la\"}}\n</tool_call>" +
+		"<tool_call>{\"name\":\"read\",\"arguments\":{\"path\":\"a<b\"}}</tool_call> done <tool"
+	whole := run([]string{out})
+	if whole.content != "Let me look.\n done <tool" || len(whole.calls) != 2 ||
+		whole.calls[0].Name != "bash" || whole.calls[0].Arguments != `{"command":"ls -la"}` {
+		t.Fatalf("whole: %+v", whole)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 500; i++ {
+		var parts []string
+		rest := out
+		for rest != "" {
+			n := 1 + r.IntN(min(len(rest), 12))
+			parts, rest = append(parts, rest[:n]), rest[n:]
+		}
+		if got := run(parts); !cmp.Equal(got, whole, cmp.AllowUnexported(parsed{})) {
+			t.Fatalf("split %q: %+v, want %+v", parts, got, whole)
+		}
+	}
+}
+
+type parsed struct {
+	content string
+	calls   []call
+}
+
+type call struct {
+	Index               int
+	ID, Name, Arguments string
+}
+
+func run(parts []string) parsed {
+	p := &Parser{IDFunc: func(i int) string { return "call_" + string(rune('a'+i)) }}
+	var out parsed
+	add := func(d Delta) {
+		out.content += d.Content
+		for _, c := range d.Calls {
+			if c.Name != "" {
+				out.calls = append(out.calls, call{Index: c.Index, ID: c.ID, Name: c.Name})
+			} else {
+				out.calls[c.Index].Arguments += c.Arguments
+			}
+		}
+	}
+	for _, s := range parts {
+		add(p.Feed(s))
+	}
+	d, _ := p.Finish()
+	add(d)
+	return out
+}
+
+func TestTruncatedCallIsKept(t *testing.T) {
+	p := &Parser{}
+	d := p.Feed("ok <tool_call>{\"name\":\"bash\",\"argu")
+	f, truncated := p.Finish()
+	if !truncated || d.Content+f.Content != "ok <tool_call>{\"name\":\"bash\",\"argu" {
+		t.Fatalf("truncated %v, content %q", truncated, d.Content+f.Content)
+	}
+}
+
+func FuzzParser(f *testing.F) {
+	f.Add("a<tool_call>{\"name\":\"x\",\"arguments\":{}}</tool_call>b", 3)
+	f.Fuzz(func(t *testing.T, s string, cut int) {
+		if cut < 0 || cut > len(s) {
+			return
+		}
+		if a, b := run([]string{s}), run([]string{s[:cut], s[cut:]}); !cmp.Equal(a, b, cmp.AllowUnexported(parsed{})) {
+			t.Fatalf("split at %d: %+v vs %+v", cut, b, a)
+		}
+	})
+}

@@ -1,0 +1,104 @@
+package grammar
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+
+	"jspark/backend/model"
+	"jspark/backend/sample"
+	"jspark/kernels/cpu"
+)
+
+const bashSchema = `{"type":"object","properties":{"command":{"type":"string"},"timeout":{"type":"integer"},"mode":{"enum":["fast","slow"]},"flags":{"type":"array","items":{"type":"boolean"}}},"required":["command","timeout","mode","flags"]}`
+
+func TestValid(t *testing.T) {
+	g, err := FromSchema([]byte(bashSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for text, want := range map[string]bool{
+		`{"command":"ls -la","flags":[true,false],"mode":"fast","timeout":30}`: true,
+		`{"command":"a\"b\\c\n","flags":[],"mode":"slow","timeout":-0}`:        true,
+		`{"command":"ls","flags":[],"mode":"other","timeout":1}`:               false,
+		`{"command":"ls","flags":[],"mode":"fast","timeout":1.5}`:              false,
+		`{"command":"ls","mode":"fast","flags":[],"timeout":1}`:                false, // keys are sorted
+		`{"command":"ls","flags":[],"mode":"fast","timeout":01}`:               false,
+		`{"command":"ls","flags":[],"mode":"fast"`:                             false,
+	} {
+		if got := g.Valid(text); got != want {
+			t.Errorf("Valid(%s) = %v, want %v", text, got, want)
+		}
+	}
+	if !AnyJSON().Valid(`{"a":[1,2.5,{"b":null}],"c":"d"}`) || AnyJSON().Valid(`{"a":}`) {
+		t.Error("AnyJSON")
+	}
+}
+
+// TestConstrainedStoriesModel: the embedded model, which knows nothing of
+// JSON, produces a call whose arguments validate, for 20 seeds.
+func TestConstrainedStoriesModel(t *testing.T) {
+	m, _, err := model.Open("", cpu.New(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := ToolCall("<tool_call>\n", "\n</tool_call>", []Tool{{"bash", []byte(bashSchema)}, {"read", []byte(`{"type":"object","properties":{"path":{"type":"string","maxLength":40}},"required":["path"]}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := m.Tok.Encode("Once upon a time", true, false)
+	for seed := uint64(0); seed < 20; seed++ {
+		c := g.NewConstraint(m.Tok)
+		s := sample.New(sample.Params{Temperature: 0.8, Seed: seed})
+		pool := model.NewPool(m.Config, 200, 16)
+		table := pool.Contiguous()
+		ctx := append([]int(nil), prompt...)
+		b := &model.Batch{Tokens: prompt, Logits: []int{len(prompt) - 1}}
+		for i := range prompt {
+			b.Pos, b.Table = append(b.Pos, i), append(b.Table, table)
+		}
+		done := false
+		for step := 0; step < 2000 && !done; step++ {
+			logits, err := m.Forward(b, pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Mask(logits)
+			id := s.Sample(logits, ctx)
+			done = c.Accept(id)
+			ctx = append(ctx, id)
+			b = &model.Batch{Tokens: []int{id}, Pos: []int{len(ctx) - 1}, Table: [][]int32{table}, Logits: []int{0}}
+		}
+		text := c.Text()
+		if !done || !g.Valid(text) {
+			t.Fatalf("seed %d: incomplete or invalid call %q", seed, text)
+		}
+		body := text[len("<tool_call>\n") : len(text)-len("\n</tool_call>")]
+		var call struct {
+			Name      string         `json:"name"`
+			Arguments map[string]any `json:"arguments"`
+		}
+		if err := json.Unmarshal([]byte(body), &call); err != nil {
+			t.Fatalf("seed %d: %v in %q", seed, err, body)
+		}
+		if call.Name == "bash" {
+			if _, ok := call.Arguments["timeout"].(float64); !ok {
+				t.Fatalf("seed %d: timeout %v", seed, call.Arguments["timeout"])
+			}
+		} else if p, ok := call.Arguments["path"].(string); !ok || len(p) > 40 {
+			t.Fatalf("seed %d: path %v", seed, call.Arguments["path"])
+		}
+	}
+}
+
+func FuzzValidNeverPanics(f *testing.F) {
+	f.Add(bashSchema, `{"command":"x"}`)
+	f.Fuzz(func(t *testing.T, schema, text string) {
+		g, err := FromSchema([]byte(schema))
+		if err != nil {
+			return
+		}
+		g.Valid(text)
+		_ = rand.Int
+	})
+}
