@@ -153,6 +153,13 @@ func (o *outbox) push(e Event) {
 	}
 }
 
+// discard drops everything from now on (the consumer is gone).
+func (o *outbox) discard() {
+	o.mu.Lock()
+	o.queue = nil
+	o.mu.Unlock()
+}
+
 func (o *outbox) pump(ctx context.Context, ch chan<- Event) {
 	defer close(ch)
 	for {
@@ -164,12 +171,21 @@ func (o *outbox) pump(ctx context.Context, ch chan<- Event) {
 		for _, e := range batch {
 			select {
 			case ch <- e:
+				continue
 			case <-ctx.Done():
-				// The consumer is gone; the engine sees ctx and aborts. Drain
-				// until the finish so nothing blocks.
+			}
+			// Cancelled: a caller that cancelled to stop early still reads
+			// the finish; a caller that is gone is given up on.
+			t := time.NewTimer(2 * time.Second)
+			select {
+			case ch <- e:
+				t.Stop()
+			case <-t.C:
 				if closed {
 					return
 				}
+				o.discard()
+				return
 			}
 		}
 		if closed {

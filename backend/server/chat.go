@@ -1,0 +1,383 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"jspark/backend/chat"
+	"jspark/backend/engine"
+	"jspark/backend/grammar"
+	"jspark/backend/sample"
+)
+
+// ChatRequest is the body of POST /v1/chat/completions.
+type ChatRequest struct {
+	Model               string          `json:"model"`
+	Messages            []chat.Message  `json:"messages"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *StreamOptions  `json:"stream_options"`
+	Tools               []chat.Tool     `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
+	ResponseFormat      *ResponseFormat `json:"response_format"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Sampling
+	Stop        json.RawMessage `json:"stop"`
+	Logprobs    bool            `json:"logprobs"`
+	TopLogprobs *int            `json:"top_logprobs"`
+	N           *int            `json:"n"`
+	User        string          `json:"user"`
+	CacheSalt   string          `json:"cache_salt"`
+}
+
+// Sampling are the sampling fields shared by both completion APIs.
+type Sampling struct {
+	Temperature       *float32 `json:"temperature"`
+	TopP              *float32 `json:"top_p"`
+	TopK              *int     `json:"top_k"`
+	MinP              *float32 `json:"min_p"`
+	Seed              *uint64  `json:"seed"`
+	RepetitionPenalty *float32 `json:"repetition_penalty"`
+	FrequencyPenalty  *float32 `json:"frequency_penalty"`
+	PresencePenalty   *float32 `json:"presence_penalty"`
+	IgnoreEOS         bool     `json:"ignore_eos"`
+}
+
+// StreamOptions is stream_options.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// ResponseFormat is response_format.
+type ResponseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict bool            `json:"strict"`
+	} `json:"json_schema"`
+}
+
+func (p Sampling) params() (sample.Params, error) {
+	out := sample.Params{Temperature: 1, TopP: 1, RepeatPenalty: 1}
+	if p.Temperature != nil {
+		if *p.Temperature < 0 || *p.Temperature > 2 {
+			return out, badRequest("temperature", "temperature %g is outside [0, 2]", *p.Temperature)
+		}
+		out.Temperature = *p.Temperature
+	}
+	if p.TopP != nil {
+		if *p.TopP <= 0 || *p.TopP > 1 {
+			return out, badRequest("top_p", "top_p %g is outside (0, 1]", *p.TopP)
+		}
+		out.TopP = *p.TopP
+	}
+	if p.TopK != nil {
+		out.TopK = *p.TopK
+	}
+	if p.MinP != nil {
+		out.MinP = *p.MinP
+	}
+	if p.RepetitionPenalty != nil {
+		out.RepeatPenalty = *p.RepetitionPenalty
+	}
+	if p.Seed != nil {
+		out.Seed = *p.Seed
+	}
+	return out, nil
+}
+
+func parseStop(raw json.RawMessage) ([]string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, badRequest("stop", "stop must be a string or an array of strings")
+	}
+	if len(many) > 4 {
+		return nil, badRequest("stop", "at most 4 stop sequences, got %d", len(many))
+	}
+	return many, nil
+}
+
+// toolChoice reads tool_choice: "" (auto), "none", "required" or a name.
+func toolChoice(raw json.RawMessage, tools []chat.Tool) (mode, name string, err error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "auto", "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "auto", "none", "required":
+			if s == "required" && len(tools) == 0 {
+				return "", "", badRequest("tool_choice", "tool_choice \"required\" needs tools")
+			}
+			return s, "", nil
+		}
+		return "", "", badRequest("tool_choice", "tool_choice %q is not auto, none or required", s)
+	}
+	var named struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &named); err != nil || named.Function.Name == "" {
+		return "", "", badRequest("tool_choice", "tool_choice must be a string or {\"type\":\"function\",\"function\":{\"name\":…}}")
+	}
+	for _, t := range tools {
+		if t.Function.Name == named.Function.Name {
+			return "named", named.Function.Name, nil
+		}
+	}
+	return "", "", badRequest("tool_choice", "tool_choice names %q, which is not among the tools", named.Function.Name)
+}
+
+// prepare turns a chat request into an engine job.
+func (s *Server) prepare(r *ChatRequest) (job, error) {
+	if err := s.checkModel(r.Model); err != nil {
+		return job{}, err
+	}
+	if r.N != nil && *r.N != 1 {
+		return job{}, badRequest("n", "n must be 1 (got %d)", *r.N)
+	}
+	if len(r.Messages) == 0 {
+		return job{}, badRequest("messages", "messages must not be empty")
+	}
+	for i, t := range r.Tools {
+		if t.Type != "function" || t.Function.Name == "" {
+			return job{}, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d] must be {\"type\":\"function\",\"function\":{\"name\":…}}", i)
+		}
+	}
+	mode, name, err := toolChoice(r.ToolChoice, r.Tools)
+	if err != nil {
+		return job{}, err
+	}
+	params, err := r.Sampling.params()
+	if err != nil {
+		return job{}, err
+	}
+	stops, err := parseStop(r.Stop)
+	if err != nil {
+		return job{}, err
+	}
+	text, err := s.tpl.Render(r.Messages, r.Tools, true)
+	if err != nil {
+		return job{}, badRequest("messages", "%v", err)
+	}
+	tok := s.e.Model().Tok
+	prompt := tok.Encode(text, true, true)
+	j := job{stops: stops, parseTools: len(r.Tools) > 0 && mode != "none", ids: func(int) string { return newID("call_") }}
+	j.req = engine.Request{Prompt: prompt, Sampling: params, IgnoreEOS: r.IgnoreEOS, CacheSalt: r.CacheSalt}
+	maxTok := r.MaxCompletionTokens
+	if maxTok == nil {
+		maxTok = r.MaxTokens
+	}
+	if maxTok != nil {
+		if *maxTok <= 0 {
+			return job{}, badRequest("max_tokens", "max_tokens must be positive, got %d", *maxTok)
+		}
+		j.req.MaxTokens = *maxTok
+	}
+	if r.Logprobs {
+		j.req.TopLogprobs = 1
+		if r.TopLogprobs != nil {
+			if *r.TopLogprobs < 0 || *r.TopLogprobs > 20 {
+				return job{}, badRequest("top_logprobs", "top_logprobs must be in 0..20")
+			}
+			j.req.TopLogprobs = max(1, *r.TopLogprobs)
+		}
+	}
+	var g *grammar.Grammar
+	switch {
+	case mode == "required" || mode == "named":
+		var tools []grammar.Tool
+		for _, t := range r.Tools {
+			if mode == "required" || t.Function.Name == name {
+				tools = append(tools, grammar.Tool{Name: t.Function.Name, Schema: t.Function.Parameters})
+			}
+		}
+		g, err = grammar.ToolCall(chat.ToolCallOpen+"\n", "\n"+chat.ToolCallClose, tools)
+	case r.ResponseFormat != nil && r.ResponseFormat.Type == "json_object":
+		g = grammar.AnyJSON()
+	case r.ResponseFormat != nil && r.ResponseFormat.Type == "json_schema":
+		if r.ResponseFormat.JSONSchema == nil {
+			return job{}, badRequest("response_format", "response_format json_schema needs json_schema.schema")
+		}
+		g, err = grammar.FromSchema(r.ResponseFormat.JSONSchema.Schema)
+	case r.ResponseFormat != nil && r.ResponseFormat.Type != "text" && r.ResponseFormat.Type != "":
+		return job{}, badRequest("response_format", "response_format type %q is not text, json_object or json_schema", r.ResponseFormat.Type)
+	}
+	if err != nil {
+		return job{}, badRequest("tools", "%v", err)
+	}
+	if g != nil {
+		j.req.Constraint = g.NewConstraint(tok)
+	}
+	return j, nil
+}
+
+// ChatChoice, ChatResponse and ChatChunk follow OpenAI's shapes.
+type ChatChoice struct {
+	Index        int             `json:"index"`
+	Message      *ChatMessage    `json:"message,omitempty"`
+	Delta        *ChatMessage    `json:"delta,omitempty"`
+	Logprobs     *ChoiceLogprobs `json:"logprobs"`
+	FinishReason *string         `json:"finish_reason"`
+}
+
+// ChatMessage is an assistant message or delta.
+type ChatMessage struct {
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content"`
+	ToolCalls []chat.ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ChoiceLogprobs holds per-token log-probabilities.
+type ChoiceLogprobs struct {
+	Content []LogprobEntry `json:"content"`
+}
+
+// Usage is the OpenAI usage object with cache details.
+type Usage struct {
+	PromptTokens        int            `json:"prompt_tokens"`
+	CompletionTokens    int            `json:"completion_tokens"`
+	TotalTokens         int            `json:"total_tokens"`
+	PromptTokensDetails PromptDetails  `json:"prompt_tokens_details"`
+	Jspark              *JsparkDetails `json:"jspark,omitempty"`
+}
+
+// PromptDetails carries cached_tokens.
+type PromptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// JsparkDetails adds the reuse bound.
+type JsparkDetails struct {
+	CommittedTokens int `json:"committed_tokens"`
+	Preemptions     int `json:"preemptions"`
+}
+
+func usageOf(u engine.Usage) *Usage {
+	return &Usage{
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
+		PromptTokensDetails: PromptDetails{CachedTokens: u.CachedTokens},
+		Jspark:              &JsparkDetails{CommittedTokens: u.CommittedTokens, Preemptions: u.Preemptions},
+	}
+}
+
+// ChatResponse is a non-streamed chat completion.
+type ChatResponse struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []ChatChoice `json:"choices"`
+	Usage   *Usage       `json:"usage,omitempty"`
+}
+
+func (s *Server) chatCompletions(c echo.Context) error {
+	var r ChatRequest
+	if err := decode(c, &r); err != nil {
+		return err
+	}
+	j, err := s.prepare(&r)
+	if err != nil {
+		return err
+	}
+	id, created := newID("chatcmpl-"), now()
+	if !r.Stream {
+		var content string
+		var calls []chat.ToolCall
+		var lps []LogprobEntry
+		res, err := s.run(c.Request().Context(), j, func(o output) error {
+			content += o.delta.Content
+			calls = appendCalls(calls, o.delta.Calls)
+			lps = append(lps, o.logprobs...)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		msg := &ChatMessage{Role: "assistant", ToolCalls: calls}
+		if content != "" || len(calls) == 0 {
+			msg.Content = &content
+		}
+		ch := ChatChoice{Message: msg, FinishReason: &res.finish}
+		if r.Logprobs {
+			ch.Logprobs = &ChoiceLogprobs{Content: lps}
+		}
+		return c.JSON(http.StatusOK, ChatResponse{ID: id, Object: "chat.completion", Created: created, Model: s.opt.ServedName,
+			Choices: []ChatChoice{ch}, Usage: usageOf(res.usage)})
+	}
+	sse := newSSE(c)
+	chunk := func(choices []ChatChoice, u *Usage) error {
+		return sse.send(ChatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.opt.ServedName, Choices: choices, Usage: u})
+	}
+	empty := ""
+	started := false
+	res, err := s.run(c.Request().Context(), j, func(o output) error {
+		if !started {
+			started = true
+			if err := chunk([]ChatChoice{{Delta: &ChatMessage{Role: "assistant", Content: &empty}}}, nil); err != nil {
+				return err
+			}
+		}
+		d := &ChatMessage{}
+		if o.delta.Content != "" {
+			d.Content = &o.delta.Content
+		}
+		for _, cd := range o.delta.Calls {
+			d.ToolCalls = append(d.ToolCalls, callDelta(cd))
+		}
+		ch := ChatChoice{Delta: d}
+		if r.Logprobs {
+			ch.Logprobs = &ChoiceLogprobs{Content: o.logprobs}
+		}
+		return chunk([]ChatChoice{ch}, nil)
+	})
+	if err != nil {
+		if !sse.started {
+			return err
+		}
+		sse.sendError(err)
+		return nil
+	}
+	if !started {
+		chunk([]ChatChoice{{Delta: &ChatMessage{Role: "assistant", Content: &empty}}}, nil)
+	}
+	chunk([]ChatChoice{{Delta: &ChatMessage{}, FinishReason: &res.finish}}, nil)
+	if r.StreamOptions != nil && r.StreamOptions.IncludeUsage {
+		chunk([]ChatChoice{}, usageOf(res.usage))
+	}
+	sse.done()
+	return nil
+}
+
+func callDelta(cd chat.CallDelta) chat.ToolCall {
+	i := cd.Index
+	return chat.ToolCall{Index: &i, ID: cd.ID, Type: cd.Type, Function: chat.FunctionCall{Name: cd.Name, Arguments: cd.Arguments}}
+}
+
+func appendCalls(calls []chat.ToolCall, ds []chat.CallDelta) []chat.ToolCall {
+	for _, d := range ds {
+		if d.Name != "" {
+			calls = append(calls, chat.ToolCall{ID: d.ID, Type: "function", Function: chat.FunctionCall{Name: d.Name}})
+		} else if d.Index < len(calls) {
+			calls[d.Index].Function.Arguments += d.Arguments
+		}
+	}
+	return calls
+}

@@ -1,0 +1,230 @@
+// Package server serves an engine over an OpenAI-compatible HTTP API:
+// chat and text completions (streamed or not, with tools, constrained
+// decoding and usage), models, health, Prometheus metrics and tokenization.
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"jspark/backend/chat"
+	"jspark/backend/engine"
+	"jspark/backend/gguf"
+)
+
+// Options configure a server.
+type Options struct {
+	APIKey     string // when set, requests need "Authorization: Bearer KEY"
+	ServedName string // the model id clients name (default: the model's name)
+	// ChatTemplate is the GGUF's tokenizer.chat_template, used to pick the
+	// template; empty means the plain one.
+	ChatTemplate string
+}
+
+// Server is the HTTP front of one engine.
+type Server struct {
+	e    *engine.Engine
+	opt  Options
+	tpl  chat.Template
+	echo *echo.Echo
+}
+
+// ChatTemplateOf reads tokenizer.chat_template from a GGUF file.
+func ChatTemplateOf(f *gguf.File) string {
+	s, _ := f.String("tokenizer.chat_template")
+	return s
+}
+
+// New builds a server for e.
+func New(e *engine.Engine, opt Options) *Server {
+	if opt.ServedName == "" {
+		opt.ServedName = e.Options().ModelName
+	}
+	if opt.ServedName == "" {
+		opt.ServedName = "jspark"
+	}
+	s := &Server{e: e, opt: opt, tpl: chat.Pick(opt.ChatTemplate)}
+	ec := echo.New()
+	ec.HideBanner, ec.HidePort = true, true
+	ec.HTTPErrorHandler = s.handleError
+	ec.Use(s.auth)
+	ec.POST("/v1/chat/completions", s.chatCompletions)
+	ec.POST("/v1/completions", s.completions)
+	ec.GET("/v1/models", s.models)
+	ec.GET("/health", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	ec.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(e.Metrics().Registry, promhttp.HandlerOpts{})))
+	ec.POST("/tokenize", s.tokenize)
+	ec.POST("/detokenize", s.detokenize)
+	s.echo = ec
+	return s
+}
+
+// Handler is the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Template is the chat template in use.
+func (s *Server) Template() chat.Template { return s.tpl }
+
+// APIError is an OpenAI-style error.
+type APIError struct {
+	Status  int     `json:"-"`
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+	// RetryAfter, when set, becomes a Retry-After header (seconds).
+	RetryAfter int `json:"-"`
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+func badRequest(param, format string, args ...any) *APIError {
+	e := &APIError{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...), Type: "invalid_request_error"}
+	if param != "" {
+		e.Param = &param
+	}
+	return e
+}
+
+func strp(s string) *string { return &s }
+
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var ae *APIError
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &he):
+		ae = &APIError{Status: he.Code, Message: fmt.Sprint(he.Message), Type: "invalid_request_error"}
+		if he.Code == http.StatusNotFound {
+			ae.Type, ae.Code = "not_found_error", strp("not_found")
+		}
+	default:
+		ae = &APIError{Status: http.StatusInternalServerError, Message: err.Error(), Type: "server_error"}
+	}
+	if ae.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", fmt.Sprint(ae.RetryAfter))
+	}
+	c.JSON(ae.Status, map[string]*APIError{"error": ae})
+}
+
+func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.opt.APIKey == "" || c.Path() == "/health" {
+			return next(c)
+		}
+		h := c.Request().Header.Get("Authorization")
+		if h == "" {
+			return &APIError{Status: http.StatusUnauthorized, Message: "missing API key: send Authorization: Bearer KEY", Type: "authentication_error", Code: strp("invalid_api_key")}
+		}
+		if strings.TrimPrefix(h, "Bearer ") != s.opt.APIKey {
+			return &APIError{Status: http.StatusUnauthorized, Message: "incorrect API key", Type: "authentication_error", Code: strp("invalid_api_key")}
+		}
+		return next(c)
+	}
+}
+
+// decode reads a JSON body strictly enough to catch wrong types.
+func decode(c echo.Context, v any) error {
+	dec := json.NewDecoder(c.Request().Body)
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := te.Field
+			if i := strings.LastIndex(field, "Sampling."); i >= 0 { // an embedded struct's prefix
+				field = field[i+len("Sampling."):]
+			}
+			return badRequest(field, "field %q must be %v, not JSON %s", field, te.Type, te.Value)
+		}
+		return badRequest("", "malformed JSON body: %v", err)
+	}
+	return nil
+}
+
+func (s *Server) checkModel(name string) error {
+	if name == "" || name == s.opt.ServedName {
+		return nil
+	}
+	return &APIError{Status: http.StatusNotFound, Message: fmt.Sprintf("the model %q does not exist; this server serves %q", name, s.opt.ServedName),
+		Type: "invalid_request_error", Param: strp("model"), Code: strp("model_not_found")}
+}
+
+func (s *Server) models(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]any{
+		"object": "list",
+		"data": []map[string]any{{
+			"id": s.opt.ServedName, "object": "model", "created": 0, "owned_by": "jspark",
+			"max_model_len": s.e.Options().MaxContext,
+		}},
+	})
+}
+
+func (s *Server) tokenize(c echo.Context) error {
+	var req struct {
+		Model       string         `json:"model"`
+		Prompt      *string        `json:"prompt"`
+		Messages    []chat.Message `json:"messages"`
+		Tools       []chat.Tool    `json:"tools"`
+		AddSpecial  *bool          `json:"add_special_tokens"`
+		AddGenerate *bool          `json:"add_generation_prompt"`
+	}
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	if err := s.checkModel(req.Model); err != nil {
+		return err
+	}
+	tok := s.e.Model().Tok
+	var ids []int
+	switch {
+	case req.Prompt != nil:
+		ids = tok.Encode(*req.Prompt, req.AddSpecial == nil || *req.AddSpecial, true)
+	case len(req.Messages) > 0:
+		text, err := s.tpl.Render(req.Messages, req.Tools, req.AddGenerate == nil || *req.AddGenerate)
+		if err != nil {
+			return badRequest("messages", "%v", err)
+		}
+		ids = tok.Encode(text, true, true)
+	default:
+		return badRequest("prompt", "give prompt or messages")
+	}
+	if ids == nil {
+		ids = []int{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"tokens": ids, "count": len(ids), "max_model_len": s.e.Options().MaxContext})
+}
+
+func (s *Server) detokenize(c echo.Context) error {
+	var req struct {
+		Tokens []int `json:"tokens"`
+	}
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	tok := s.e.Model().Tok
+	for i, t := range req.Tokens {
+		if t < 0 || t >= tok.VocabSize() {
+			return badRequest("tokens", "tokens[%d] = %d is outside the vocabulary of %d", i, t, tok.VocabSize())
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]string{"prompt": tok.Decode(req.Tokens, false)})
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func now() int64 { return time.Now().Unix() }

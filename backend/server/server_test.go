@@ -1,0 +1,399 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	openai "github.com/sashabaranov/go-openai"
+	"github.com/sashabaranov/go-openai/jsonschema"
+
+	"jspark/backend/engine"
+	jmodel "jspark/backend/model"
+	"jspark/kernels/cpu"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+type fixture struct {
+	e      *engine.Engine
+	srv    *httptest.Server
+	client *openai.Client
+}
+
+func start(t testing.TB, eopt engine.Options, sopt Options) *fixture {
+	t.Helper()
+	m, _, err := jmodel.Open("", cpu.New(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eopt.Log = io.Discard
+	if eopt.KVBlocks == 0 {
+		eopt.KVBlocks = 4096
+	}
+	e, err := engine.New(m, eopt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(e, sopt).Handler())
+	t.Cleanup(func() { srv.Close(); e.Close() })
+	cfg := openai.DefaultConfig(sopt.APIKey)
+	cfg.BaseURL = srv.URL + "/v1"
+	return &fixture{e: e, srv: srv, client: openai.NewClientWithConfig(cfg)}
+}
+
+var bashTool = openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+	Name: "bash", Description: "Run a shell command",
+	Parameters: jsonschema.Definition{Type: jsonschema.Object, Required: []string{"command", "timeout"},
+		Properties: map[string]jsonschema.Definition{
+			"command": {Type: jsonschema.String, Description: "the command"},
+			"timeout": {Type: jsonschema.Integer},
+		}},
+}}
+
+func checkBashArgs(t *testing.T, args string) {
+	t.Helper()
+	var a map[string]any
+	dec := json.NewDecoder(strings.NewReader(args))
+	if err := dec.Decode(&a); err != nil {
+		t.Fatalf("arguments %q: %v", args, err)
+	}
+	if _, ok := a["command"].(string); !ok || len(a) != 2 {
+		t.Fatalf("arguments %q do not validate", args)
+	}
+	if n, ok := a["timeout"].(float64); !ok || n != float64(int64(n)) {
+		t.Fatalf("timeout in %q is not an integer", args)
+	}
+}
+
+func TestChatPlainAndStreamed(t *testing.T) {
+	f := start(t, engine.Options{}, Options{})
+	ctx := context.Background()
+	req := openai.ChatCompletionRequest{Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "Tell me a story."}}, MaxTokens: 24, Temperature: 0}
+	resp, err := f.client.CreateChatCompletion(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Choices[0].Message.Content == "" || resp.Usage.CompletionTokens != 24 || resp.Choices[0].FinishReason != "length" {
+		t.Fatalf("response %+v", resp)
+	}
+	req.Stream = true
+	req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	stream, err := f.client.CreateChatCompletionStream(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	var usage *openai.Usage
+	var finish openai.FinishReason
+	for {
+		ch, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Usage != nil {
+			usage = ch.Usage
+		}
+		for _, c := range ch.Choices {
+			text += c.Delta.Content
+			if c.FinishReason != "" {
+				finish = c.FinishReason
+			}
+		}
+	}
+	if text != resp.Choices[0].Message.Content || finish != "length" || usage == nil || usage.CompletionTokens != 24 {
+		t.Fatalf("streamed %q finish %q usage %+v; non-streamed %q", text, finish, usage, resp.Choices[0].Message.Content)
+	}
+}
+
+func TestRequiredToolCall20Seeds(t *testing.T) {
+	f := start(t, engine.Options{}, Options{})
+	ctx := context.Background()
+	for seed := 0; seed < 20; seed++ {
+		s := seed
+		req := openai.ChatCompletionRequest{
+			Messages: []openai.ChatCompletionMessage{{Role: "system", Content: "You are a coding agent."}, {Role: "user", Content: "List the files."}},
+			Tools:    []openai.Tool{bashTool}, ToolChoice: "required", Temperature: 0.9, Seed: &s, MaxTokens: 400,
+		}
+		resp, err := f.client.CreateChatCompletion(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := resp.Choices[0].Message
+		if resp.Choices[0].FinishReason != openai.FinishReasonToolCalls || len(msg.ToolCalls) != 1 || msg.ToolCalls[0].Function.Name != "bash" || msg.ToolCalls[0].ID == "" {
+			t.Fatalf("seed %d: %+v", seed, resp.Choices[0])
+		}
+		checkBashArgs(t, msg.ToolCalls[0].Function.Arguments)
+
+		req.Stream = true
+		stream, err := f.client.CreateChatCompletionStream(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var calls []openai.ToolCall
+		var finish openai.FinishReason
+		for {
+			ch, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range ch.Choices {
+				for _, tc := range c.Delta.ToolCalls {
+					if tc.ID != "" {
+						calls = append(calls, tc)
+					} else {
+						calls[*tc.Index].Function.Arguments += tc.Function.Arguments
+					}
+				}
+				if c.FinishReason != "" {
+					finish = c.FinishReason
+				}
+			}
+		}
+		if finish != openai.FinishReasonToolCalls || len(calls) != 1 || calls[0].Function.Arguments != msg.ToolCalls[0].Function.Arguments {
+			t.Fatalf("seed %d streamed: %v %+v vs %+v", seed, finish, calls, msg.ToolCalls)
+		}
+	}
+}
+
+func TestPrefixCacheAcrossTurns(t *testing.T) {
+	f := start(t, engine.Options{}, Options{})
+	ctx := context.Background()
+	msgs := []openai.ChatCompletionMessage{{Role: "system", Content: "You are a coding agent in a sandbox."}, {Role: "user", Content: "Look around."}}
+	req := openai.ChatCompletionRequest{Messages: msgs, Tools: []openai.Tool{bashTool}, ToolChoice: "required", Temperature: 0, MaxTokens: 300}
+	a, err := f.client.CreateChatCompletion(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.client.CreateChatCompletion(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := a.Usage.PromptTokens / 16 * 16
+	if b.Usage.PromptTokensDetails.CachedTokens < block {
+		t.Fatalf("repeat: cached %d of %d", b.Usage.PromptTokensDetails.CachedTokens, a.Usage.PromptTokens)
+	}
+	if a.Choices[0].Message.ToolCalls[0].Function.Arguments != b.Choices[0].Message.ToolCalls[0].Function.Arguments {
+		t.Fatal("greedy repeat changed the output")
+	}
+	turn2 := append(append([]openai.ChatCompletionMessage(nil), msgs...), a.Choices[0].Message,
+		openai.ChatCompletionMessage{Role: "tool", ToolCallID: a.Choices[0].Message.ToolCalls[0].ID, Content: "README.md\nmain.go"})
+	req.Messages = turn2
+	c, err := f.client.CreateChatCompletion(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Usage.PromptTokensDetails.CachedTokens < block {
+		t.Fatalf("second turn: cached %d, want ≥ %d", c.Usage.PromptTokensDetails.CachedTokens, block)
+	}
+}
+
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("metrics do not parse: %v", err)
+	}
+	out := map[string]float64{}
+	for name, fam := range families {
+		for _, m := range fam.Metric {
+			switch {
+			case m.Counter != nil:
+				out[name] += m.Counter.GetValue()
+			case m.Gauge != nil:
+				out[name] += m.Gauge.GetValue()
+			}
+		}
+	}
+	return out
+}
+
+func TestMetricsMoveByReportedTokens(t *testing.T) {
+	f := start(t, engine.Options{}, Options{})
+	before := scrape(t, f.srv.URL)
+	var completion, prompt int
+	for _, n := range []int{5, 17, 30} {
+		resp, err := f.client.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
+			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "Once upon a time"}}, MaxTokens: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		completion += resp.Usage.CompletionTokens
+		prompt += resp.Usage.PromptTokens
+	}
+	after := scrape(t, f.srv.URL)
+	if d := after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"]; int(d) != completion {
+		t.Fatalf("generation_tokens_total moved %v, responses reported %d", d, completion)
+	}
+	if d := after["vllm:prompt_tokens_total"] - before["vllm:prompt_tokens_total"]; int(d) != prompt {
+		t.Fatalf("prompt_tokens_total moved %v, responses reported %d", d, prompt)
+	}
+	for _, name := range []string{"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:num_preemptions_total",
+		"vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:kv_cache_usage_perc", "jspark_kv_capacity_tokens"} {
+		if _, ok := after[name]; !ok {
+			t.Errorf("metric %s missing", name)
+		}
+	}
+}
+
+func post(t *testing.T, url, key, body string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+func TestErrors(t *testing.T) {
+	f := start(t, engine.Options{MaxContext: 200}, Options{APIKey: "k", ServedName: "tiny"})
+	url := f.srv.URL + "/v1/chat/completions"
+	cases := []struct {
+		name, key, body string
+		status          int
+		want            string
+	}{
+		{"no key", "", `{"messages":[{"role":"user","content":"x"}]}`, 401, `"type":"authentication_error"`},
+		{"bad key", "nope", `{"messages":[{"role":"user","content":"x"}]}`, 401, `incorrect API key`},
+		{"malformed", "k", `{"messages":`, 400, `malformed JSON body`},
+		{"wrong type", "k", `{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}`, 400, `"param":"temperature"`},
+		{"unknown model", "k", `{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}`, 404, `"code":"model_not_found"`},
+		{"n", "k", `{"messages":[{"role":"user","content":"x"}],"n":2}`, 400, `n must be 1`},
+		{"context", "k", `{"messages":[{"role":"user","content":"x"}],"max_tokens":500}`, 400, `maximum context length is 200 tokens; the prompt has 17 tokens and max_tokens is 500`},
+		{"bad role", "k", `{"messages":[{"role":"wizard","content":"x"}]}`, 400, `role \"wizard\"`},
+	}
+	for _, c := range cases {
+		resp, body := post(t, url, c.key, c.body)
+		if resp.StatusCode != c.status || !strings.Contains(body, c.want) || !strings.HasPrefix(body, `{"error":{"message":`) {
+			t.Errorf("%s: %d %s; want %d containing %s", c.name, resp.StatusCode, body, c.status, c.want)
+		}
+	}
+}
+
+func TestQueueFull429(t *testing.T) {
+	f := start(t, engine.Options{MaxWaiting: 1}, Options{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	retry := ""
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, _ := post(t, f.srv.URL+"/v1/completions", "", `{"prompt":"Once upon a time","max_tokens":200,"ignore_eos":true}`)
+			mu.Lock()
+			statuses[resp.StatusCode]++
+			if resp.StatusCode == 429 {
+				retry = resp.Header.Get("Retry-After")
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if statuses[429] == 0 || statuses[200] == 0 || retry != "1" {
+		t.Fatalf("statuses %v, Retry-After %q", statuses, retry)
+	}
+}
+
+func TestDisconnectFreesBlocks(t *testing.T) {
+	f := start(t, engine.Options{}, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := f.client.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{
+		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "x"}}, MaxTokens: 5000, Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream.Recv()
+	stream.Recv()
+	cancel()
+	stream.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s := f.e.Metrics().Snapshot()
+		if s.Running == 0 && s.FreeBlocks == int64(f.e.CapacityTokens()/16) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("request not aborted: %+v", s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var volatile = regexp.MustCompile(`"(id|created)":("[^"]*"|\d+)`)
+
+// TestGoldenSSE pins the exact stream bytes (ids and times masked).
+func TestGoldenSSE(t *testing.T) {
+	f := start(t, engine.Options{}, Options{ServedName: "stories"})
+	cases := map[string]string{
+		"chat_stream":     `{"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":8,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}`,
+		"completion_stop": `{"prompt":"Once upon a time","max_tokens":30,"temperature":0,"stream":true,"stop":["Lily"]}`,
+	}
+	for name, body := range cases {
+		path := "/v1/chat/completions"
+		if strings.HasPrefix(name, "completion") {
+			path = "/v1/completions"
+		}
+		_, got := post(t, f.srv.URL+path, "", body)
+		got = volatile.ReplaceAllString(got, `"$1":"X"`)
+		golden := "testdata/" + name + ".sse"
+		if *update {
+			os.MkdirAll("testdata", 0o755)
+			os.WriteFile(golden, []byte(got), 0o644)
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (run with -update)", err)
+		}
+		if got != string(want) {
+			t.Errorf("%s:\n got %s\nwant %s", name, got, want)
+		}
+	}
+}
+
+func FuzzChatBody(f *testing.F) {
+	fx := start(f, engine.Options{MaxContext: 256}, Options{})
+	h := fx.srv.Config.Handler
+	f.Add(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
+	f.Add(`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"required","max_tokens":3}`)
+	f.Add(`{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"array"}}},"max_tokens":3,"stream":true}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewBufferString(body)))
+		if rec.Code != 200 && !strings.HasPrefix(rec.Body.String(), `{"error":`) {
+			t.Fatalf("status %d without an error body: %s", rec.Code, rec.Body.String())
+		}
+	})
+}

@@ -1,0 +1,54 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// sse writes server-sent events in OpenAI's framing: "data: JSON\n\n",
+// ending with "data: [DONE]".
+type sse struct {
+	c       echo.Context
+	started bool
+}
+
+func newSSE(c echo.Context) *sse { return &sse{c: c} }
+
+func (s *sse) write(b []byte) error {
+	w := s.c.Response()
+	if !s.started {
+		s.started = true
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("Connection", "keep-alive")
+		w.WriteHeader(http.StatusOK)
+	}
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	w.Flush()
+	return nil
+}
+
+func (s *sse) send(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.write(append(append([]byte("data: "), b...), '\n', '\n'))
+}
+
+func (s *sse) sendError(err error) {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		ae = &APIError{Status: 500, Message: err.Error(), Type: "server_error"}
+	}
+	s.send(map[string]*APIError{"error": ae})
+	s.done()
+}
+
+func (s *sse) done() { s.write([]byte("data: [DONE]\n\n")) }

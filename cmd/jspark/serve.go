@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"jspark/backend/embedded"
+	"jspark/backend/engine"
+	"jspark/backend/gguf"
+	"jspark/backend/model"
+	"jspark/backend/server"
+	"jspark/kernels/cpu"
+)
+
+// EngineFlags are the engine options every engine-running command takes.
+type EngineFlags struct {
+	Model    string
+	Threads  int
+	KVMemMiB int64
+	Trace    string
+	engine.Options
+}
+
+func addEngineFlags(cmd *cobra.Command, o *EngineFlags) {
+	f := cmd.Flags()
+	f.StringVar(&o.Model, "model", "", "GGUF model file (default: the embedded stories260K)")
+	f.IntVar(&o.Threads, "threads", 0, "CPU threads (0: all)")
+	f.IntVar(&o.BlockSize, "kv-block", 16, "tokens per KV block")
+	f.Int64Var(&o.KVMemMiB, "kv-memory", 0, "KV cache MiB (0: a fifth of available memory, at most 4 GiB)")
+	f.IntVar(&o.PrefillSolo, "prefill-solo", 4096, "prefill tokens per step when nothing else runs")
+	f.IntVar(&o.PrefillMixed, "prefill-mixed", 2048, "prefill tokens per step, all prefills together, when anything else runs")
+	f.IntVar(&o.MaxSeqs, "max-seqs", 64, "requests running at once")
+	f.IntVar(&o.MaxWaiting, "max-waiting", 1024, "queued requests before 429")
+	f.IntVar(&o.MaxContext, "ctx", 0, "context tokens per sequence (0: the model's, at least 32768)")
+	f.IntVar(&o.Speculate, "speculate", 0, "n-gram draft tokens per decode step (0: off)")
+	f.StringVar(&o.Trace, "trace", "", "write a per-step JSON-lines trace to this file")
+}
+
+// openEngine loads the model and starts an engine; close releases both.
+func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, string, func(), error) {
+	var f *gguf.File
+	var err error
+	if o.Model == "" {
+		f, err = embedded.Open()
+	} else {
+		f, err = gguf.Open(o.Model)
+	}
+	if err != nil {
+		return nil, "", nil, err
+	}
+	m, err := model.Load(f, cpu.New(o.Threads))
+	if err != nil {
+		f.Close()
+		return nil, "", nil, err
+	}
+	opt := o.Options
+	opt.KVMemory = o.KVMemMiB << 20
+	opt.Log = log
+	var trace *os.File
+	if o.Trace != "" {
+		if trace, err = os.Create(o.Trace); err != nil {
+			f.Close()
+			return nil, "", nil, err
+		}
+		opt.Trace = trace
+	}
+	e, err := engine.New(m, opt)
+	if err != nil {
+		f.Close()
+		return nil, "", nil, err
+	}
+	return e, server.ChatTemplateOf(f), func() {
+		e.Close()
+		if trace != nil {
+			trace.Close()
+		}
+		f.Close()
+	}, nil
+}
+
+// ServeOptions are the flags of `jspark serve`.
+type ServeOptions struct {
+	EngineFlags
+	Host       string
+	Port       int
+	APIKey     string
+	ServedName string
+}
+
+func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
+	o := &ServeOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the model over an OpenAI-compatible HTTP API",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runServe(ctx, o, stderr)
+		},
+	}
+	addEngineFlags(cmd, &o.EngineFlags)
+	f := cmd.Flags()
+	f.StringVar(&o.Host, "host", "127.0.0.1", "address to bind (loopback by default)")
+	f.IntVar(&o.Port, "port", 8080, "port (0: any free port)")
+	f.StringVar(&o.APIKey, "api-key", "", "require this bearer key")
+	f.StringVar(&o.ServedName, "served-name", "", "model id clients use (default: the model's name)")
+	return cmd
+}
+
+func runServe(ctx context.Context, o *ServeOptions, log io.Writer) error {
+	e, tpl, closeEngine, err := openEngine(&o.EngineFlags, log)
+	if err != nil {
+		return err
+	}
+	defer closeEngine()
+	srv := server.New(e, server.Options{APIKey: o.APIKey, ServedName: o.ServedName, ChatTemplate: tpl})
+	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, fmt.Sprint(o.Port)))
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler()}
+	go func() {
+		<-ctx.Done()
+		hs.Shutdown(context.Background())
+	}()
+	fmt.Fprintf(log, "jspark serve: ready at http://%s/v1 (model %q, template %s)\n", ln.Addr(), e.Options().ModelName, srv.Template().Name)
+	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
