@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,5 +164,35 @@ func TestSynthSameFlagsSameBytes(t *testing.T) {
 	info, _, _ := jspark(t, "model", "info", filepath.Join(dir, "ma.gguf"), "--format", "json")
 	if !strings.Contains(info, `"arch": "qwen3"`) || !strings.Contains(info, `"type": "neox"`) {
 		t.Fatalf("info %s", info)
+	}
+}
+
+func TestServeReadyLineAndHealth(t *testing.T) {
+	cmd := exec.Command(binary, "serve", "--port", "0", "--kv-memory", "16", "--api-key", "k")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	sc := bufio.NewScanner(stderr)
+	url := ""
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "jspark serve: ready at "); ok {
+			url = strings.Fields(rest)[0]
+			break
+		}
+	}
+	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasSuffix(url, "/v1") {
+		t.Fatalf("ready line URL %q", url)
+	}
+	go io.Copy(io.Discard, stderr)
+	resp, err := http.Get(strings.TrimSuffix(url, "/v1") + "/health")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("health: %v %v", resp, err)
+	}
+	req, _ := http.NewRequest("GET", url+"/models", nil)
+	if resp, _ := http.DefaultClient.Do(req); resp.StatusCode != 401 {
+		t.Fatalf("models without key: %d", resp.StatusCode)
 	}
 }
