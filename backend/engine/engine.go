@@ -29,7 +29,7 @@ type Options struct {
 	PrefillSolo  int   // prefill tokens per step when nothing else runs (4096)
 	PrefillMixed int   // prefill tokens per step, all prefills together, otherwise (2048)
 	MaxSeqs      int   // requests running at once (64)
-	MaxWaiting   int   // requests queued before Submit says ErrQueueFull (1024)
+	MaxWaiting   int   // requests in flight (queued or running) before Submit says ErrQueueFull (1024)
 	MaxContext   int   // tokens per sequence (default: the model's, at least 32768)
 	Speculate    int   // n-gram draft tokens per decode step (0: off)
 	SpecNgram    int   // longest n-gram the drafter matches (3)

@@ -71,6 +71,7 @@ type Event struct {
 	Logprob float32
 	Top     []TokenProb
 	Step    int64 // the engine step that produced it
+	Arrival int64 // the last step before the request was queued
 	Time    time.Time
 	Finish  FinishReason
 	Err     error

@@ -221,7 +221,7 @@ func (e *Engine) appendToken(s *seq, tok int, now time.Time) FinishReason {
 		e.stats.itl.Observe(now.Sub(s.lastTok).Seconds())
 	}
 	s.lastTok = now
-	ev := Event{Token: tok, Step: e.step, Time: now}
+	ev := Event{Token: tok, Step: e.step, Arrival: s.arrival, Time: now}
 	if s.logprobs != nil {
 		ev.Logprob, ev.Top = s.logprobs.chosen, s.logprobs.top
 		s.logprobs = nil

@@ -39,7 +39,7 @@ func addEngineFlags(cmd *cobra.Command, o *EngineFlags) {
 	f.IntVar(&o.PrefillSolo, "prefill-solo", 4096, "prefill tokens per step when nothing else runs")
 	f.IntVar(&o.PrefillMixed, "prefill-mixed", 2048, "prefill tokens per step, all prefills together, when anything else runs")
 	f.IntVar(&o.MaxSeqs, "max-seqs", 64, "requests running at once")
-	f.IntVar(&o.MaxWaiting, "max-waiting", 1024, "queued requests before 429")
+	f.IntVar(&o.MaxWaiting, "max-waiting", 1024, "requests in flight (queued or running) before 429")
 	f.IntVar(&o.MaxContext, "ctx", 0, "context tokens per sequence (0: the model's, at least 32768)")
 	f.IntVar(&o.Speculate, "speculate", 0, "n-gram draft tokens per decode step (0: off)")
 	f.StringVar(&o.Trace, "trace", "", "write a per-step JSON-lines trace to this file")
