@@ -79,6 +79,45 @@ func checkBashArgs(t *testing.T, args string) {
 	}
 }
 
+// streamed is what a chat stream delivered, accumulated as a client would.
+type streamed struct {
+	text   string
+	calls  []openai.ToolCall
+	finish openai.FinishReason
+	usage  *openai.Usage
+}
+
+func drain(t *testing.T, stream *openai.ChatCompletionStream) streamed {
+	t.Helper()
+	defer stream.Close()
+	var out streamed
+	for {
+		ch, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Usage != nil {
+			out.usage = ch.Usage
+		}
+		for _, c := range ch.Choices {
+			out.text += c.Delta.Content
+			for _, tc := range c.Delta.ToolCalls {
+				if tc.ID != "" {
+					out.calls = append(out.calls, tc)
+				} else {
+					out.calls[*tc.Index].Function.Arguments += tc.Function.Arguments
+				}
+			}
+			if c.FinishReason != "" {
+				out.finish = c.FinishReason
+			}
+		}
+	}
+}
+
 func TestChatPlainAndStreamed(t *testing.T) {
 	f := start(t, engine.Options{}, Options{})
 	ctx := context.Background()
@@ -96,27 +135,8 @@ func TestChatPlainAndStreamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var text string
-	var usage *openai.Usage
-	var finish openai.FinishReason
-	for {
-		ch, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ch.Usage != nil {
-			usage = ch.Usage
-		}
-		for _, c := range ch.Choices {
-			text += c.Delta.Content
-			if c.FinishReason != "" {
-				finish = c.FinishReason
-			}
-		}
-	}
+	got := drain(t, stream)
+	text, finish, usage := got.text, got.finish, got.usage
 	if text != resp.Choices[0].Message.Content || finish != "length" || usage == nil || usage.CompletionTokens != 24 {
 		t.Fatalf("streamed %q finish %q usage %+v; non-streamed %q", text, finish, usage, resp.Choices[0].Message.Content)
 	}
@@ -146,29 +166,8 @@ func TestRequiredToolCall20Seeds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var calls []openai.ToolCall
-		var finish openai.FinishReason
-		for {
-			ch, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, c := range ch.Choices {
-				for _, tc := range c.Delta.ToolCalls {
-					if tc.ID != "" {
-						calls = append(calls, tc)
-					} else {
-						calls[*tc.Index].Function.Arguments += tc.Function.Arguments
-					}
-				}
-				if c.FinishReason != "" {
-					finish = c.FinishReason
-				}
-			}
-		}
+		got := drain(t, stream)
+		calls, finish := got.calls, got.finish
 		if finish != openai.FinishReasonToolCalls || len(calls) != 1 || calls[0].Function.Arguments != msg.ToolCalls[0].Function.Arguments {
 			t.Fatalf("seed %d streamed: %v %+v vs %+v", seed, finish, calls, msg.ToolCalls)
 		}
