@@ -276,7 +276,7 @@ func (e *Engine) ensureBlocks(s *seq, n int) bool {
 	return true
 }
 
-// hashes extends s.hashes over every full block of its tokens.
+// hashUpTo extends s.hashes over the first blocks full blocks of its tokens.
 func (e *Engine) hashUpTo(s *seq, blocks int) {
 	bs := e.opt.BlockSize
 	for len(s.hashes) < blocks {

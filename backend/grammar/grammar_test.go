@@ -2,7 +2,6 @@ package grammar
 
 import (
 	"encoding/json"
-	"math/rand/v2"
 	"testing"
 
 	"jspark/backend/model"
@@ -99,6 +98,5 @@ func FuzzValidNeverPanics(f *testing.F) {
 			return
 		}
 		g.Valid(text)
-		_ = rand.Int
 	})
 }

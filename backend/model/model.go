@@ -280,16 +280,19 @@ func (b *binder) bind(v reflect.Value, prefix string) {
 // AttnScale is the softmax scale 1/sqrt(head_dim).
 func (c Config) AttnScale() float32 { return float32(1 / math.Sqrt(float64(c.HeadDim))) }
 
+// OpenFile opens the GGUF file at path, or the embedded default when path
+// is "".
+func OpenFile(path string) (*gguf.File, error) {
+	if path == "" {
+		return embedded.Open()
+	}
+	return gguf.Open(path)
+}
+
 // Open loads the model at path, or the embedded default when path is "".
 // The returned close function releases the file.
 func Open(path string, k kernels.Kernels) (*Model, func() error, error) {
-	var f *gguf.File
-	var err error
-	if path == "" {
-		f, err = embedded.Open()
-	} else {
-		f, err = gguf.Open(path)
-	}
+	f, err := OpenFile(path)
 	if err != nil {
 		return nil, nil, err
 	}

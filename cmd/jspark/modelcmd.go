@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"jspark/backend/embedded"
 	"jspark/backend/gguf"
 	"jspark/backend/model"
 	"jspark/kernels/quant"
@@ -69,19 +68,16 @@ func newModelInfoCmd(stdout io.Writer) *cobra.Command {
 }
 
 func readModelInfo(path string) (ModelInfo, error) {
-	m, closeModel, err := model.Open(path, ref.Kernels{})
+	f, err := model.OpenFile(path)
 	if err != nil {
 		return ModelInfo{}, err
 	}
-	defer closeModel()
-	var f *gguf.File
-	if path == "" {
-		f, _ = embedded.Open()
-		path = embedded.Name
-	} else {
-		f, _ = gguf.Open(path)
-	}
 	defer f.Close()
+	m, err := model.Load(f, ref.Kernels{})
+	if err != nil {
+		return ModelInfo{}, err
+	}
+	path = f.Path
 	var params uint64
 	for _, t := range f.Tensors {
 		params += t.Elems()

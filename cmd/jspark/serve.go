@@ -13,9 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"jspark/backend/embedded"
 	"jspark/backend/engine"
-	"jspark/backend/gguf"
 	"jspark/backend/model"
 	"jspark/backend/server"
 	"jspark/kernels/cpu"
@@ -47,13 +45,7 @@ func addEngineFlags(cmd *cobra.Command, o *EngineFlags) {
 
 // openEngine loads the model and starts an engine; close releases both.
 func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, string, func(), error) {
-	var f *gguf.File
-	var err error
-	if o.Model == "" {
-		f, err = embedded.Open()
-	} else {
-		f, err = gguf.Open(o.Model)
-	}
+	f, err := model.OpenFile(o.Model)
 	if err != nil {
 		return nil, "", nil, err
 	}
