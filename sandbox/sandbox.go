@@ -1,0 +1,214 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Options configure a sandbox.
+type Options struct {
+	Limits       Limits    // zero: DefaultLimits
+	NoNamespaces bool      // run with rlimits and process groups only, even where namespaces work
+	Log          io.Writer // where the once-per-process isolation warning goes (nil: stderr)
+}
+
+// Sandbox is one session's workspace and shell. Commands run one at a time.
+type Sandbox struct {
+	root      string
+	uid       int
+	dedicated bool
+	ns        bool
+	limits    Limits
+
+	mu     sync.Mutex
+	sh     *shell
+	closed bool
+}
+
+var warnOnce sync.Once
+
+// New makes the workspace dir (seeded with files: relative path → content)
+// and prepares its shell; the shell starts with the first command.
+func New(dir string, files map[string]string, o Options) (*Sandbox, error) {
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	if err := seed(root, files); err != nil {
+		return nil, err
+	}
+	s := &Sandbox{root: root, limits: o.Limits}
+	if s.limits == (Limits{}) {
+		s.limits = DefaultLimits
+	}
+	s.uid, s.dedicated = hostUser()
+	ok, why := false, "disabled by option"
+	if !o.NoNamespaces {
+		ok, why = namespaces()
+	}
+	s.ns = ok
+	if !ok && !o.NoNamespaces {
+		warnOnce.Do(func() {
+			w := o.Log
+			if w == nil {
+				w = os.Stderr
+			}
+			fmt.Fprintf(w, "jspark sandbox: WARNING: namespaces are not available here (%s); commands run with rlimits, a separate user where possible and process-group cleanup only: NO network or filesystem isolation\n", why)
+		})
+	}
+	if s.dedicated {
+		if err := chownTree(root, s.uid); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Root is the workspace's host path.
+func (s *Sandbox) Root() string { return s.root }
+
+// Isolated reports whether commands run in their own namespaces.
+func (s *Sandbox) Isolated() bool { return s.ns }
+
+// Path maps a workspace-relative path to its host path (see resolve).
+func (s *Sandbox) Path(rel string) (string, error) { return resolve(s.root, rel) }
+
+// WriteFile writes a workspace file, making its directories, owned by the
+// sandbox's user so its shell can change it.
+func (s *Sandbox) WriteFile(rel string, data []byte) error {
+	p, err := s.Path(rel)
+	if err != nil {
+		return err
+	}
+	if p == s.root {
+		return fmt.Errorf("%q: is the workspace itself", rel)
+	}
+	if err := s.mkdirAll(filepath.Dir(p)); err != nil {
+		return err
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		return err
+	}
+	if s.dedicated {
+		return os.Chown(p, s.uid, s.uid)
+	}
+	return nil
+}
+
+func (s *Sandbox) mkdirAll(dir string) error {
+	if dir == s.root {
+		return nil
+	}
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s: not a directory", dir)
+		}
+		return nil
+	}
+	if err := s.mkdirAll(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if s.dedicated {
+		return os.Chown(dir, s.uid, s.uid)
+	}
+	return nil
+}
+
+func chownTree(root string, uid int) error {
+	return filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
+}
+
+// Result is what one command did.
+type Result struct {
+	Output    string // PTY output, capped, with a marker where bytes were cut
+	ExitCode  int    // 124 after a timeout, as timeout(1) reports
+	TimedOut  bool
+	Truncated bool
+	Restarted bool // the shell died or had to be killed; its state (cwd, variables) is gone
+}
+
+// Exec runs command in the session's shell (its cwd and variables persist
+// between commands), killing what it started after timeout and keeping at
+// most limit bytes of output (head and tail). A cancelled ctx (the session
+// cut) kills the shell and every process of the sandbox.
+func (s *Sandbox) Exec(ctx context.Context, command string, timeout time.Duration, limit int) (Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return Result{}, errors.New("sandbox is closed")
+	}
+	if s.sh == nil {
+		sh, err := s.start()
+		if err != nil {
+			return Result{}, err
+		}
+		s.sh = sh
+	}
+	res, err := s.sh.run(ctx, command, timeout, limit, s.killMembers)
+	if res.Restarted || err != nil {
+		s.stopShell()
+	}
+	return res, err
+}
+
+// Close kills the shell and every process the sandbox started, and reaps them.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.stopShell()
+	return nil
+}
+
+func (s *Sandbox) stopShell() {
+	if s.sh == nil {
+		return
+	}
+	s.sh.kill()
+	// Without a pid namespace, processes may still be forking while we kill:
+	// repeat until a scan finds none.
+	for range 100 {
+		if len(members(s.sh.pid(), s.uid, s.dedicated)) == 0 {
+			break
+		}
+		s.killMembers(0)
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.sh.wait()
+	s.sh = nil
+}
+
+// killMembers SIGKILLs every process of the sandbox except keep (0: none).
+func (s *Sandbox) killMembers(keep int) {
+	if s.sh == nil {
+		return
+	}
+	for _, pid := range members(s.sh.pid(), s.uid, s.dedicated) {
+		if pid != keep {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// waitGone is how long a killed command's shell gets to report back before
+// the shell itself is replaced.
+const waitGone = 2 * time.Second
