@@ -64,7 +64,7 @@ func TestTools(t *testing.T) {
 		failed           bool
 		code             int
 	}{
-		{"bash", "bash", `{"command":"cat README; (exit 3)"}`, "hello\n\n[exit code 3]", false, 3},
+		{"bash", "bash", `{"command":"cat README; (exit 3)"}`, "hello\n[exit code 3]", false, 3},
 		{"bash timeout", "bash", `{"command":"sleep 100","timeout":1}`, "~\n[command timed out after 1s and was killed]\n[exit code 124]", false, 124},
 		{"read", "read", `{"path":"src/a.py","offset":2,"limit":1}`, "     2\ty = 2\n", false, 0},
 		{"read missing", "read", `{"path":"nope"}`, "error: read nope: no such file or directory", true, 0},
