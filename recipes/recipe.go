@@ -1,0 +1,287 @@
+// Package recipes owns the recipe format (YAML: a system prompt, tools,
+// sampling, tasks with seed files and checks, and rounds of concurrent
+// sessions), its validation with file:line messages, and the built-in recipes.
+package recipes
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Recipe is one workload: what every session is told and may use, the tasks,
+// and the rounds that run them.
+type Recipe struct {
+	Name     string   `yaml:"name" json:"name"`
+	Window   Duration `yaml:"window" json:"window"`
+	System   string   `yaml:"system" json:"system"`
+	Tools    []string `yaml:"tools" json:"tools"`
+	Sampling Sampling `yaml:"sampling" json:"sampling"`
+	Nudge    Nudge    `yaml:"nudge" json:"nudge"`
+	Shell    Shell    `yaml:"shell" json:"shell"`
+	Context  Context  `yaml:"context" json:"context"`
+	Tasks    []Task   `yaml:"tasks" json:"tasks"`
+	Rounds   []Round  `yaml:"rounds" json:"rounds"`
+
+	File string `yaml:"-" json:"file"` // where it came from ("builtin:work" for embedded ones)
+}
+
+// Sampling is what every request of the recipe asks for.
+type Sampling struct {
+	Temperature *float64 `yaml:"temperature" json:"temperature,omitempty"`
+	TopP        *float64 `yaml:"top_p" json:"top_p,omitempty"`
+	MaxTokens   int      `yaml:"max_tokens" json:"max_tokens"`
+	Seed        *int     `yaml:"seed" json:"seed,omitempty"`
+	ToolChoice  string   `yaml:"tool_choice" json:"tool_choice,omitempty"` // auto, required, none or a tool's name
+}
+
+// Nudge is the message sent when a response has no tool call, at most Max
+// times in a row before the session ends.
+type Nudge struct {
+	Message string `yaml:"message" json:"message"`
+	Max     int    `yaml:"max" json:"max"`
+}
+
+// Shell bounds each shell command and every tool's output.
+type Shell struct {
+	Timeout     Duration `yaml:"timeout" json:"timeout"`
+	OutputLimit int      `yaml:"output_limit" json:"output_limit"` // bytes
+}
+
+// Context says what a session does when its conversation outgrows the
+// model's context: "trim" drops the oldest half of the exchanges after the
+// task (the prefix up to the task stays), "stop" ends the session.
+type Context struct {
+	OnFull string `yaml:"on_full" json:"on_full"`
+}
+
+// Task is one piece of work a session is given.
+type Task struct {
+	ID     string            `yaml:"id" json:"id"`
+	Kind   string            `yaml:"kind" json:"kind"` // prose or code
+	Prompt string            `yaml:"prompt" json:"prompt"`
+	Files  map[string]string `yaml:"files" json:"files,omitempty"` // seed files: relative path → content
+	Check  string            `yaml:"check" json:"check,omitempty"` // shell command a finished solution passes
+}
+
+// Round is a set of sessions started together: session i works on
+// Tasks[i % len(Tasks)]. A repeat round replays RepeatOf's tasks and
+// concurrency on the same backend, with byte-identical initial requests.
+type Round struct {
+	Name        string   `yaml:"name" json:"name"`
+	Concurrency int      `yaml:"concurrency" json:"concurrency"`
+	Tasks       []string `yaml:"tasks" json:"tasks"`
+	RepeatOf    string   `yaml:"repeat_of" json:"repeat_of,omitempty"`
+}
+
+// Duration is a time.Duration written as "180s" in YAML and JSON.
+type Duration time.Duration
+
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (like 180s or 2m)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func (d Duration) MarshalJSON() ([]byte, error) { return strconv.AppendQuote(nil, time.Duration(d).String()), nil }
+
+// D is the duration as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Task finds a task by id (nil: none).
+func (r *Recipe) Task(id string) *Task {
+	for i := range r.Tasks {
+		if r.Tasks[i].ID == id {
+			return &r.Tasks[i]
+		}
+	}
+	return nil
+}
+
+// Round finds a round by name (nil: none).
+func (r *Recipe) Round(name string) *Round {
+	for i := range r.Rounds {
+		if r.Rounds[i].Name == name {
+			return &r.Rounds[i]
+		}
+	}
+	return nil
+}
+
+// Plan is a round with its repeat resolved: the tasks of each session.
+func (r *Recipe) Plan(rd *Round) []*Task {
+	src := rd
+	if rd.RepeatOf != "" {
+		src = r.Round(rd.RepeatOf)
+	}
+	n := src.Concurrency
+	out := make([]*Task, n)
+	for i := range out {
+		out[i] = r.Task(src.Tasks[i%len(src.Tasks)])
+	}
+	return out
+}
+
+//go:embed builtin/*.yaml
+var builtin embed.FS
+
+// Builtin lists the embedded recipes' names.
+func Builtin() []string {
+	ents, _ := builtin.ReadDir("builtin")
+	var out []string
+	for _, e := range ents {
+		out = append(out, strings.TrimSuffix(e.Name(), ".yaml"))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Load reads a recipe by built-in name or file path.
+func Load(nameOrFile string) (*Recipe, error) {
+	if b, err := builtin.ReadFile("builtin/" + nameOrFile + ".yaml"); err == nil {
+		return Parse("builtin:"+nameOrFile, b)
+	}
+	b, err := os.ReadFile(nameOrFile)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) && !strings.ContainsAny(nameOrFile, "/.") {
+			return nil, fmt.Errorf("no recipe %q: not a built-in (%s) nor a file", nameOrFile, strings.Join(Builtin(), ", "))
+		}
+		return nil, err
+	}
+	return Parse(nameOrFile, b)
+}
+
+// Error is one problem in a recipe file.
+type Error struct {
+	File  string
+	Line  int
+	Field string // path like tasks[2].kind; empty for syntax errors
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s:%d: %s: %s", e.File, e.Line, e.Field, e.Msg)
+}
+
+// Errors are all the problems found in one file, in line order.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	var b strings.Builder
+	for i, e := range es {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+
+// Parse decodes and validates a recipe; every error names file:line.
+func Parse(file string, data []byte) (*Recipe, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, Errors{yamlError(file, err.Error())}
+	}
+	if len(root.Content) == 0 {
+		return nil, Errors{{File: file, Line: 1, Msg: "empty recipe"}}
+	}
+	var r Recipe
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&r); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			var es Errors
+			for _, m := range te.Errors {
+				es = append(es, yamlError(file, m))
+			}
+			return nil, es
+		}
+		return nil, Errors{yamlError(file, err.Error())}
+	}
+	r.File = file
+	lines := map[string]int{}
+	index(root.Content[0], "", lines)
+	if es := r.validate(file, lines); len(es) > 0 {
+		return nil, es
+	}
+	r.defaults()
+	return &r, nil
+}
+
+func yamlError(file, msg string) *Error {
+	msg = strings.TrimSpace(msg)
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return &Error{File: file, Line: n, Msg: strings.Replace(m[2], "not found in type recipes.", "is not a field of ", 1)}
+	}
+	return &Error{File: file, Line: 1, Msg: msg}
+}
+
+// index records the line of every field path (name, tasks[0].id, …).
+func index(n *yaml.Node, at string, lines map[string]int) {
+	lines[at] = n.Line
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			p := k
+			if at != "" {
+				p = at + "." + k
+			}
+			index(n.Content[i+1], p, lines)
+			lines[p] = n.Content[i].Line // the key's line reads best
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			index(c, fmt.Sprintf("%s[%d]", at, i), lines)
+		}
+	}
+}
+
+// defaults fills what a recipe may leave out.
+func (r *Recipe) defaults() {
+	if r.Window == 0 {
+		r.Window = Duration(180 * time.Second)
+	}
+	if r.Shell.Timeout == 0 {
+		r.Shell.Timeout = Duration(30 * time.Second)
+	}
+	if r.Shell.OutputLimit == 0 {
+		r.Shell.OutputLimit = 4000
+	}
+	if r.Context.OnFull == "" {
+		r.Context.OnFull = "trim"
+	}
+	for i := range r.Rounds {
+		if rd := &r.Rounds[i]; rd.RepeatOf != "" {
+			src := r.Round(rd.RepeatOf)
+			rd.Concurrency, rd.Tasks = src.Concurrency, src.Tasks
+		}
+	}
+}
+
+// cleanRel reports whether p is a plain relative path inside its root.
+func cleanRel(p string) bool {
+	c := path.Clean(p)
+	return p != "" && !path.IsAbs(c) && c != "." && c != ".." && !strings.HasPrefix(c, "../")
+}
