@@ -28,8 +28,8 @@ func members(shell, uid int, dedicated bool) []int {
 		// The command name may hold spaces and parentheses: fields start after the last ')'.
 		s := string(stat)
 		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 4 {
-			continue
+		if len(f) < 4 || f[0] == "Z" {
+			continue // a zombie is dead already; its parent (or the kernel) reaps it
 		}
 		p := proc{uid: -1}
 		p.ppid, _ = strconv.Atoi(f[1])

@@ -147,7 +147,8 @@ type Result struct {
 }
 
 // Exec runs command in the session's shell (its cwd and variables persist
-// between commands), killing what it started after timeout and keeping at
+// between commands; processes it leaves behind do not), killing what it
+// started after timeout and keeping at
 // most limit bytes of output (head and tail). A cancelled ctx (the session
 // cut) kills the shell and every process of the sandbox.
 func (s *Sandbox) Exec(ctx context.Context, command string, timeout time.Duration, limit int) (Result, error) {
@@ -166,7 +167,11 @@ func (s *Sandbox) Exec(ctx context.Context, command string, timeout time.Duratio
 	res, err := s.sh.run(ctx, command, timeout, limit, s.killMembers)
 	if res.Restarted || err != nil {
 		s.stopShell()
+		return res, err
 	}
+	// Nothing a command started outlives it: a background job, daemon or fork
+	// bomb is gone before the next command.
+	s.sweep(s.sh.pid())
 	return res, err
 }
 
@@ -184,17 +189,33 @@ func (s *Sandbox) stopShell() {
 		return
 	}
 	s.sh.kill()
-	// Without a pid namespace, processes may still be forking while we kill:
-	// repeat until a scan finds none.
-	for range 100 {
-		if len(members(s.sh.pid(), s.uid, s.dedicated)) == 0 {
-			break
-		}
-		s.killMembers(0)
-		time.Sleep(5 * time.Millisecond)
-	}
+	s.sweep(0)
 	s.sh.wait()
 	s.sh = nil
+}
+
+// sweep kills every process of the sandbox but keep, stopping them first so
+// that a fork bomb cannot outrun the scan, until two scans in a row find none.
+func (s *Sandbox) sweep(keep int) {
+	empty := 0
+	for range 400 {
+		left := 0
+		for _, pid := range members(s.sh.pid(), s.uid, s.dedicated) {
+			if pid != keep {
+				syscall.Kill(pid, syscall.SIGSTOP)
+				left++
+			}
+		}
+		if left == 0 {
+			if empty++; empty == 2 {
+				return
+			}
+		} else {
+			empty = 0
+			s.killMembers(keep)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // killMembers SIGKILLs every process of the sandbox except keep (0: none).

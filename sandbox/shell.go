@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -19,9 +18,10 @@ import (
 )
 
 // shell is a bash whose stdout and stderr are a PTY (so programs behave as in
-// a terminal) and whose stdin is a pipe we write commands into. Each command
-// is sent base64-encoded to eval, so no quoting or syntax error in it can
-// desynchronise the stream, then a marker with $? tells where its output ends.
+// a terminal) and whose stdin is a pipe we write commands into. The shell
+// reads each command verbatim into a variable and evals it, so no quoting or
+// syntax error in it can desynchronise the stream; a marker with $? tells
+// where its output ends.
 type shell struct {
 	cmd    *exec.Cmd
 	in     io.WriteCloser
@@ -30,7 +30,6 @@ type shell struct {
 	exited chan struct{} // closed once the process is reaped
 	token  string
 	seq    int
-	rest   []byte // bytes read past the previous marker
 }
 
 func (s *Sandbox) start() (*shell, error) {
@@ -101,6 +100,21 @@ func (sh *shell) read() {
 	}
 }
 
+// drain drops what processes of the previous command wrote after its marker:
+// they are killed by now, and their output is nobody's answer.
+func (sh *shell) drain() {
+	for {
+		select {
+		case _, ok := <-sh.out:
+			if !ok {
+				return
+			}
+		case <-time.After(5 * time.Millisecond):
+			return
+		}
+	}
+}
+
 func (sh *shell) pid() int { return sh.cmd.Process.Pid }
 
 func (sh *shell) kill() { sh.cmd.Process.Kill() }
@@ -117,24 +131,25 @@ func (sh *shell) wait() {
 // run sends one command and collects its output until its marker arrives,
 // the shell dies, the timeout (then killAll(shell) and a grace period), or ctx.
 func (sh *shell) run(ctx context.Context, command string, timeout time.Duration, limit int, killAll func(keep int)) (Result, error) {
+	sh.drain()
 	sh.seq++
 	marker := []byte(fmt.Sprintf("\x1e%s:%d:", sh.token, sh.seq))
-	line := fmt.Sprintf("eval \"$(printf %%s '%s' | base64 -d)\" </dev/null; __rc=$?; printf '\\036%s:%d:%%d\\036' \"$__rc\"\n",
-		base64.StdEncoding.EncodeToString([]byte(command)), sh.token, sh.seq)
+	// The shell reads the command itself (read -d '' stops at the NUL), so
+	// running it needs no fork: a sandbox at its process limit still answers.
+	line := fmt.Sprintf("IFS= read -r -d '' __cmd; eval \"$__cmd\" </dev/null; __rc=$?; printf '\\036%s:%d:%%d\\036' \"$__rc\"\n%s\x00",
+		sh.token, sh.seq, strings.ReplaceAll(command, "\x00", ""))
 	if _, err := io.WriteString(sh.in, line); err != nil {
 		return Result{Output: "[the shell has exited]", ExitCode: -1, Restarted: true}, nil
 	}
 	c := capture{limit: limit}
-	pending := sh.rest
-	sh.rest = nil
+	var pending []byte
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var res Result
 	var grace <-chan time.Time
 	for {
-		if code, after, ok := findMarker(pending, marker); ok {
+		if code, ok := findMarker(pending, marker); ok {
 			c.write(pending[:bytes.Index(pending, marker)])
-			sh.rest = after
 			res.ExitCode = code
 			break
 		}
@@ -183,21 +198,21 @@ func (sh *shell) run(ctx context.Context, command string, timeout time.Duration,
 }
 
 // findMarker finds marker followed by an exit code and \x1e in b.
-func findMarker(b, marker []byte) (code int, after []byte, ok bool) {
+func findMarker(b, marker []byte) (code int, ok bool) {
 	i := bytes.Index(b, marker)
 	if i < 0 {
-		return 0, nil, false
+		return 0, false
 	}
 	tail := b[i+len(marker):]
 	j := bytes.IndexByte(tail, 0x1e)
 	if j < 0 {
-		return 0, nil, false
+		return 0, false
 	}
 	code, err := strconv.Atoi(string(tail[:j]))
 	if err != nil {
 		code = -1
 	}
-	return code, append([]byte(nil), tail[j+1:]...), true
+	return code, true
 }
 
 func (sh *shell) exitCode() int {
