@@ -195,8 +195,10 @@ func engineError(err error) error {
 	var ce *engine.ContextError
 	switch {
 	case errors.As(err, &ce):
-		return badRequest("max_tokens", "this model's maximum context length is %d tokens; the prompt has %d tokens and max_tokens is %d (%d in all)",
+		e := badRequest("max_tokens", "this model's maximum context length is %d tokens; the prompt has %d tokens and max_tokens is %d (%d in all)",
 			ce.Context, ce.Prompt, ce.MaxTokens, ce.Prompt+ce.MaxTokens)
+		e.Code = strp("context_length_exceeded") // OpenAI's code: clients trim history on it
+		return e
 	case errors.Is(err, engine.ErrQueueFull):
 		return &APIError{Status: 429, Message: "the engine's queue is full; retry shortly", Type: "rate_limit_error", Code: strp("queue_full"), RetryAfter: 1}
 	}

@@ -1,0 +1,242 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"jspark/recipes"
+)
+
+// scripted is an OpenAI-compatible backend that answers from a script: the
+// loop under test is the agent's, so the model's side is a test double here
+// (the real engine runs behind `jspark work` in cmd/jspark's tests).
+type scripted struct {
+	mu      sync.Mutex
+	replies []func(w http.ResponseWriter, req openai.ChatCompletionRequest)
+	got     []openai.ChatCompletionRequest
+}
+
+func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req openai.ChatCompletionRequest
+	json.NewDecoder(r.Body).Decode(&req)
+	s.mu.Lock()
+	s.got = append(s.got, req)
+	n := len(s.got) - 1
+	s.mu.Unlock()
+	if n >= len(s.replies) {
+		<-r.Context().Done() // nothing more to say: hang until the cut
+		return
+	}
+	s.replies[n](w, req)
+}
+
+func sse(w http.ResponseWriter, chunks ...string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	for _, c := range chunks {
+		fmt.Fprintf(w, "data: %s\n\n", c)
+		w.(http.Flusher).Flush()
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+func toolCall(name, args string) func(http.ResponseWriter, openai.ChatCompletionRequest) {
+	return func(w http.ResponseWriter, _ openai.ChatCompletionRequest) {
+		a, _ := json.Marshal(args)
+		sse(w,
+			`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
+			fmt.Sprintf(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":%q}}]}}]}`, name),
+			fmt.Sprintf(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":%s}}]}}]}`, a),
+			`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+			`{"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120,"prompt_tokens_details":{"cached_tokens":96}}}`)
+	}
+}
+
+func text(s string) func(http.ResponseWriter, openai.ChatCompletionRequest) {
+	return func(w http.ResponseWriter, _ openai.ChatCompletionRequest) {
+		sse(w, fmt.Sprintf(`{"choices":[{"index":0,"delta":{"content":%q},"finish_reason":"stop"}]}`, s))
+	}
+}
+
+func contextFull(w http.ResponseWriter, _ openai.ChatCompletionRequest) {
+	w.WriteHeader(400)
+	io.WriteString(w, `{"error":{"message":"too long","type":"invalid_request_error","param":"max_tokens","code":"context_length_exceeded"}}`)
+}
+
+const recipeYAML = `name: t
+system: be brief
+tools: [bash, write, read]
+sampling: {max_tokens: 32, seed: 1, tool_choice: required}
+nudge: {message: "use a tool", max: 1}
+shell: {timeout: 5s, output_limit: 500}
+tasks:
+  - id: a
+    kind: code
+    prompt: make it
+    files: {in.txt: "seed\n"}
+rounds:
+  - {name: one, concurrency: 1, tasks: [a]}
+  - {name: one-repeat, repeat_of: one}
+`
+
+func runOne(t *testing.T, backend *scripted, window time.Duration) (*WorkResult, string) {
+	t.Helper()
+	srv := httptest.NewServer(backend)
+	defer srv.Close()
+	r, err := recipes.Parse("t.yaml", []byte(recipeYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	res, err := Work(context.Background(), WorkOptions{Recipe: r, Round: "one", Backends: []Backend{{URL: srv.URL + "/v1", Model: "m"}}, Window: window, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, out
+}
+
+func TestSessionRunsToolsUntilTheCut(t *testing.T) {
+	b := &scripted{replies: []func(http.ResponseWriter, openai.ChatCompletionRequest){
+		toolCall("bash", `{"command":"cat in.txt; (exit 3)"}`),
+		toolCall("write", `{"path":"out/x.txt","content":"made"}`),
+		contextFull,
+		toolCall("nosuch", `{}`),
+		text("done?"),
+		toolCall("read", `{"path":"out/x.txt"}`),
+	}}
+	res, out := runOne(t, b, 3*time.Second)
+	s := res.Rounds[0].Sessions[0]
+	if s.End != EndCut {
+		t.Errorf("end %s, want cut", s.End)
+	}
+	// Six scripted answers, then a seventh request hangs until the cut.
+	if len(s.Requests) != 7 || !s.Requests[6].Cut {
+		t.Fatalf("%d requests: %+v", len(s.Requests), s.Requests)
+	}
+	q := s.Requests[0]
+	if q.TTFT < 0 || q.End < q.Sent || q.PromptTokens != 100 || q.CachedTokens != 96 || q.CompletionTokens != 20 {
+		t.Errorf("first request record: %+v", q)
+	}
+	if c := q.Calls[0]; c.Name != "bash" || c.ExitCode == nil || *c.ExitCode != 3 {
+		t.Errorf("bash call: %+v", c)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "one", "s0-a", "workspace", "out", "x.txt")); err != nil || string(b) != "made" {
+		t.Errorf("write did not reach the workspace: %q %v", b, err)
+	}
+	if s.ToolCalls != 4 || s.NonzeroExits != 1 || s.APIErrors != 0 || !s.Requests[2].Trimmed || !s.Requests[3].Calls[0].Failed {
+		t.Errorf("counts: tools %d nonzero %d api errors %d, trimmed %v", s.ToolCalls, s.NonzeroExits, s.APIErrors, s.Requests[2].Trimmed)
+	}
+
+	// What the model was sent: the tool result of bash, then the trimmed
+	// history after the context error, then the nudge after plain text.
+	got := b.got
+	if m := got[1].Messages[3]; m.Role != "tool" || m.ToolCallID != "c1" || m.Content != "seed\n[exit code 3]" {
+		t.Errorf("bash result message: %+v", m)
+	}
+	if len(got[3].Messages) >= len(got[2].Messages) || got[3].Messages[1].Content != "make it" {
+		t.Errorf("history not trimmed after context_length_exceeded: %d then %d messages", len(got[2].Messages), len(got[3].Messages))
+	}
+	if last := got[5].Messages[len(got[5].Messages)-1]; last.Role != "user" || last.Content != "use a tool" {
+		t.Errorf("no nudge after a reply without a tool call: %+v", last)
+	}
+	if got[0].ToolChoice != "required" || len(got[0].Tools) != 3 || !got[0].Stream || !got[0].StreamOptions.IncludeUsage {
+		t.Errorf("request shape: %+v", got[0])
+	}
+
+	// The trajectory has one line per request, written as they happened.
+	f, err := os.Open(filepath.Join(out, "one", "s0-a", "trajectory.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lines := 0
+	for sc := bufio.NewScanner(f); sc.Scan(); lines++ {
+		var st step
+		if err := json.Unmarshal(sc.Bytes(), &st); err != nil || st.Request.Turn != lines {
+			t.Errorf("line %d: %v %+v", lines, err, st.Request)
+		}
+	}
+	if lines != 7 {
+		t.Errorf("%d trajectory lines, want 7", lines)
+	}
+	for _, name := range []string{"results.json", "report.html", "one/s0-a/initial_request.json"} {
+		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestNudgesRunOut(t *testing.T) {
+	b := &scripted{replies: []func(http.ResponseWriter, openai.ChatCompletionRequest){text("a"), text("b"), text("c")}}
+	res, _ := runOne(t, b, 10*time.Second)
+	s := res.Rounds[0].Sessions[0]
+	if s.End != EndNoToolCall || len(s.Requests) != 2 {
+		t.Errorf("end %s after %d requests, want no_tool_call after 2 (one nudge)", s.End, len(s.Requests))
+	}
+}
+
+func TestRepeatRunsItsFirstRound(t *testing.T) {
+	r, err := recipes.Parse("t.yaml", []byte(recipeYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := Rounds(r, "one-repeat")
+	if err != nil || len(rs) != 2 || rs[0].Name != "one" || rs[1].Name != "one-repeat" {
+		t.Fatalf("%v %v", rs, err)
+	}
+	if _, err := Rounds(r, "two"); err == nil || err.Error() != `recipe t has no round "two" (rounds: one, one-repeat, or all)` {
+		t.Errorf("%v", err)
+	}
+}
+
+func TestPrometheusSource(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{model_name="a"} 100
+vllm:generation_tokens_total{model_name="b"} 23
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="a"} 2
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model_name="a"} 1
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{model_name="a"} 4
+`)
+	}))
+	defer srv.Close()
+	p := &Prometheus{URL: MetricsURL(srv.URL + "/v1"), Client: srv.Client()}
+	c, err := p.Read(context.Background())
+	if err != nil || c != (Counters{Generation: 123, Running: 2, Waiting: 1, Preemptions: 4}) {
+		t.Errorf("%+v %v", c, err)
+	}
+	if !strings.HasSuffix(p.URL, "/metrics") || strings.Contains(p.URL, "/v1") {
+		t.Errorf("metrics URL %s", p.URL)
+	}
+}
+
+func TestSummary(t *testing.T) {
+	one, three := 1, 3
+	r := &RoundResult{Window: 10, Samples: []Sample{{Counters: Counters{Generation: 50, Preemptions: 1}}, {T: 5, Counters: Counters{Generation: 60, Running: 3, Waiting: 2}}, {T: 10, Counters: Counters{Generation: 150, Preemptions: 2}}},
+		Sessions: []SessionResult{
+			{ToolCalls: 2, NonzeroExits: 1, Requests: []Request{{TTFT: 2}, {TTFT: 1}, {TTFT: 3}}, CheckExit: &one},
+			{FirstOutputPending: true, Requests: []Request{{TTFT: -1, Cut: true}}, CheckExit: &three},
+			{APIErrors: 1, Requests: []Request{{TTFT: 4}, {TTFT: 5}}},
+		}}
+	got := summarize(r, r.Samples[0], r.Samples[2], "engine")
+	want := Summary{BackendTokS: 10, OutputTokens: 100, InitialTTFT: 3, LaterMedianTTFT: 3, ToolCalls: 2, NonzeroExits: 1, APIErrors: 1,
+		PendingAtCut: 1, WaitingMax: 2, RunningMax: 3, Preemptions: 1, CountedBy: "engine", Checks: 2}
+	if got != want {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+}

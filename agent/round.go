@@ -1,0 +1,327 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"jspark/recipes"
+	"jspark/sandbox"
+	"jspark/tools"
+)
+
+// Backend is one OpenAI-compatible server the sessions talk to.
+type Backend struct {
+	URL     string // base URL, ending in /v1
+	APIKey  string
+	Model   string
+	Counter Source // nil: count streamed tokens
+}
+
+// RoundOptions say what to run and where.
+type RoundOptions struct {
+	Recipe   *recipes.Recipe
+	Round    *recipes.Round
+	Backends []Backend // sessions are spread over them; each stays on one
+	Window   time.Duration
+	Out      string // the round's folder
+	Sandbox  sandbox.Options
+	Progress Progress // nil: none
+}
+
+// SessionResult is one session's record.
+type SessionResult struct {
+	Name               string    `json:"name"`
+	Task               string    `json:"task"`
+	Backend            string    `json:"backend"`
+	End                End       `json:"end"`
+	Requests           []Request `json:"requests"`
+	ToolCalls          int       `json:"tool_calls"`
+	NonzeroExits       int       `json:"nonzero_shell_exits"`
+	APIErrors          int       `json:"api_errors"`
+	FirstOutputPending bool      `json:"first_output_pending"`
+	InitialPayload     string    `json:"initial_payload_sha256"`
+	CheckExit          *int      `json:"check_exit,omitempty"`
+	Isolated           bool      `json:"isolated"`
+
+	payload []byte
+}
+
+// Sample is one reading of the backend counters, summed over backends.
+type Sample struct {
+	T float64 `json:"t"` // seconds from the round's start
+	Counters
+}
+
+// Summary is the round's line of the Work table.
+type Summary struct {
+	BackendTokS     float64 `json:"backend_tok_s"`     // accepted output tokens / window
+	OutputTokens    float64 `json:"output_tokens"`     // the counter's delta over the window
+	InitialTTFT     float64 `json:"initial_ttft"`      // mean over sessions' first requests, seconds
+	LaterMedianTTFT float64 `json:"later_median_ttft"` // median over every later request
+	ToolCalls       int     `json:"tool_calls"`
+	NonzeroExits    int     `json:"nonzero_shell_exits"`
+	APIErrors       int     `json:"api_errors"`
+	PendingAtCut    int     `json:"first_output_pending_at_cut"`
+	WaitingMax      float64 `json:"waiting_max"`
+	RunningMax      float64 `json:"running_max"`
+	Preemptions     float64 `json:"preemptions"`
+	CountedBy       string  `json:"counted_by"` // engine, prometheus or stream
+	ChecksPassed    int     `json:"checks_passed"`
+	Checks          int     `json:"checks"`
+}
+
+// RoundResult is everything a round recorded.
+type RoundResult struct {
+	Name        string          `json:"name"`
+	RepeatOf    string          `json:"repeat_of,omitempty"`
+	Concurrency int             `json:"concurrency"`
+	Window      float64         `json:"window"`
+	Started     time.Time       `json:"started"`
+	Sessions    []SessionResult `json:"sessions"`
+	Samples     []Sample        `json:"samples"`
+	Summary     Summary         `json:"summary"`
+}
+
+// RunRound starts every session of the round at once, cuts them at the
+// window, samples the backends every second and summarises.
+func RunRound(ctx context.Context, o RoundOptions) (*RoundResult, error) {
+	plan := o.Recipe.Plan(o.Round)
+	ts, err := tools.Select(o.Recipe.Tools)
+	if err != nil {
+		return nil, err
+	}
+	res := &RoundResult{Name: o.Round.Name, RepeatOf: o.Round.RepeatOf, Concurrency: len(plan), Window: o.Window.Seconds()}
+	sessions := make([]*Session, len(plan))
+	boxes := make([]*sandbox.Sandbox, len(plan))
+	defer func() {
+		for _, b := range boxes {
+			if b != nil {
+				b.Close()
+			}
+		}
+	}()
+	logs := make([]*os.File, len(plan))
+	defer func() {
+		for _, f := range logs {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
+	for i, task := range plan {
+		name := fmt.Sprintf("s%d-%s", i, task.ID)
+		dir := filepath.Join(o.Out, name)
+		box, err := sandbox.New(filepath.Join(dir, "workspace"), task.Files, o.Sandbox)
+		if err != nil {
+			return nil, fmt.Errorf("session %s: %w", name, err)
+		}
+		boxes[i] = box
+		if logs[i], err = os.Create(filepath.Join(dir, "trajectory.jsonl")); err != nil {
+			return nil, err
+		}
+		b := o.Backends[i%len(o.Backends)]
+		capture := &payloadCapture{next: http.DefaultTransport}
+		cfg := openai.DefaultConfig(b.APIKey)
+		cfg.BaseURL = b.URL
+		cfg.HTTPClient = &http.Client{Transport: capture}
+		sessions[i] = &Session{
+			Name: name, Task: task, Recipe: o.Recipe, Client: openai.NewClientWithConfig(cfg), Model: b.Model,
+			Tools: ts, Env: &tools.Env{Box: box, Timeout: o.Recipe.Shell.Timeout.D(), OutputLimit: o.Recipe.Shell.OutputLimit},
+			Log: logs[i], payload: capture,
+		}
+		res.Sessions = append(res.Sessions, SessionResult{Name: name, Task: task.ID, Backend: b.URL, Isolated: box.Isolated()})
+	}
+
+	sources, kind := counterSources(o.Backends)
+	read := func(t0 time.Time) Sample {
+		s := Sample{T: time.Since(t0).Seconds()}
+		for _, src := range sources {
+			c, err := src.Read(ctx)
+			if err != nil {
+				continue // one missed reading; the next second tries again
+			}
+			s.Generation += c.Generation
+			s.Running += c.Running
+			s.Waiting += c.Waiting
+			s.Preemptions += c.Preemptions
+		}
+		return s
+	}
+
+	start := time.Now()
+	res.Started = start
+	first := read(start)
+	first.T = 0
+	res.Samples = append(res.Samples, first)
+	wctx, cancel := context.WithDeadline(ctx, start.Add(o.Window))
+	defer cancel()
+
+	var wg sync.WaitGroup
+	var streamed sync.Mutex
+	streamTokens := 0.0
+	results := make([][]Request, len(sessions))
+	ends := make([]End, len(sessions))
+	for i, s := range sessions {
+		s.Start = start
+		s.OnStep = func(r *Request) {
+			if kind == "stream" {
+				streamed.Lock()
+				streamTokens += float64(max(r.CompletionTokens, r.StreamedTokens))
+				streamed.Unlock()
+			}
+			if o.Progress != nil {
+				o.Progress.Step(i, s.Name, r)
+			}
+		}
+		wg.Go(func() { results[i], ends[i] = s.Run(wctx) })
+	}
+
+	// Sample every second, and once more exactly at the cut.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var last Sample
+sampling:
+	for {
+		select {
+		case <-tick.C:
+			res.Samples = append(res.Samples, read(start))
+			if o.Progress != nil {
+				o.Progress.Tick(time.Since(start), o.Window)
+			}
+		case <-wctx.Done():
+			last = read(start)
+			res.Samples = append(res.Samples, last)
+			break sampling
+		case <-done: // every session ended before the window: nothing more will come
+			last = read(start)
+			res.Samples = append(res.Samples, last)
+			break sampling
+		}
+	}
+	<-done
+	if kind == "stream" {
+		last.Generation = streamTokens
+	}
+
+	for i := range sessions {
+		sr := &res.Sessions[i]
+		sr.Requests, sr.End = results[i], ends[i]
+		sr.payload = sessions[i].payload.first
+		sum := sha256.Sum256(sr.payload)
+		sr.InitialPayload = hex.EncodeToString(sum[:])
+		os.WriteFile(filepath.Join(o.Out, sr.Name, "initial_request.json"), sr.payload, 0o644)
+		for _, r := range sr.Requests {
+			if r.Error != "" && !r.Trimmed {
+				sr.APIErrors++
+			}
+			for _, c := range r.Calls {
+				sr.ToolCalls++
+				if c.ExitCode != nil && *c.ExitCode != 0 {
+					sr.NonzeroExits++
+				}
+			}
+		}
+		sr.FirstOutputPending = len(sr.Requests) == 0 || sr.Requests[0].TTFT < 0
+		if check := plan[i].Check; check != "" {
+			if r, err := boxes[i].Exec(ctx, check, o.Recipe.Shell.Timeout.D(), o.Recipe.Shell.OutputLimit); err == nil {
+				sr.CheckExit = &r.ExitCode
+			}
+		}
+	}
+	res.Summary = summarize(res, first, last, kind)
+	return res, nil
+}
+
+func counterSources(bs []Backend) ([]Source, string) {
+	var out []Source
+	kind := ""
+	for _, b := range bs {
+		if b.Counter == nil {
+			return nil, "stream"
+		}
+		out = append(out, b.Counter)
+		kind = b.Counter.Kind()
+	}
+	return out, kind
+}
+
+func summarize(r *RoundResult, first, last Sample, kind string) Summary {
+	s := Summary{CountedBy: kind}
+	s.OutputTokens = last.Generation - first.Generation
+	s.BackendTokS = s.OutputTokens / r.Window
+	s.Preemptions = last.Preemptions - first.Preemptions
+	for _, x := range r.Samples {
+		s.WaitingMax = max(s.WaitingMax, x.Waiting)
+		s.RunningMax = max(s.RunningMax, x.Running)
+	}
+	var initial, later []float64
+	for _, sr := range r.Sessions {
+		s.ToolCalls += sr.ToolCalls
+		s.NonzeroExits += sr.NonzeroExits
+		s.APIErrors += sr.APIErrors
+		if sr.FirstOutputPending {
+			s.PendingAtCut++
+		}
+		for j, q := range sr.Requests {
+			if q.TTFT < 0 {
+				continue
+			}
+			if j == 0 {
+				initial = append(initial, q.TTFT)
+			} else {
+				later = append(later, q.TTFT)
+			}
+		}
+		if sr.CheckExit != nil {
+			s.Checks++
+			if *sr.CheckExit == 0 {
+				s.ChecksPassed++
+			}
+		}
+	}
+	s.InitialTTFT = mean(initial)
+	s.LaterMedianTTFT = median(later)
+	return s
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	t := 0.0
+	for _, x := range xs {
+		t += x
+	}
+	return t / float64(len(xs))
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+}
+
+// Progress is told about every step and every second.
+type Progress interface {
+	Step(session int, name string, r *Request)
+	Tick(elapsed, window time.Duration)
+}

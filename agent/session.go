@@ -1,0 +1,344 @@
+// Package agent runs coding-agent sessions: one session is a linear tool loop
+// over go-openai (send → stream → run the tool calls in the sandbox → append
+// the results → send …) until the window's cut or the nudges run out; the
+// round runner starts a round's sessions together, samples the backend's
+// counters and writes the results.
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"jspark/recipes"
+	"jspark/tools"
+)
+
+// Call is one tool call of a response.
+type Call struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Args     string `json:"arguments"`
+	ExitCode *int   `json:"exit_code,omitempty"` // bash only
+	Failed   bool   `json:"failed,omitempty"`    // the call was wrong: bad arguments, unknown tool, no match
+}
+
+// Request is what one model request of a session did. Times are seconds
+// from the round's start; TTFT is -1 when no output arrived.
+type Request struct {
+	Turn             int     `json:"turn"`
+	Sent             float64 `json:"sent"`
+	TTFT             float64 `json:"ttft"`
+	End              float64 `json:"end"`
+	PromptTokens     int     `json:"prompt_tokens"`
+	CompletionTokens int     `json:"completion_tokens"`
+	CachedTokens     int     `json:"cached_tokens"`
+	StreamedTokens   int     `json:"streamed_tokens"` // output chunks seen, for backends that report no usage
+	Finish           string  `json:"finish_reason,omitempty"`
+	Calls            []Call  `json:"tool_calls,omitempty"`
+	Error            string  `json:"error,omitempty"`
+	Cut              bool    `json:"cut,omitempty"` // the window ended during this request
+	Trimmed          bool    `json:"trimmed,omitempty"`
+}
+
+// Session is one agent working on one task.
+type Session struct {
+	Name    string
+	Task    *recipes.Task
+	Recipe  *recipes.Recipe
+	Client  *openai.Client
+	Model   string
+	Tools   []*tools.Tool
+	Env     *tools.Env
+	Start   time.Time       // the round's start, the zero of every time
+	Log     io.Writer       // the trajectory, one JSON line per step
+	OnStep  func(*Request)  // progress
+	payload *payloadCapture // the first request's bytes
+}
+
+// End says why a session stopped.
+type End string
+
+const (
+	EndCut         End = "cut"          // the window ended
+	EndNoToolCall  End = "no_tool_call" // the nudges ran out
+	EndContextFull End = "context_full"
+	EndAPIErrors   End = "api_errors"
+)
+
+// maxConsecutiveErrors ends a session whose backend keeps failing.
+const maxConsecutiveErrors = 5
+
+// Run is the loop. It returns when ctx ends (the cut) or the session stops on
+// its own; every request is in the returned list, the unfinished one too.
+func (s *Session) Run(ctx context.Context) ([]Request, End) {
+	msgs := []openai.ChatCompletionMessage{
+		{Role: openai.ChatMessageRoleSystem, Content: s.Recipe.System},
+		{Role: openai.ChatMessageRoleUser, Content: s.Task.Prompt},
+	}
+	var reqs []Request
+	nudges, errs := 0, 0
+	for turn := 0; ; turn++ {
+		if ctx.Err() != nil {
+			return reqs, EndCut
+		}
+		r, reply := s.send(ctx, turn, msgs)
+		reqs = append(reqs, r)
+		var apiErr *openai.APIError
+		switch {
+		case r.Cut:
+			s.write(&reqs[len(reqs)-1], nil, nil)
+			return reqs, EndCut
+		case r.Error != "" && errors.As(reply.err, &apiErr) && apiErr.Code == "context_length_exceeded":
+			s.write(&reqs[len(reqs)-1], nil, nil)
+			trimmed, ok := trim(msgs)
+			if !ok || s.Recipe.Context.OnFull == "stop" {
+				return reqs, EndContextFull
+			}
+			msgs = trimmed
+			reqs[len(reqs)-1].Trimmed = true
+			continue
+		case r.Error != "":
+			s.write(&reqs[len(reqs)-1], nil, nil)
+			if errs++; errs >= maxConsecutiveErrors {
+				return reqs, EndAPIErrors
+			}
+			select { // a full queue says retry shortly; so does anything else
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		errs = 0
+		msgs = append(msgs, reply.message)
+		if len(reply.message.ToolCalls) == 0 {
+			s.write(&reqs[len(reqs)-1], &reply.message, nil)
+			if nudges++; nudges > s.Recipe.Nudge.Max {
+				return reqs, EndNoToolCall
+			}
+			msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: s.Recipe.Nudge.Message})
+			continue
+		}
+		nudges = 0
+		var results []openai.ChatCompletionMessage
+		cut := false
+		for i, tc := range reply.message.ToolCalls {
+			out := s.call(ctx, tc, &reqs[len(reqs)-1].Calls[i])
+			if out.Err != nil {
+				cut = true
+				break
+			}
+			results = append(results, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: tc.ID, Content: out.Output})
+		}
+		msgs = append(msgs, results...)
+		s.write(&reqs[len(reqs)-1], &reply.message, results)
+		if cut {
+			return reqs, EndCut
+		}
+	}
+}
+
+func (s *Session) since(t time.Time) float64 { return t.Sub(s.Start).Seconds() }
+
+type reply struct {
+	message openai.ChatCompletionMessage
+	err     error
+}
+
+// send streams one request and assembles the assistant's message.
+func (s *Session) send(ctx context.Context, turn int, msgs []openai.ChatCompletionMessage) (Request, reply) {
+	req := s.request(msgs)
+	r := Request{Turn: turn, Sent: s.since(time.Now()), TTFT: -1}
+	var rep reply
+	stream, err := s.Client.CreateChatCompletionStream(ctx, req)
+	if err != nil {
+		r.End = s.since(time.Now())
+		return s.failed(ctx, r, err), reply{err: err}
+	}
+	defer stream.Close()
+	msg := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant}
+	var content []byte
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			r.End = s.since(time.Now())
+			s.finishCalls(&r, &msg, content)
+			return s.failed(ctx, r, err), reply{err: err}
+		}
+		if chunk.Usage != nil {
+			r.PromptTokens, r.CompletionTokens = chunk.Usage.PromptTokens, chunk.Usage.CompletionTokens
+			if d := chunk.Usage.PromptTokensDetails; d != nil {
+				r.CachedTokens = d.CachedTokens
+			}
+		}
+		for _, ch := range chunk.Choices {
+			d := ch.Delta
+			if d.Content != "" || len(d.ToolCalls) > 0 {
+				if r.TTFT < 0 {
+					r.TTFT = s.since(time.Now()) - r.Sent
+				}
+				r.StreamedTokens++
+			}
+			content = append(content, d.Content...)
+			for _, tc := range d.ToolCalls {
+				i := len(msg.ToolCalls)
+				if tc.Index != nil {
+					i = *tc.Index
+				}
+				for len(msg.ToolCalls) <= i {
+					msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{Type: openai.ToolTypeFunction})
+				}
+				c := &msg.ToolCalls[i]
+				if tc.ID != "" {
+					c.ID = tc.ID
+				}
+				c.Function.Name += tc.Function.Name
+				c.Function.Arguments += tc.Function.Arguments
+			}
+			if ch.FinishReason != "" {
+				r.Finish = string(ch.FinishReason)
+			}
+		}
+	}
+	r.End = s.since(time.Now())
+	s.finishCalls(&r, &msg, content)
+	rep.message = msg
+	return r, rep
+}
+
+// finishCalls sets the message's text and names calls without ids, then
+// mirrors the calls into the record.
+func (s *Session) finishCalls(r *Request, msg *openai.ChatCompletionMessage, content []byte) {
+	msg.Content = string(content)
+	for i := range msg.ToolCalls {
+		if msg.ToolCalls[i].ID == "" {
+			msg.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", r.Turn, i)
+		}
+		c := msg.ToolCalls[i]
+		r.Calls = append(r.Calls, Call{ID: c.ID, Name: c.Function.Name, Args: c.Function.Arguments})
+	}
+}
+
+// failed records an error, or the cut when ctx ended.
+func (s *Session) failed(ctx context.Context, r Request, err error) Request {
+	if ctx.Err() != nil {
+		r.Cut = true
+		return r
+	}
+	r.Error = err.Error()
+	return r
+}
+
+func (s *Session) request(msgs []openai.ChatCompletionMessage) openai.ChatCompletionRequest {
+	sp := s.Recipe.Sampling
+	req := openai.ChatCompletionRequest{
+		Model:         s.Model,
+		Messages:      msgs,
+		MaxTokens:     sp.MaxTokens,
+		Stream:        true,
+		StreamOptions: &openai.StreamOptions{IncludeUsage: true},
+		Seed:          sp.Seed,
+	}
+	if sp.Temperature != nil {
+		req.Temperature = float32(*sp.Temperature)
+	}
+	if sp.TopP != nil {
+		req.TopP = float32(*sp.TopP)
+	}
+	for _, t := range s.Tools {
+		req.Tools = append(req.Tools, openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+			Name: t.Name, Description: t.Description, Parameters: t.Parameters,
+		}})
+	}
+	switch tc := sp.ToolChoice; tc {
+	case "":
+	case "auto", "required", "none":
+		req.ToolChoice = tc
+	default:
+		req.ToolChoice = openai.ToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolFunction{Name: tc}}
+	}
+	return req
+}
+
+// call runs one tool call; unknown tools and bad arguments are answers the
+// model reads, not session errors.
+func (s *Session) call(ctx context.Context, tc openai.ToolCall, rec *Call) tools.Result {
+	var t *tools.Tool
+	for _, c := range s.Tools {
+		if c.Name == tc.Function.Name {
+			t = c
+		}
+	}
+	var res tools.Result
+	if t == nil {
+		res = tools.Result{Output: fmt.Sprintf("error: no tool named %q", tc.Function.Name), Failed: true}
+	} else {
+		res = t.Run(ctx, s.Env, json.RawMessage(tc.Function.Arguments))
+	}
+	rec.ExitCode, rec.Failed = res.ExitCode, res.Failed
+	return res
+}
+
+// trim drops the oldest half of the exchanges after the task (an exchange is
+// an assistant message and the tool results or nudge that follow it).
+func trim(msgs []openai.ChatCompletionMessage) ([]openai.ChatCompletionMessage, bool) {
+	var starts []int
+	for i := 2; i < len(msgs); i++ {
+		if msgs[i].Role == openai.ChatMessageRoleAssistant {
+			starts = append(starts, i)
+		}
+	}
+	if len(starts) < 2 {
+		return nil, false
+	}
+	cut := starts[len(starts)/2]
+	out := append([]openai.ChatCompletionMessage{}, msgs[:2]...)
+	return append(out, msgs[cut:]...), true
+}
+
+// step is one line of the trajectory.
+type step struct {
+	Session string                         `json:"session"`
+	Request *Request                       `json:"request"`
+	Reply   *openai.ChatCompletionMessage  `json:"reply,omitempty"`
+	Results []openai.ChatCompletionMessage `json:"tool_results,omitempty"`
+}
+
+func (s *Session) write(r *Request, msg *openai.ChatCompletionMessage, results []openai.ChatCompletionMessage) {
+	if s.Log != nil {
+		b, _ := json.Marshal(step{Session: s.Name, Request: r, Reply: msg, Results: results})
+		s.Log.Write(append(b, '\n'))
+	}
+	if s.OnStep != nil {
+		s.OnStep(r)
+	}
+}
+
+// payloadCapture keeps the body of the first request sent through it.
+type payloadCapture struct {
+	next  http.RoundTripper
+	first []byte
+}
+
+func (p *payloadCapture) RoundTrip(req *http.Request) (*http.Response, error) {
+	if p.first == nil && req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		p.first = b
+		req.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	return p.next.RoundTrip(req)
+}

@@ -1,0 +1,155 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"jspark/recipes"
+	"jspark/sandbox"
+)
+
+// WorkOptions are a `jspark work` run.
+type WorkOptions struct {
+	Recipe   *recipes.Recipe
+	Round    string // a round's name or "all"
+	Backends []Backend
+	Window   time.Duration // 0: the recipe's
+	Out      string
+	Sandbox  sandbox.Options
+	Progress func(round string, sessions int) Progress // nil: none
+}
+
+// RepeatPairs is how many repeat sessions sent exactly their twin's first request.
+type RepeatPairs struct {
+	Identical int `json:"identical"`
+	Total     int `json:"total"`
+}
+
+// WorkResult is results.json.
+type WorkResult struct {
+	Recipe      string         `json:"recipe"`
+	Backends    []string       `json:"backends"`
+	Window      float64        `json:"window"`
+	Rounds      []*RoundResult `json:"rounds"`
+	RepeatPairs RepeatPairs    `json:"repeat_pairs"`
+}
+
+// Rounds resolves a round argument into the rounds to run, in order: a
+// repeat round brings its first round before it.
+func Rounds(r *recipes.Recipe, name string) ([]*recipes.Round, error) {
+	var want []*recipes.Round
+	if name == "all" {
+		for i := range r.Rounds {
+			want = append(want, &r.Rounds[i])
+		}
+	} else if rd := r.Round(name); rd != nil {
+		want = append(want, rd)
+	} else {
+		var names []string
+		for _, rd := range r.Rounds {
+			names = append(names, rd.Name)
+		}
+		return nil, fmt.Errorf("recipe %s has no round %q (rounds: %s, or all)", r.Name, name, strings.Join(names, ", "))
+	}
+	var out []*recipes.Round
+	seen := map[string]bool{}
+	add := func(rd *recipes.Round) {
+		if !seen[rd.Name] {
+			seen[rd.Name] = true
+			out = append(out, rd)
+		}
+	}
+	for _, rd := range want {
+		if rd.RepeatOf != "" {
+			add(r.Round(rd.RepeatOf))
+		}
+		add(rd)
+	}
+	return out, nil
+}
+
+// Work runs the rounds and writes results.json and report.html under Out.
+func Work(ctx context.Context, o WorkOptions) (*WorkResult, error) {
+	rounds, err := Rounds(o.Recipe, o.Round)
+	if err != nil {
+		return nil, err
+	}
+	window := o.Window
+	if window == 0 {
+		window = o.Recipe.Window.D()
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, err
+	}
+	res := &WorkResult{Recipe: o.Recipe.File, Window: window.Seconds()}
+	for _, b := range o.Backends {
+		res.Backends = append(res.Backends, b.URL)
+	}
+	byName := map[string]*RoundResult{}
+	for _, rd := range rounds {
+		ro := RoundOptions{Recipe: o.Recipe, Round: rd, Backends: o.Backends, Window: window, Out: filepath.Join(o.Out, rd.Name), Sandbox: o.Sandbox}
+		if o.Progress != nil {
+			ro.Progress = o.Progress(rd.Name, len(o.Recipe.Plan(rd)))
+		}
+		rr, err := RunRound(ctx, ro)
+		if err != nil {
+			return nil, fmt.Errorf("round %s: %w", rd.Name, err)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		byName[rd.Name] = rr
+		res.Rounds = append(res.Rounds, rr)
+		if first := byName[rd.RepeatOf]; first != nil {
+			for i, s := range rr.Sessions {
+				res.RepeatPairs.Total++
+				if i < len(first.Sessions) && s.payload != nil && bytes.Equal(s.payload, first.Sessions[i].payload) {
+					res.RepeatPairs.Identical++
+				}
+			}
+		}
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(o.Out, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(o.Out, "report.html"), []byte(Report(res)), 0o644); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Table writes the seed's Work table for the result.
+func Table(w io.Writer, res *WorkResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "Round\tBackend tok/s\tInitial TTFT, s\tLater median TTFT, s\tTools\tNonzero exits\tAPI errors\tPending at cut\tWaiting max\tRunning max\tPreemptions\t")
+	for _, r := range res.Rounds {
+		s := r.Summary
+		fmt.Fprintf(tw, "%s\t%.2f\t%.3f\t%.3f\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t\n", r.Name, s.BackendTokS, s.InitialTTFT, s.LaterMedianTTFT,
+			s.ToolCalls, s.NonzeroExits, s.APIErrors, s.PendingAtCut, s.WaitingMax, s.RunningMax, s.Preemptions)
+	}
+	tw.Flush()
+	if len(res.Rounds) > 0 {
+		counted := res.Rounds[0].Summary.CountedBy
+		note := map[string]string{
+			"engine":     "the engine's accepted-output-token counter",
+			"prometheus": "the endpoint's vllm:generation_tokens_total",
+			"stream":     "streamed tokens (the endpoint has no /metrics)",
+		}[counted]
+		fmt.Fprintf(w, "Backend tok/s = output tokens counted by %s / the %.0f s window.\n", note, res.Window)
+	}
+	if res.RepeatPairs.Total > 0 {
+		fmt.Fprintf(w, "initial payloads: %d/%d repeat pairs byte-identical\n", res.RepeatPairs.Identical, res.RepeatPairs.Total)
+	}
+}
