@@ -11,7 +11,7 @@ build:
 	$(GO) build -o bin/jspark ./cmd/jspark
 
 run:
-	$(GO) run ./cmd/jspark generate --prompt "Once upon a time" --max-tokens 128
+	$(GO) run ./cmd/jspark work c6-repeat
 
 test:
 	$(GO) vet $(PKGS)

@@ -167,13 +167,15 @@ func TestSynthSameFlagsSameBytes(t *testing.T) {
 	}
 }
 
-func TestServeReadyLineAndHealth(t *testing.T) {
-	cmd := exec.Command(binary, "serve", "--port", "0", "--kv-memory", "16", "--api-key", "k")
+// startServe runs `jspark serve` as its own process and returns its base URL.
+func startServe(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"serve", "--port", "0"}, args...)...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	sc := bufio.NewScanner(stderr)
 	url := ""
 	for sc.Scan() {
@@ -187,6 +189,11 @@ func TestServeReadyLineAndHealth(t *testing.T) {
 		t.Fatalf("ready line URL %q", url)
 	}
 	go io.Copy(io.Discard, stderr)
+	return url
+}
+
+func TestServeReadyLineAndHealth(t *testing.T) {
+	url := startServe(t, "--kv-memory", "16", "--api-key", "k")
 	resp, err := http.Get(strings.TrimSuffix(url, "/v1") + "/health")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("health: %v %v", resp, err)

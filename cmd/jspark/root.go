@@ -15,6 +15,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newGenerateCmd(stdout, stderr), newModelCmd(stdout, stderr), newServeCmd(stdout, stderr))
+	root.AddCommand(newGenerateCmd(stdout, stderr), newModelCmd(stdout, stderr), newServeCmd(stdout, stderr),
+		newWorkCmd(stdout, stderr), newRecipesCmd(stdout))
 	return root
 }

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"jspark/agent"
+)
+
+func readResults(t *testing.T, dir string) *agent.WorkResult {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res agent.WorkResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	return &res
+}
+
+// toolResults counts the tool result messages a session's trajectory holds:
+// each is the output of a tool that really ran in its sandbox.
+func toolResults(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "trajectory.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var st struct {
+			Results []struct{ Role, Content string } `json:"tool_results"`
+		}
+		if err := json.Unmarshal([]byte(line), &st); err != nil {
+			t.Fatalf("trajectory line %q: %v", line, err)
+		}
+		n += len(st.Results)
+	}
+	return n
+}
+
+func tableRow(stdout, round string) bool {
+	for _, line := range strings.Split(stdout, "\n") {
+		if f := strings.Fields(line); len(f) == 11 && f[0] == round {
+			return true
+		}
+	}
+	return false
+}
+
+func TestWorkC3First(t *testing.T) {
+	out := t.TempDir()
+	stdout, stderr, code := jspark(t, "work", "c3-first", "--window", "20s", "--out", out, "--kv-memory", "256")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !tableRow(stdout, "c3-first") || !strings.Contains(stdout, "Backend tok/s = output tokens counted by the engine") {
+		t.Errorf("no Work table:\n%s", stdout)
+	}
+	res := readResults(t, out)
+	if len(res.Rounds) != 1 || len(res.Rounds[0].Sessions) != 3 {
+		t.Fatalf("%d rounds", len(res.Rounds))
+	}
+	r := res.Rounds[0]
+	ran := 0
+	for _, s := range r.Sessions {
+		dir := filepath.Join(out, "c3-first", s.Name)
+		if tests, _ := filepath.Glob(filepath.Join(dir, "workspace", "test_*.py")); len(tests) != 1 {
+			t.Errorf("%s: workspace not seeded with its task's test file: %v", s.Name, tests)
+		}
+		ran += toolResults(t, dir)
+		if s.End != agent.EndCut {
+			t.Errorf("%s ended %s before the cut", s.Name, s.End)
+		}
+	}
+	if ran == 0 || r.Summary.ToolCalls == 0 {
+		t.Errorf("no tool ran in any sandbox (%d calls)", r.Summary.ToolCalls)
+	}
+	if r.Summary.OutputTokens <= 0 || r.Summary.CountedBy != "engine" || r.Summary.BackendTokS != r.Summary.OutputTokens/20 {
+		t.Errorf("summary %+v", r.Summary)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "report.html")); err != nil || !strings.Contains(string(b), "<svg") {
+		t.Errorf("report.html: %v", err)
+	}
+}
+
+func TestWorkC3RepeatIdenticalAndCached(t *testing.T) {
+	out := t.TempDir()
+	stdout, stderr, code := jspark(t, "work", "c3-repeat", "--window", "20s", "--out", out, "--kv-memory", "256")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "initial payloads: 3/3 repeat pairs byte-identical") || !tableRow(stdout, "c3-first") || !tableRow(stdout, "c3-repeat") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	res := readResults(t, out)
+	if len(res.Rounds) != 2 || res.Rounds[0].Name != "c3-first" || res.Rounds[1].Name != "c3-repeat" {
+		t.Fatalf("rounds %+v", res.Rounds)
+	}
+	first, repeat := res.Rounds[0], res.Rounds[1]
+	for i, s := range repeat.Sessions {
+		if s.InitialPayload != first.Sessions[i].InitialPayload {
+			t.Errorf("%s: payload %s, twin %s", s.Name, s.InitialPayload, first.Sessions[i].InitialPayload)
+		}
+		q := s.Requests[0]
+		if q.TTFT < 0 || q.CachedTokens < q.PromptTokens-16 || q.CachedTokens == 0 {
+			t.Errorf("%s first request: cached %d of %d prompt tokens, ttft %.3f", s.Name, q.CachedTokens, q.PromptTokens, q.TTFT)
+		}
+	}
+	if repeat.Summary.InitialTTFT >= first.Summary.InitialTTFT {
+		t.Errorf("repeat initial TTFT %.3f s, first %.3f s", repeat.Summary.InitialTTFT, first.Summary.InitialTTFT)
+	}
+}
+
+const smallRecipe = `name: small
+system: Use the bash tool.
+tools: [bash]
+sampling: {max_tokens: 128, seed: 3, temperature: 0.5, tool_choice: required}
+nudge: {message: Call bash., max: 5}
+shell: {timeout: 5s, output_limit: 400}
+tasks:
+  - {id: one, kind: code, prompt: List the files.}
+rounds:
+  - {name: solo, concurrency: 1, tasks: [one]}
+`
+
+func TestWorkAgainstServeEndpoint(t *testing.T) {
+	url := startServe(t, "--kv-memory", "64")
+	dir := t.TempDir()
+	recipe := filepath.Join(dir, "small.yaml")
+	os.WriteFile(recipe, []byte(smallRecipe), 0o644)
+	out := filepath.Join(dir, "out")
+	stdout, stderr, code := jspark(t, "work", "solo", "--recipe", recipe, "--endpoint", url, "--window", "6s", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !tableRow(stdout, "solo") || !strings.Contains(stdout, "vllm:generation_tokens_total") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	res := readResults(t, out)
+	r := res.Rounds[0]
+	s := r.Sessions[0]
+	if res.Backends[0] != url || s.Backend != url || r.Summary.CountedBy != "prometheus" {
+		t.Errorf("backend %v / %s, counted by %s", res.Backends, s.Backend, r.Summary.CountedBy)
+	}
+	reported := 0
+	for _, q := range s.Requests {
+		reported += q.CompletionTokens
+	}
+	// The endpoint's counter saw every token the finished responses reported,
+	// and at most the unfinished one's on top.
+	if s.ToolCalls == 0 || toolResults(t, filepath.Join(out, "solo", s.Name)) == 0 || r.Summary.OutputTokens < float64(reported) || r.Summary.OutputTokens > float64(reported+128) {
+		t.Errorf("calls %d, counter %v tokens, responses reported %d", s.ToolCalls, r.Summary.OutputTokens, reported)
+	}
+}
+
+func TestRecipesCLI(t *testing.T) {
+	stdout, _, code := jspark(t, "recipes", "list")
+	if code != 0 || !strings.HasPrefix(stdout, "work\twindow 3m0s, 6 tasks, rounds: c3-first(c3) c3-repeat(c3) c6-first(c6) c6-repeat(c6)") {
+		t.Errorf("list: %d %q", code, stdout)
+	}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte(strings.Replace(smallRecipe, "tools: [bash]", "tools: [bash, curl]", 1)), 0o644)
+	stdout, stderr, code := jspark(t, "recipes", "validate", bad)
+	if code == 0 || stdout != bad+`:3: tools[1]: unknown tool "curl" (known: bash, read, write, edit, list, search)`+"\n" || !strings.Contains(stderr, "1 of 1 recipes are invalid") {
+		t.Errorf("validate: %d %q %q", code, stdout, stderr)
+	}
+	_, stderr, code = jspark(t, "work", "c9", "--window", "1s")
+	if code == 0 || !strings.Contains(stderr, `recipe work has no round "c9" (rounds: c3-first, c3-repeat, c6-first, c6-repeat, or all)`) {
+		t.Errorf("unknown round: %d %q", code, stderr)
+	}
+}
