@@ -96,7 +96,9 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-func (d Duration) MarshalJSON() ([]byte, error) { return strconv.AppendQuote(nil, time.Duration(d).String()), nil }
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return strconv.AppendQuote(nil, time.Duration(d).String()), nil
+}
 
 // D is the duration as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
