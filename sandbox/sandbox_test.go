@@ -106,6 +106,9 @@ func TestOutputCappedWithMarker(t *testing.T) {
 
 func TestForkBombContained(t *testing.T) {
 	s := newSandbox(t, nil)
+	if !s.dedicated && !s.ns {
+		t.Skip("no namespaces and no uid of its own here: a fork bomb would spend the test user's whole process limit")
+	}
 	r := run(t, s, ":(){ :|:& };:", 3*time.Second)
 	t.Logf("fork bomb: exit %d, timed out %v, restarted %v", r.ExitCode, r.TimedOut, r.Restarted)
 	// The bomb did not outlive its command (or its shell, if it had to go).
@@ -267,5 +270,31 @@ func TestCutKillsRunningCommand(t *testing.T) {
 	}
 	if s.sh != nil {
 		t.Errorf("the cut must replace the shell")
+	}
+}
+
+// Without namespaces the sandbox still runs commands, as its own uid when it
+// can, with rlimits, and still cleans up after each command.
+func TestWithoutNamespaces(t *testing.T) {
+	s, err := New(filepath.Join(t.TempDir(), "ws"), map[string]string{"f": "x"}, Options{NoNamespaces: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Isolated() {
+		t.Fatal("NoNamespaces still isolated")
+	}
+	want := fmt.Sprint(os.Getuid())
+	if s.dedicated {
+		want = fmt.Sprint(s.uid)
+	}
+	if r := run(t, s, "cat f; echo; id -u; ulimit -u", 10*time.Second); r.Output != "x\n"+want+"\n256\n" {
+		t.Errorf("got %q, want uid %s and the process limit", r.Output, want)
+	}
+	if r := run(t, s, "sleep 1000 & echo bg", 10*time.Second); r.Output != "bg\n" {
+		t.Errorf("%q", r.Output)
+	}
+	if n := len(members(s.sh.pid(), s.uid, s.dedicated)); n != 1 {
+		t.Errorf("%d processes after the command, want the shell alone", n)
 	}
 }
