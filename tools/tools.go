@@ -58,12 +58,11 @@ func define[A any](name, desc string, run func(ctx context.Context, env *Env, a 
 	}
 	return &Tool{Name: name, Description: desc, Parameters: raw, run: func(ctx context.Context, env *Env, args json.RawMessage) Result {
 		var a A
-		dec := json.NewDecoder(bytes.NewReader(args))
-		dec.DisallowUnknownFields()
 		if len(bytes.TrimSpace(args)) == 0 {
 			args = []byte("{}")
-			dec = json.NewDecoder(bytes.NewReader(args))
 		}
+		dec := json.NewDecoder(bytes.NewReader(args))
+		dec.DisallowUnknownFields()
 		if err := dec.Decode(&a); err != nil {
 			return failed("invalid arguments for %s: %v", name, err)
 		}
