@@ -50,7 +50,7 @@ func TestParserSplitsAnywhere(t *testing.T) {
 		"<tool_call>{\"name\":\"read\",\"arguments\":{\"path\":\"a<b\"}}</tool_call> done <tool"
 	whole := run([]string{out})
 	if whole.content != "Let me look.\n done <tool" || len(whole.calls) != 2 ||
-		whole.calls[0].Name != "bash" || whole.calls[0].Arguments != `{"command":"ls -la"}` {
+		whole.calls[0].Name != "bash" || whole.calls[0].Arguments != `{"command": "ls -la"}` {
 		t.Fatalf("whole: %+v", whole)
 	}
 	r := rand.New(rand.NewPCG(1, 2))
@@ -99,11 +99,53 @@ func run(parts []string) parsed {
 }
 
 func TestTruncatedCallIsKept(t *testing.T) {
+	// Cut before the arguments began: not yet a call, so it stays content.
 	p := &Parser{}
 	d := p.Feed("ok <tool_call>{\"name\":\"bash\",\"argu")
 	f, truncated := p.Finish()
-	if !truncated || d.Content+f.Content != "ok <tool_call>{\"name\":\"bash\",\"argu" {
+	if !truncated || d.Content+f.Content != "ok <tool_call>{\"name\":\"bash\",\"argu" || len(d.Calls)+len(f.Calls) != 0 {
 		t.Fatalf("truncated %v, content %q", truncated, d.Content+f.Content)
+	}
+	// Cut inside the arguments: the call was streaming, and stays a call.
+	got := run([]string{"<tool_call>{\"name\":\"bash\",\"arguments\":{\"command\":\"ls"})
+	if got.content != "" || len(got.calls) != 1 || got.calls[0].Arguments != `{"command":"ls` {
+		t.Fatalf("%+v", got)
+	}
+}
+
+// The name goes out as soon as it is decoded, then every argument byte as it
+// arrives: a client sees the first tool-call delta long before the call ends.
+func TestCallStreamsAsItDecodes(t *testing.T) {
+	p := &Parser{IDFunc: func(int) string { return "c0" }}
+	steps := []struct {
+		in   string
+		want []CallDelta
+	}{
+		{"<tool_call>\n{\"name\": \"write\"", nil},
+		{", \"arguments\": {\"pa", []CallDelta{{Index: 0, ID: "c0", Type: "function", Name: "write"}, {Index: 0, Arguments: `{"pa`}}},
+		{"th\": \"a}\\\"b\"", []CallDelta{{Index: 0, Arguments: `th": "a}\"b"`}}},
+		{"}}\n</tool_call>", []CallDelta{{Index: 0, Arguments: "}"}}},
+	}
+	for _, st := range steps {
+		d := p.Feed(st.in)
+		if diff := cmp.Diff(st.want, d.Calls); diff != "" || d.Content != "" {
+			t.Fatalf("after %q: content %q, calls (-want +got):\n%s", st.in, d.Content, diff)
+		}
+	}
+	if p.Calls() != 1 {
+		t.Errorf("calls %d", p.Calls())
+	}
+}
+
+// A body that is not name-first is parsed whole at its closing marker.
+func TestOtherBodiesParseWhole(t *testing.T) {
+	got := run([]string{`<tool_call>{"arguments": {"b": 1, "a": 2}, "name": "x"}</tool_call>`})
+	if len(got.calls) != 1 || got.calls[0].Name != "x" || got.calls[0].Arguments != `{"a":2,"b":1}` {
+		t.Fatalf("%+v", got)
+	}
+	got = run([]string{`<tool_call>{"name": "x", "arguments": "{\"a\": 1}"}</tool_call>`})
+	if len(got.calls) != 1 || got.calls[0].Arguments != `{"a":1}` {
+		t.Fatalf("string arguments: %+v", got)
 	}
 }
 

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 )
 
@@ -24,12 +25,22 @@ type CallDelta struct {
 
 // Parser splits streamed model output into content and tool calls. Text
 // that may be the start of a call marker is held back until it is known.
-// Feeding the output in any split yields the same content and calls.
+// A call written name first ({"name": "x", "arguments": {…}}, the shape every
+// supported template and the constrained grammar produce) streams as OpenAI
+// streams it: the name as soon as it is decoded, then the arguments' JSON text
+// fragment by fragment. Any other body waits for the closing marker and is
+// parsed whole. Feeding the output in any split yields the same content, and
+// calls whose fragments concatenate to the same text.
 type Parser struct {
 	buf    strings.Builder // held text
 	inCall bool
 	calls  int
 	IDFunc func(i int) string
+
+	// A streaming call: its arguments are being emitted (args) or are
+	// complete and the rest up to the closing marker is dropped (argsDone).
+	streaming, argsDone bool
+	json                jsonScan
 }
 
 // Feed consumes the next piece of output.
@@ -38,21 +49,31 @@ func (p *Parser) Feed(s string) Delta {
 	return p.drain(false)
 }
 
-// Finish flushes what is held. An unterminated call is returned as content
-// so that nothing is lost; truncated reports whether that happened.
+// Finish flushes what is held. An unterminated call that was not streaming
+// is returned as content so that nothing is lost; a streaming one keeps what
+// was sent of it. truncated reports either.
 func (p *Parser) Finish() (d Delta, truncated bool) {
 	d = p.drain(true)
 	if p.inCall {
-		d.Content += ToolCallOpen + p.buf.String()
+		if !p.streaming {
+			d.Content += ToolCallOpen + p.buf.String()
+		} else {
+			p.calls++
+		}
 		p.buf.Reset()
-		p.inCall = false
+		p.inCall, p.streaming, p.argsDone = false, false, false
 		truncated = true
 	}
 	return d, truncated
 }
 
-// Calls is the number of complete calls seen so far.
+// Calls is the number of calls seen so far (a streaming call counts once
+// its closing marker arrives, or at Finish).
 func (p *Parser) Calls() int { return p.calls }
+
+// nameFirst matches the start of a name-first call body up to the opening
+// brace of its arguments.
+var nameFirst = regexp.MustCompile(`^\s*\{\s*"name"\s*:\s*"([^"\\]+)"\s*,\s*"(?:arguments|parameters)"\s*:\s*\{`)
 
 func (p *Parser) drain(final bool) Delta {
 	var d Delta
@@ -74,13 +95,45 @@ func (p *Parser) drain(final bool) Delta {
 			p.reset(s[len(s)-keep:])
 			return d
 		}
+		if !p.streaming {
+			if m := nameFirst.FindStringSubmatchIndex(s); m != nil {
+				id := ""
+				if p.IDFunc != nil {
+					id = p.IDFunc(p.calls)
+				}
+				d.Calls = append(d.Calls, CallDelta{Index: p.calls, ID: id, Type: "function", Name: s[m[2]:m[3]]})
+				p.streaming, p.json = true, jsonScan{}
+				p.reset(s[m[1]-1:]) // from the arguments' opening brace
+				continue
+			}
+		}
+		if p.streaming && !p.argsDone {
+			n, done := p.json.scan(s)
+			if n > 0 {
+				d.Calls = append(d.Calls, CallDelta{Index: p.calls, Arguments: s[:n]})
+			}
+			p.reset(s[n:])
+			if !done {
+				return d
+			}
+			p.argsDone = true
+			continue
+		}
 		j := strings.Index(s, ToolCallClose)
 		if j < 0 {
+			if p.argsDone { // what follows the arguments is the call's own "}": drop all but a possible marker start
+				p.reset(s[len(s)-heldPrefix(s, ToolCallClose):])
+			}
 			return d
 		}
 		body := strings.TrimSpace(s[:j])
 		p.reset(s[j+len(ToolCallClose):])
 		p.inCall = false
+		if p.streaming {
+			p.streaming, p.argsDone = false, false
+			p.calls++
+			continue
+		}
 		name, args, ok := ParseCall(body)
 		if !ok {
 			d.Content += ToolCallOpen + s[:j+len(ToolCallClose)]
@@ -95,6 +148,40 @@ func (p *Parser) drain(final bool) Delta {
 			CallDelta{Index: p.calls, Arguments: args})
 		p.calls++
 	}
+}
+
+// jsonScan follows one JSON object through its text: depth, strings, escapes.
+type jsonScan struct {
+	depth         int
+	inString, esc bool
+}
+
+// scan consumes s up to the end of the object (n bytes, done) or all of it.
+func (j *jsonScan) scan(s string) (n int, done bool) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case j.esc:
+			j.esc = false
+		case j.inString:
+			switch c {
+			case '\\':
+				j.esc = true
+			case '"':
+				j.inString = false
+			}
+		case c == '"':
+			j.inString = true
+		case c == '{' || c == '[':
+			j.depth++
+		case c == '}' || c == ']':
+			j.depth--
+			if j.depth == 0 {
+				return i + 1, true
+			}
+		}
+	}
+	return len(s), false
 }
 
 func (p *Parser) reset(s string) {

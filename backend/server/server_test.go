@@ -359,6 +359,8 @@ func TestGoldenSSE(t *testing.T) {
 	cases := map[string]string{
 		"chat_stream":     `{"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":8,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}`,
 		"completion_stop": `{"prompt":"Once upon a time","max_tokens":30,"temperature":0,"stream":true,"stop":["Lily"]}`,
+		// A required call streams its name first, then argument fragments.
+		"chat_tool_stream": `{"messages":[{"role":"user","content":"List files"}],"tools":[{"type":"function","function":{"name":"ls","parameters":{"type":"object","properties":{"dir":{"type":"string"}},"required":["dir"]}}}],"tool_choice":"required","max_tokens":40,"temperature":0,"stream":true}`,
 	}
 	for name, body := range cases {
 		path := "/v1/chat/completions"
