@@ -91,7 +91,11 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 			s.scores = make([]float32, n+n/2)
 		}
 		scores := s.scores[:n]
-		attendOne(out, q, scores, a.Table[i], a.BlockSize, a.K, a.V, kvDim, kvOff, a.Scale)
+		if a.HeadDim == 8 {
+			attend8(out, q, scores, a.Table[i], a.BlockSize, a.K, a.V, kvDim, kvOff, a.Scale)
+		} else {
+			attendOne(out, q, scores, a.Table[i], a.BlockSize, a.K, a.V, kvDim, kvOff, a.Scale)
+		}
 	})
 }
 
@@ -158,4 +162,50 @@ func expf(x float32) float32 {
 	p = p*f + 6.9314718055994531e-1
 	p = p*f + 1
 	return p * math.Float32frombits(uint32(int32(i)+127)<<23)
+}
+
+// attend8 is attendOne for 8-wide heads (the embedded model's), with the rows
+// as fixed-size arrays so the compiler drops every bounds check and unrolls.
+func attend8(out, q, scores []float32, table []int32, bs int, K, V []float32, kvDim, kvOff int, scale float32) {
+	n := len(scores)
+	qq := (*[8]float32)(q)
+	maxS := float32(math.Inf(-1))
+	for p0 := 0; p0 < n; p0 += bs {
+		row := int(table[p0/bs])*bs*kvDim + kvOff
+		m := min(bs, n-p0)
+		sc := scores[p0 : p0+m]
+		for j := range sc {
+			k := (*[8]float32)(K[row+j*kvDim:])
+			d := qq[0]*k[0] + qq[1]*k[1] + qq[2]*k[2] + qq[3]*k[3] + qq[4]*k[4] + qq[5]*k[5] + qq[6]*k[6] + qq[7]*k[7]
+			d *= scale
+			sc[j] = d
+			maxS = max(maxS, d)
+		}
+	}
+	var sum float32
+	for p, x := range scores {
+		e := expf(x - maxS)
+		scores[p] = e
+		sum += e
+	}
+	var o [8]float32
+	for p0 := 0; p0 < n; p0 += bs {
+		row := int(table[p0/bs])*bs*kvDim + kvOff
+		m := min(bs, n-p0)
+		for j, w := range scores[p0 : p0+m] {
+			v := (*[8]float32)(V[row+j*kvDim:])
+			o[0] += w * v[0]
+			o[1] += w * v[1]
+			o[2] += w * v[2]
+			o[3] += w * v[3]
+			o[4] += w * v[4]
+			o[5] += w * v[5]
+			o[6] += w * v[6]
+			o[7] += w * v[7]
+		}
+	}
+	inv := 1 / sum
+	for d := range o {
+		out[d] = o[d] * inv
+	}
 }

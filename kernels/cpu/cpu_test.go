@@ -95,12 +95,18 @@ func attention(r *rand.Rand, n, heads, kvHeads, headDim, bs int) *kernels.Attent
 
 func TestAttendMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
-	a := attention(r, 50, 8, 2, 16, 16)
-	New(4).Attend(a)
-	got := append([]float32(nil), a.Out...)
-	ref.Kernels{}.Attend(a)
-	if e := relL2(got, a.Out); e > 1e-5 {
-		t.Fatalf("relative L2 error %g", e)
+	// Head dims 8 (the fixed-size path), 16 (inlined dot) and 64 (SIMD dot);
+	// block sizes that do and do not divide the length.
+	for _, c := range []struct{ n, heads, kvHeads, headDim, bs int }{
+		{50, 8, 2, 16, 16}, {77, 8, 8, 8, 16}, {33, 4, 2, 8, 5}, {40, 4, 1, 64, 16},
+	} {
+		a := attention(r, c.n, c.heads, c.kvHeads, c.headDim, c.bs)
+		New(4).Attend(a)
+		got := append([]float32(nil), a.Out...)
+		ref.Kernels{}.Attend(a)
+		if e := relL2(got, a.Out); e > 1e-5 {
+			t.Errorf("%+v: relative L2 error %g", c, e)
+		}
 	}
 }
 
