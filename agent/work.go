@@ -95,6 +95,7 @@ func Work(ctx context.Context, o WorkOptions) (*WorkResult, error) {
 	}
 	byName := map[string]*RoundResult{}
 	for _, rd := range rounds {
+		settle(ctx, o.Backends)
 		ro := RoundOptions{Recipe: o.Recipe, Round: rd, Backends: o.Backends, Window: window, Out: filepath.Join(o.Out, rd.Name), Sandbox: o.Sandbox}
 		if o.Progress != nil {
 			ro.Progress = o.Progress(rd.Name, len(o.Recipe.Plan(rd)))
@@ -151,5 +152,27 @@ func Table(w io.Writer, res *WorkResult) {
 	}
 	if res.RepeatPairs.Total > 0 {
 		fmt.Fprintf(w, "initial payloads: %d/%d repeat pairs byte-identical\n", res.RepeatPairs.Identical, res.RepeatPairs.Total)
+	}
+}
+
+// settle waits (up to a minute) until no backend has requests running or
+// waiting: requests a cut round's clients dropped may still be finishing an
+// engine step, and a round must start on an idle backend to measure its own.
+func settle(ctx context.Context, bs []Backend) {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		busy := false
+		for _, b := range bs {
+			if b.Counter == nil {
+				continue
+			}
+			if c, err := b.Counter.Read(ctx); err == nil && c.Running+c.Waiting > 0 {
+				busy = true
+			}
+		}
+		if !busy {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
