@@ -1,8 +1,8 @@
 package grammar
 
 import (
-	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -19,7 +19,16 @@ type trie struct {
 type vocab struct {
 	root  *trie
 	empty []int // tokens with no bytes (control tokens)
+	// Inside a JSON string every token made only of plain string bytes is
+	// allowed, whatever the grammar: those are listed once (plain), and only
+	// the tokens holding a quote, backslash or control byte need a walk.
+	plain   []int
+	special *trie
+	maxLen  int // bytes of the longest token
 }
+
+// plainByte is a byte a JSON string holds unescaped.
+func plainByte(c byte) bool { return c >= 0x20 && c != 0x7f && c != '"' && c != '\\' }
 
 var vocabs sync.Map // *tokenizer.Tokenizer → *vocab
 
@@ -27,29 +36,42 @@ func vocabOf(t *tokenizer.Tokenizer) *vocab {
 	if v, ok := vocabs.Load(t); ok {
 		return v.(*vocab)
 	}
-	v := &vocab{root: &trie{}}
+	v := &vocab{root: &trie{}, special: &trie{}}
 	for id := 0; id < t.VocabSize(); id++ {
 		b := t.AppendPiece(nil, id, false)
 		if len(b) == 0 {
 			v.empty = append(v.empty, id)
 			continue
 		}
-		n := v.root
+		v.maxLen = max(v.maxLen, len(b))
+		v.root.add(b, id)
+		plain := true
 		for _, c := range b {
-			if n.kids == nil {
-				n.kids = map[byte]*trie{}
-			}
-			k := n.kids[c]
-			if k == nil {
-				k = &trie{}
-				n.kids[c] = k
-			}
-			n = k
+			plain = plain && plainByte(c)
 		}
-		n.ids = append(n.ids, id)
+		if plain {
+			v.plain = append(v.plain, id)
+		} else {
+			v.special.add(b, id)
+		}
 	}
 	actual, _ := vocabs.LoadOrStore(t, v)
 	return actual.(*vocab)
+}
+
+func (n *trie) add(b []byte, id int) {
+	for _, c := range b {
+		if n.kids == nil {
+			n.kids = map[byte]*trie{}
+		}
+		k := n.kids[c]
+		if k == nil {
+			k = &trie{}
+			n.kids[c] = k
+		}
+		n = k
+	}
+	n.ids = append(n.ids, id)
 }
 
 // Constraint follows one generation; it implements engine.Constraint.
@@ -86,26 +108,59 @@ func advance(states []state, b byte) []state {
 	return dedup(out)
 }
 
-// dedup drops identical states (alternatives that merged again).
+// dedup drops identical states (alternatives that merged again). The sets
+// are small: pairwise comparison beats building keys.
 func dedup(states []state) []state {
 	if len(states) < 2 {
 		return states
 	}
-	seen := map[string]bool{}
 	out := states[:0]
 	for _, s := range states {
-		k := fmt.Sprint(s)
-		if !seen[k] {
-			seen[k] = true
+		dup := false
+		for _, o := range out {
+			if slices.Equal(s, o) {
+				dup = true
+				break
+			}
+		}
+		if !dup {
 			out = append(out, s)
 		}
 	}
 	return out
 }
 
+// inString reports whether the only state is inside a JSON string with room
+// for any token's worth of plain bytes.
+func (c *Constraint) inString() bool {
+	if len(c.states) != 1 || len(c.states[0]) == 0 {
+		return false
+	}
+	f := c.states[0][len(c.states[0])-1]
+	return f.n.kind == kStr && f.phase == 1 && f.n.max-f.i >= c.v.maxLen
+}
+
 // Allowed returns a mask of the tokens that keep the output valid.
 func (c *Constraint) Allowed() []bool {
+	if c.inString() {
+		mask := make([]bool, c.tok.VocabSize())
+		for _, id := range c.v.plain {
+			mask[id] = true
+		}
+		c.walk(mask, c.v.special)
+		return mask
+	}
+	return c.walkAll()
+}
+
+// walkAll prices every token by walking the whole vocabulary trie.
+func (c *Constraint) walkAll() []bool {
 	mask := make([]bool, c.tok.VocabSize())
+	c.walk(mask, c.v.root)
+	return mask
+}
+
+func (c *Constraint) walk(mask []bool, root *trie) {
 	var walk func(n *trie, states []state)
 	walk = func(n *trie, states []state) {
 		for b, k := range n.kids {
@@ -119,13 +174,12 @@ func (c *Constraint) Allowed() []bool {
 			walk(k, ns)
 		}
 	}
-	walk(c.v.root, c.states)
+	walk(root, c.states)
 	if c.Done() {
 		for id := range c.tok.EOG {
 			mask[id] = true
 		}
 	}
-	return mask
 }
 
 // Mask sets every forbidden logit to -Inf.

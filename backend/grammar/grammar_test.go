@@ -2,10 +2,13 @@ package grammar
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
+	"jspark/backend/gguf"
 	"jspark/backend/model"
 	"jspark/backend/sample"
+	"jspark/backend/tokenizer"
 	"jspark/kernels/cpu"
 )
 
@@ -98,5 +101,68 @@ func FuzzValidNeverPanics(f *testing.F) {
 			return
 		}
 		g.Valid(text)
+	})
+}
+
+func gpt2(t testing.TB) *tokenizer.Tokenizer {
+	f, err := gguf.Open("../../../shared/models/vocab/ggml-vocab-gpt-2.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// The in-string shortcut must allow exactly what the full walk allows, at
+// every step of a valid output on a 50K BPE vocabulary.
+func TestMaskShortcutMatchesWalk(t *testing.T) {
+	tok := gpt2(t)
+	g, err := FromSchema([]byte(bashSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := `{"command":"grep -rn \"TODO\" src | head -n 20 && echo done\n","flags":[true,false],"mode":"fast","timeout":30}`
+	c := g.NewConstraint(tok)
+	shortcuts := 0
+	for i, id := range tok.Encode(text, false, false) {
+		if c.inString() {
+			shortcuts++
+		}
+		got, want := c.Allowed(), c.walkAll()
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d (%q so far): masks differ", i, c.Text())
+		}
+		if !got[id] {
+			t.Fatalf("step %d: the text's own token %q is not allowed", i, tok.Decode([]int{id}, false))
+		}
+		c.Accept(id)
+	}
+	if !c.Done() || shortcuts == 0 {
+		t.Errorf("done %v, %d steps took the shortcut", c.Done(), shortcuts)
+	}
+}
+
+// BenchmarkMask prices one step inside a string on a 50K vocabulary, with
+// the shortcut and with the full walk.
+func BenchmarkMask(b *testing.B) {
+	tok := gpt2(b)
+	g, _ := FromSchema([]byte(bashSchema))
+	c := g.NewConstraint(tok)
+	for _, id := range tok.Encode(`{"command":"ls -la`, false, false) {
+		c.Accept(id)
+	}
+	b.Run("shortcut", func(b *testing.B) {
+		for b.Loop() {
+			c.Allowed()
+		}
+	})
+	b.Run("walk", func(b *testing.B) {
+		for b.Loop() {
+			c.walkAll()
+		}
 	})
 }
