@@ -151,6 +151,7 @@ func TestOtherBodiesParseWhole(t *testing.T) {
 
 func FuzzParser(f *testing.F) {
 	f.Add("a<tool_call>{\"name\":\"x\",\"arguments\":{}}</tool_call>b", 3)
+	f.Add(" {\"name\": \"x\", \"parameters\": {\"a\": [1]}}", 9)
 	f.Fuzz(func(t *testing.T, s string, cut int) {
 		if cut < 0 || cut > len(s) {
 			return
@@ -159,4 +160,40 @@ func FuzzParser(f *testing.F) {
 			t.Fatalf("split at %d: %+v vs %+v", cut, b, a)
 		}
 	})
+}
+
+// Llama 3.1 answers a call as the whole reply: {"name": …, "parameters": …}.
+func TestBareCallObject(t *testing.T) {
+	cases := []struct {
+		out, content, name, args string
+		truncated                bool
+	}{
+		{"\n{\"name\": \"read\", \"parameters\": {\"path\": \"a.txt\"}}\n", "", "read", `{"path": "a.txt"}`, false},
+		{`{"name": "read", "parameters": {"path": "a`, "", "read", `{"path": "a`, true},
+		{`{"answer": 42}`, `{"answer": 42}`, "", "", false},
+		{`{"parameters": {"b": 2}, "name": "x"}`, `{"parameters": {"b": 2}, "name": "x"}`, "", "", false}, // a bare call starts with its name
+		{`{"name": "x"} and more`, `{"name": "x"} and more`, "", "", false},
+		{`The file: {"name": "read", "parameters": {}}`, `The file: {"name": "read", "parameters": {}}`, "", "", false},
+		{"  ", "  ", "", "", false},
+	}
+	for _, c := range cases {
+		whole := run([]string{c.out})
+		var name, args string
+		if len(whole.calls) == 1 {
+			name, args = whole.calls[0].Name, whole.calls[0].Arguments
+		}
+		if whole.content != c.content || name != c.name || args != c.args || len(whole.calls) > 1 {
+			t.Errorf("%q: content %q calls %+v", c.out, whole.content, whole.calls)
+		}
+		p := &Parser{}
+		p.Feed(c.out)
+		if _, tr := p.Finish(); tr != c.truncated {
+			t.Errorf("%q: truncated %v", c.out, tr)
+		}
+		for cut := 0; cut <= len(c.out); cut++ {
+			if got := run([]string{c.out[:cut], c.out[cut:]}); !cmp.Equal(got, whole, cmp.AllowUnexported(parsed{})) {
+				t.Fatalf("%q split at %d: %+v, want %+v", c.out, cut, got, whole)
+			}
+		}
+	}
 }

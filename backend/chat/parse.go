@@ -41,6 +41,11 @@ type Parser struct {
 	// complete and the rest up to the closing marker is dropped (argsDone).
 	streaming, argsDone bool
 	json                jsonScan
+
+	// A reply that is nothing but a call object ({"name": …, "parameters":
+	// …}, as Llama 3.1 answers; its <|python_tag|> is a control token and not
+	// text) is a call that ends with the output (bare).
+	started, bare, truncated bool
 }
 
 // Feed consumes the next piece of output.
@@ -54,6 +59,9 @@ func (p *Parser) Feed(s string) Delta {
 // was sent of it. truncated reports either.
 func (p *Parser) Finish() (d Delta, truncated bool) {
 	d = p.drain(true)
+	if p.truncated {
+		return d, true
+	}
 	if p.inCall {
 		if !p.streaming {
 			d.Content += ToolCallOpen + p.buf.String()
@@ -79,12 +87,24 @@ func (p *Parser) drain(final bool) Delta {
 	var d Delta
 	for {
 		s := p.buf.String()
+		if !p.inCall && !p.started {
+			switch bareStart(s) {
+			case undecided:
+				if !final {
+					return d
+				}
+			case isBare:
+				p.inCall, p.bare, p.started = true, true, true
+				continue
+			}
+			p.started = strings.TrimSpace(s) != ""
+		}
 		if !p.inCall {
 			i := strings.Index(s, ToolCallOpen)
 			if i >= 0 {
 				d.Content += s[:i]
 				p.reset(s[i+len(ToolCallOpen):])
-				p.inCall = true
+				p.inCall, p.started = true, true
 				continue
 			}
 			keep := 0
@@ -119,6 +139,9 @@ func (p *Parser) drain(final bool) Delta {
 			p.argsDone = true
 			continue
 		}
+		if p.bare {
+			return p.endBare(d, s, final)
+		}
 		j := strings.Index(s, ToolCallClose)
 		if j < 0 {
 			if p.argsDone { // what follows the arguments is the call's own "}": drop all but a possible marker start
@@ -148,6 +171,64 @@ func (p *Parser) drain(final bool) Delta {
 			CallDelta{Index: p.calls, Arguments: args})
 		p.calls++
 	}
+}
+
+// endBare handles a bare call, which closes only with the output.
+func (p *Parser) endBare(d Delta, s string, final bool) Delta {
+	if p.argsDone {
+		p.reset("") // the object's own closing brace and any trailing space
+	}
+	if !final {
+		return d
+	}
+	p.reset("")
+	p.inCall, p.bare = false, false
+	if p.streaming {
+		p.truncated = !p.argsDone
+		p.streaming, p.argsDone = false, false
+		p.calls++
+		return d
+	}
+	name, args, ok := ParseCall(strings.TrimSpace(s))
+	if !ok {
+		d.Content += s
+		return d
+	}
+	id := ""
+	if p.IDFunc != nil {
+		id = p.IDFunc(p.calls)
+	}
+	d.Calls = append(d.Calls, CallDelta{Index: p.calls, ID: id, Type: "function", Name: name}, CallDelta{Index: p.calls, Arguments: args})
+	p.calls++
+	return d
+}
+
+type bareState int
+
+const (
+	notBare bareState = iota
+	undecided
+	isBare
+)
+
+// bareStart tells from the output's beginning whether it opens a bare call
+// object: `{` then `"name"`, whitespace allowed around.
+func bareStart(s string) bareState {
+	t := strings.TrimLeft(s, " \t\r\n")
+	if t == "" {
+		return undecided
+	}
+	if t[0] != '{' {
+		return notBare
+	}
+	rest := strings.TrimLeft(t[1:], " \t\r\n")
+	switch {
+	case strings.HasPrefix(rest, `"name"`):
+		return isBare
+	case strings.HasPrefix(`"name"`, rest):
+		return undecided
+	}
+	return notBare
 }
 
 // jsonScan follows one JSON object through its text: depth, strings, escapes.
