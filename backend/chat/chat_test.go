@@ -175,6 +175,8 @@ func TestBareCallObject(t *testing.T) {
 		{`{"name": "x"} and more`, `{"name": "x"} and more`, "", "", false},
 		{`The file: {"name": "read", "parameters": {}}`, `The file: {"name": "read", "parameters": {}}`, "", "", false},
 		{"  ", "  ", "", "", false},
+		{`[1, 2]`, `[1, 2]`, "", "", false},
+		{`[{"name": "x", "arguments": {}}, "oops"]`, `[{"name": "x", "arguments": {}}, "oops"]`, "", "", false},
 	}
 	for _, c := range cases {
 		whole := run([]string{c.out})
@@ -194,6 +196,21 @@ func TestBareCallObject(t *testing.T) {
 			if got := run([]string{c.out[:cut], c.out[cut:]}); !cmp.Equal(got, whole, cmp.AllowUnexported(parsed{})) {
 				t.Fatalf("%q split at %d: %+v, want %+v", c.out, cut, got, whole)
 			}
+		}
+	}
+}
+
+// Mistral answers with a list of calls ([TOOL_CALLS] is a control token).
+func TestBareCallList(t *testing.T) {
+	out := ` [{"name": "read", "arguments": {"path": "a"}}, {"name": "bash", "arguments": {"command": "ls"}}]`
+	whole := run([]string{out})
+	want := parsed{calls: []call{{0, "call_a", "read", `{"path":"a"}`}, {1, "call_b", "bash", `{"command":"ls"}`}}}
+	if !cmp.Equal(whole, want, cmp.AllowUnexported(parsed{})) {
+		t.Fatalf("%+v", whole)
+	}
+	for cut := 0; cut <= len(out); cut++ {
+		if got := run([]string{out[:cut], out[cut:]}); !cmp.Equal(got, whole, cmp.AllowUnexported(parsed{})) {
+			t.Fatalf("split at %d: %+v", cut, got)
 		}
 	}
 }

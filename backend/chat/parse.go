@@ -46,6 +46,7 @@ type Parser struct {
 	// …}, as Llama 3.1 answers; its <|python_tag|> is a control token and not
 	// text) is a call that ends with the output (bare).
 	started, bare, truncated bool
+	list                     bool // the bare reply is a list of calls ([{"name": …}, …], Mistral's form), parsed at the end
 }
 
 // Feed consumes the next piece of output.
@@ -96,6 +97,9 @@ func (p *Parser) drain(final bool) Delta {
 			case isBare:
 				p.inCall, p.bare, p.started = true, true, true
 				continue
+			case isList:
+				p.inCall, p.bare, p.list, p.started = true, true, true, true
+				continue
 			}
 			p.started = strings.TrimSpace(s) != ""
 		}
@@ -115,7 +119,7 @@ func (p *Parser) drain(final bool) Delta {
 			p.reset(s[len(s)-keep:])
 			return d
 		}
-		if !p.streaming {
+		if !p.streaming && !p.list {
 			if m := nameFirst.FindStringSubmatchIndex(s); m != nil {
 				id := ""
 				if p.IDFunc != nil {
@@ -189,17 +193,34 @@ func (p *Parser) endBare(d Delta, s string, final bool) Delta {
 		p.calls++
 		return d
 	}
-	name, args, ok := ParseCall(strings.TrimSpace(s))
-	if !ok {
-		d.Content += s
-		return d
+	bodies := []string{strings.TrimSpace(s)}
+	if p.list {
+		p.list = false
+		var items []json.RawMessage
+		if json.Unmarshal([]byte(s), &items) != nil || len(items) == 0 {
+			d.Content += s
+			return d
+		}
+		bodies = bodies[:0]
+		for _, it := range items {
+			bodies = append(bodies, string(it))
+		}
 	}
-	id := ""
-	if p.IDFunc != nil {
-		id = p.IDFunc(p.calls)
+	var calls []CallDelta
+	for i, b := range bodies {
+		name, args, ok := ParseCall(b)
+		if !ok {
+			d.Content += s // one bad element: the reply is text, as a whole
+			return d
+		}
+		id := ""
+		if p.IDFunc != nil {
+			id = p.IDFunc(p.calls + i)
+		}
+		calls = append(calls, CallDelta{Index: p.calls + i, ID: id, Type: "function", Name: name}, CallDelta{Index: p.calls + i, Arguments: args})
 	}
-	d.Calls = append(d.Calls, CallDelta{Index: p.calls, ID: id, Type: "function", Name: name}, CallDelta{Index: p.calls, Arguments: args})
-	p.calls++
+	d.Calls = append(d.Calls, calls...)
+	p.calls += len(bodies)
 	return d
 }
 
@@ -209,14 +230,23 @@ const (
 	notBare bareState = iota
 	undecided
 	isBare
+	isList
 )
 
 // bareStart tells from the output's beginning whether it opens a bare call
-// object: `{` then `"name"`, whitespace allowed around.
+// object (`{` then `"name"`) or a list of them (`[` first), whitespace
+// allowed around.
 func bareStart(s string) bareState {
 	t := strings.TrimLeft(s, " \t\r\n")
 	if t == "" {
 		return undecided
+	}
+	found := isBare
+	if t[0] == '[' {
+		found = isList
+		if t = strings.TrimLeft(t[1:], " \t\r\n"); t == "" {
+			return undecided
+		}
 	}
 	if t[0] != '{' {
 		return notBare
@@ -224,7 +254,7 @@ func bareStart(s string) bareState {
 	rest := strings.TrimLeft(t[1:], " \t\r\n")
 	switch {
 	case strings.HasPrefix(rest, `"name"`):
-		return isBare
+		return found
 	case strings.HasPrefix(`"name"`, rest):
 		return undecided
 	}
