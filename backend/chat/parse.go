@@ -121,11 +121,7 @@ func (p *Parser) drain(final bool) Delta {
 		}
 		if !p.streaming && !p.list {
 			if m := nameFirst.FindStringSubmatchIndex(s); m != nil {
-				id := ""
-				if p.IDFunc != nil {
-					id = p.IDFunc(p.calls)
-				}
-				d.Calls = append(d.Calls, CallDelta{Index: p.calls, ID: id, Type: "function", Name: s[m[2]:m[3]]})
+				d.Calls = append(d.Calls, CallDelta{Index: p.calls, ID: p.id(p.calls), Type: "function", Name: s[m[2]:m[3]]})
 				p.streaming, p.json = true, jsonScan{}
 				p.reset(s[m[1]-1:]) // from the arguments' opening brace
 				continue
@@ -166,15 +162,19 @@ func (p *Parser) drain(final bool) Delta {
 			d.Content += ToolCallOpen + s[:j+len(ToolCallClose)]
 			continue
 		}
-		id := ""
-		if p.IDFunc != nil {
-			id = p.IDFunc(p.calls)
-		}
 		d.Calls = append(d.Calls,
-			CallDelta{Index: p.calls, ID: id, Type: "function", Name: name},
+			CallDelta{Index: p.calls, ID: p.id(p.calls), Type: "function", Name: name},
 			CallDelta{Index: p.calls, Arguments: args})
 		p.calls++
 	}
+}
+
+// id names call i (empty without IDFunc).
+func (p *Parser) id(i int) string {
+	if p.IDFunc == nil {
+		return ""
+	}
+	return p.IDFunc(i)
 }
 
 // endBare handles a bare call, which closes only with the output.
@@ -213,11 +213,7 @@ func (p *Parser) endBare(d Delta, s string, final bool) Delta {
 			d.Content += s // one bad element: the reply is text, as a whole
 			return d
 		}
-		id := ""
-		if p.IDFunc != nil {
-			id = p.IDFunc(p.calls + i)
-		}
-		calls = append(calls, CallDelta{Index: p.calls + i, ID: id, Type: "function", Name: name}, CallDelta{Index: p.calls + i, Arguments: args})
+		calls = append(calls, CallDelta{Index: p.calls + i, ID: p.id(p.calls + i), Type: "function", Name: name}, CallDelta{Index: p.calls + i, Arguments: args})
 	}
 	d.Calls = append(d.Calls, calls...)
 	p.calls += len(bodies)
