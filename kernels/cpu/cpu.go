@@ -123,12 +123,7 @@ func attendOne(out, q, scores []float32, table []int32, bs int, K, V []float32, 
 			maxS = max(maxS, sc)
 		}
 	}
-	var sum float32
-	for p, sc := range scores {
-		e := expf(sc - maxS)
-		scores[p] = e
-		sum += e
-	}
+	sum := expScores(scores, maxS)
 	clear(out)
 	inv := 1 / sum
 	for p0 := 0; p0 < n; p0 += bs {
@@ -141,6 +136,17 @@ func attendOne(out, q, scores []float32, table []int32, bs int, K, V []float32, 
 			}
 		}
 	}
+}
+
+// expScores turns scores into e^(score - maxS) in place and returns their sum.
+func expScores(scores []float32, maxS float32) float32 {
+	var sum float32
+	for p, x := range scores {
+		e := expf(x - maxS)
+		scores[p] = e
+		sum += e
+	}
+	return sum
 }
 
 // expf is e^x for x <= 0 in float32 (softmax arguments after subtracting the
@@ -182,12 +188,7 @@ func attend8(out, q, scores []float32, table []int32, bs int, K, V []float32, kv
 			maxS = max(maxS, d)
 		}
 	}
-	var sum float32
-	for p, x := range scores {
-		e := expf(x - maxS)
-		scores[p] = e
-		sum += e
-	}
+	sum := expScores(scores, maxS)
 	var o [8]float32
 	for p0 := 0; p0 < n; p0 += bs {
 		row := int(table[p0/bs])*bs*kvDim + kvOff
