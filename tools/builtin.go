@@ -45,13 +45,9 @@ type ReadArgs struct {
 
 var readTool = define("read", "Read a text file from the workspace, with line numbers.",
 	func(_ context.Context, env *Env, a ReadArgs) Result {
-		p, err := env.Box.Path(a.Path)
-		if err != nil {
-			return failed("%v", err)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return failed("read %s: %v", a.Path, relErr(err))
+		b, fail := readFile(env, "read", a.Path)
+		if fail != nil {
+			return *fail
 		}
 		lines := strings.SplitAfter(string(b), "\n")
 		if lines[len(lines)-1] == "" {
@@ -99,13 +95,9 @@ type EditArgs struct {
 
 var editTool = define("edit", "Replace one exact, unique occurrence of a string in a workspace file.",
 	func(_ context.Context, env *Env, a EditArgs) Result {
-		p, err := env.Box.Path(a.Path)
-		if err != nil {
-			return failed("%v", err)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return failed("edit %s: %v", a.Path, relErr(err))
+		b, fail := readFile(env, "edit", a.Path)
+		if fail != nil {
+			return *fail
 		}
 		if a.OldString == "" {
 			return failed("edit %s: old_string is empty", a.Path)
@@ -203,6 +195,21 @@ var searchTool = define("search", "Search workspace files for lines matching a r
 		}
 		return Result{Output: strings.ToValidUTF8(capLines(hits, env.OutputLimit, "matches"), "\uFFFD")}
 	})
+
+// readFile reads a workspace file for a tool; a failure is the model's answer.
+func readFile(env *Env, verb, path string) ([]byte, *Result) {
+	p, err := env.Box.Path(path)
+	if err != nil {
+		r := failed("%v", err)
+		return nil, &r
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		r := failed("%s %s: %v", verb, path, relErr(err))
+		return nil, &r
+	}
+	return b, nil
+}
 
 // capLines joins lines up to limit bytes, saying how many did not fit.
 func capLines(lines []string, limit int, what string) string {
