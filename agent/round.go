@@ -103,18 +103,14 @@ func RunRound(ctx context.Context, o RoundOptions) (*RoundResult, error) {
 	res := &RoundResult{Name: o.Round.Name, RepeatOf: o.Round.RepeatOf, Concurrency: len(plan), Window: o.Window.Seconds()}
 	sessions := make([]*Session, len(plan))
 	boxes := make([]*sandbox.Sandbox, len(plan))
-	defer func() {
-		for _, b := range boxes {
-			if b != nil {
-				b.Close()
-			}
-		}
-	}()
 	logs := make([]*os.File, len(plan))
 	defer func() {
-		for _, f := range logs {
-			if f != nil {
-				f.Close()
+		for i := range plan {
+			if boxes[i] != nil {
+				boxes[i].Close()
+			}
+			if logs[i] != nil {
+				logs[i].Close()
 			}
 		}
 	}()

@@ -164,7 +164,7 @@ func (s *Sandbox) Exec(ctx context.Context, command string, timeout time.Duratio
 		}
 		s.sh = sh
 	}
-	res, err := s.sh.run(ctx, command, timeout, limit, s.killMembers)
+	res, err := s.sh.run(ctx, command, timeout, limit, s.sweep)
 	if res.Restarted || err != nil {
 		s.stopShell()
 		return res, err
@@ -199,34 +199,24 @@ func (s *Sandbox) stopShell() {
 func (s *Sandbox) sweep(keep int) {
 	empty := 0
 	for range 400 {
-		left := 0
+		var stopped []int
 		for _, pid := range members(s.sh.pid(), s.uid, s.dedicated) {
 			if pid != keep {
 				syscall.Kill(pid, syscall.SIGSTOP)
-				left++
+				stopped = append(stopped, pid)
 			}
 		}
-		if left == 0 {
+		if len(stopped) == 0 {
 			if empty++; empty == 2 {
 				return
 			}
 		} else {
 			empty = 0
-			s.killMembers(keep)
+			for _, pid := range stopped {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
 		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// killMembers SIGKILLs every process of the sandbox except keep (0: none).
-func (s *Sandbox) killMembers(keep int) {
-	if s.sh == nil {
-		return
-	}
-	for _, pid := range members(s.sh.pid(), s.uid, s.dedicated) {
-		if pid != keep {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
 	}
 }
 
