@@ -3,15 +3,23 @@ package chat
 import (
 	"fmt"
 	"strings"
+
+	"jspark/backend/jinja"
 )
 
-// Template renders a conversation into prompt text. Every template renders
-// tools with CanonicalJSON, so the same tools always give the same bytes
-// and the prefix cache holds across turns and sessions.
+// Template renders a conversation into prompt text: the model's own Jinja
+// template (Load), or a built-in. The built-ins render tools with
+// CanonicalJSON; a Jinja template sees the tools in the client's key order.
+// Either way the same request gives the same bytes, so the prefix cache
+// holds across turns and sessions.
 type Template struct {
-	Name string // chatml, llama3 or plain
-	// BOS is prepended text (for templates that write it themselves).
+	Name string // gguf (the model's own template), chatml, llama3 or plain
+	// BOS is prepended text (for built-ins that write it themselves).
 	BOS string
+
+	prog    *jinja.Template
+	special Special
+	hermes  bool // the template writes calls in <tool_call> tags
 }
 
 // Pick chooses a template for a model's GGUF chat template text: ChatML
@@ -101,6 +109,9 @@ func (t Template) Render(msgs []Message, tools []Tool, addGeneration bool) (stri
 		default:
 			return "", fmt.Errorf("messages[%d].role %q is not one of system, developer, user, assistant, tool", i, m.Role)
 		}
+	}
+	if t.prog != nil {
+		return t.renderJinja(msgs, tools, addGeneration)
 	}
 	tb := ""
 	if len(tools) > 0 {

@@ -311,3 +311,12 @@ func (t *Tokenizer) AppendPiece(b []byte, id int, keepSpecial bool) []byte {
 	}
 	return b
 }
+
+// Text is token id's text as the vocabulary spells it, or "" for an id
+// that is absent (-1) or out of range.
+func (t *Tokenizer) Text(id int) string {
+	if id < 0 || id >= len(t.Tokens) {
+		return ""
+	}
+	return t.Tokens[id]
+}

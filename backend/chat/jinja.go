@@ -1,0 +1,142 @@
+package chat
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"jspark/backend/jinja"
+)
+
+// Special holds the tokenizer's texts that templates print themselves.
+type Special struct {
+	BOS, EOS string
+}
+
+// Load returns the template a model's GGUF chat template asks for: the
+// template itself, rendered as Jinja, when there is one and it compiles.
+// Otherwise it returns the built-in that Pick chooses, and, where the
+// source did not compile, the compile error (the caller says so once).
+func Load(source string, sp Special) (Template, error) {
+	if strings.TrimSpace(source) == "" {
+		return Pick(source), nil
+	}
+	prog, err := jinja.Compile(source)
+	if err != nil {
+		return Pick(source), fmt.Errorf("chat template does not compile (%v); using the built-in %s template", err, Pick(source).Name)
+	}
+	return Template{Name: "gguf", prog: prog, special: sp, hermes: strings.Contains(source, ToolCallOpen)}, nil
+}
+
+// CallDelims is the text around a forced tool call: Hermes tags for the
+// built-ins and for templates that use them; a bare JSON object for the
+// others (Llama 3.1's form, which the parser also reads).
+func (t Template) CallDelims() (open, close string) {
+	if t.prog == nil || t.hermes {
+		return ToolCallOpen + "\n", "\n" + ToolCallClose
+	}
+	return "", ""
+}
+
+// renderJinja passes the conversation as vLLM and llama.cpp pass it to a
+// Hugging Face template: messages as dicts (tool-call arguments parsed from
+// their JSON text, content none for an assistant turn that only calls
+// tools), tools as the request's objects and left undefined when there are
+// none, bos_token, eos_token and add_generation_prompt.
+func (t Template) renderJinja(msgs []Message, tools []Tool, addGeneration bool) (string, error) {
+	ms := jinja.NewList()
+	for _, m := range msgs {
+		ms.Items = append(ms.Items, messageValue(m))
+	}
+	vars := map[string]jinja.Value{
+		"messages":              ms,
+		"add_generation_prompt": addGeneration,
+		"bos_token":             t.special.BOS,
+		"eos_token":             t.special.EOS,
+	}
+	if len(tools) > 0 {
+		tl := jinja.NewList()
+		for i, tool := range tools {
+			v, err := toolValue(tool)
+			if err != nil {
+				return "", fmt.Errorf("tools[%d]: %w", i, err)
+			}
+			tl.Items = append(tl.Items, v)
+		}
+		vars["tools"] = tl
+	}
+	out, err := t.prog.Render(vars)
+	if err != nil {
+		var ex *jinja.Exception
+		if errors.As(err, &ex) {
+			return "", fmt.Errorf("the model's chat template refused the conversation: %s", ex.Msg)
+		}
+		return "", fmt.Errorf("chat template: %w", err)
+	}
+	return out, nil
+}
+
+func messageValue(m Message) *jinja.Dict {
+	d := jinja.NewDict()
+	d.Set("role", m.Role)
+	if m.Role == "assistant" && m.Content == "" && len(m.ToolCalls) > 0 {
+		d.Set("content", nil)
+	} else {
+		d.Set("content", string(m.Content))
+	}
+	if m.Name != "" {
+		d.Set("name", m.Name)
+	}
+	if len(m.ToolCalls) > 0 {
+		calls := jinja.NewList()
+		for _, c := range m.ToolCalls {
+			cd := jinja.NewDict()
+			if c.ID != "" {
+				cd.Set("id", c.ID)
+			}
+			typ := c.Type
+			if typ == "" {
+				typ = "function"
+			}
+			cd.Set("type", typ)
+			fn := jinja.NewDict()
+			fn.Set("name", c.Function.Name)
+			var args jinja.Value = c.Function.Arguments
+			if v, err := jinja.FromJSON([]byte(c.Function.Arguments)); err == nil {
+				args = v
+			}
+			fn.Set("arguments", args)
+			cd.Set("function", fn)
+			calls.Items = append(calls.Items, cd)
+		}
+		d.Set("tool_calls", calls)
+	}
+	if m.ToolCallID != "" {
+		d.Set("tool_call_id", m.ToolCallID)
+	}
+	return d
+}
+
+// toolValue keeps the client's key order inside parameters, so the same
+// request bytes always give the same prompt bytes.
+func toolValue(t Tool) (*jinja.Dict, error) {
+	fn := jinja.NewDict()
+	fn.Set("name", t.Function.Name)
+	if t.Function.Description != "" {
+		fn.Set("description", t.Function.Description)
+	}
+	if len(t.Function.Parameters) > 0 {
+		p, err := jinja.FromJSON(t.Function.Parameters)
+		if err != nil {
+			return nil, fmt.Errorf("parameters: %w", err)
+		}
+		fn.Set("parameters", p)
+	}
+	if t.Function.Strict {
+		fn.Set("strict", true)
+	}
+	d := jinja.NewDict()
+	d.Set("type", "function")
+	d.Set("function", fn)
+	return d, nil
+}
