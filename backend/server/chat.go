@@ -173,12 +173,11 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 	if err != nil {
 		return job{}, err
 	}
-	text, err := s.tpl.Render(r.Messages, r.Tools, true)
+	prompt, err := s.chatPrompt(r.Messages, r.Tools, true)
 	if err != nil {
 		return job{}, badRequest("messages", "%v", err)
 	}
 	tok := s.e.Model().Tok
-	prompt := tok.Encode(text, true, true)
 	j := job{stops: stops, parseTools: len(r.Tools) > 0 && mode != "none", ids: func(int) string { return newID("call_") }}
 	j.req = engine.Request{Prompt: prompt, Sampling: params, IgnoreEOS: r.IgnoreEOS, CacheSalt: r.CacheSalt}
 	maxTok := r.MaxCompletionTokens
@@ -209,7 +208,8 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 				tools = append(tools, grammar.Tool{Name: t.Function.Name, Schema: t.Function.Parameters})
 			}
 		}
-		g, err = grammar.ToolCall(chat.ToolCallOpen+"\n", "\n"+chat.ToolCallClose, tools)
+		open, close := s.tpl.CallDelims()
+		g, err = grammar.ToolCall(open, close, tools)
 	case r.ResponseFormat != nil && r.ResponseFormat.Type == "json_object":
 		g = grammar.AnyJSON()
 	case r.ResponseFormat != nil && r.ResponseFormat.Type == "json_schema":

@@ -25,17 +25,19 @@ import (
 type Options struct {
 	APIKey     string // when set, requests need "Authorization: Bearer KEY"
 	ServedName string // the model id clients name (default: the model's name)
-	// ChatTemplate is the GGUF's tokenizer.chat_template, used to pick the
-	// template; empty means the plain one.
+	// ChatTemplate is the GGUF's tokenizer.chat_template (or a file's),
+	// rendered as Jinja; empty, or one that does not compile, means a
+	// built-in (TemplateError says why).
 	ChatTemplate string
 }
 
 // Server is the HTTP front of one engine.
 type Server struct {
-	e    *engine.Engine
-	opt  Options
-	tpl  chat.Template
-	echo *echo.Echo
+	e      *engine.Engine
+	opt    Options
+	tpl    chat.Template
+	tplErr error
+	echo   *echo.Echo
 }
 
 // ChatTemplateOf reads tokenizer.chat_template from a GGUF file.
@@ -52,7 +54,9 @@ func New(e *engine.Engine, opt Options) *Server {
 	if opt.ServedName == "" {
 		opt.ServedName = "jspark"
 	}
-	s := &Server{e: e, opt: opt, tpl: chat.Pick(opt.ChatTemplate)}
+	s := &Server{e: e, opt: opt}
+	tok := e.Model().Tok
+	s.tpl, s.tplErr = chat.Load(opt.ChatTemplate, chat.Special{BOS: tok.Text(tok.BOS), EOS: tok.Text(tok.EOS)})
 	ec := echo.New()
 	ec.HideBanner, ec.HidePort = true, true
 	ec.HTTPErrorHandler = s.handleError
@@ -73,6 +77,24 @@ func (s *Server) Handler() http.Handler { return s.echo }
 
 // Template is the chat template in use.
 func (s *Server) Template() chat.Template { return s.tpl }
+
+// TemplateError says why the model's own template is not in use, or nil.
+func (s *Server) TemplateError() error { return s.tplErr }
+
+// chatPrompt renders messages and tokenizes them. A template that writes
+// the BOS text itself loses it here when the tokenizer adds BOS anyway, so
+// the prompt never starts with two.
+func (s *Server) chatPrompt(msgs []chat.Message, tools []chat.Tool, addGeneration bool) ([]int, error) {
+	text, err := s.tpl.Render(msgs, tools, addGeneration)
+	if err != nil {
+		return nil, err
+	}
+	tok := s.e.Model().Tok
+	if bos := tok.Text(tok.BOS); tok.AddBOS && bos != "" {
+		text = strings.TrimPrefix(text, bos)
+	}
+	return tok.Encode(text, true, true), nil
+}
 
 // APIError is an OpenAI-style error.
 type APIError struct {
@@ -191,11 +213,10 @@ func (s *Server) tokenize(c echo.Context) error {
 	case req.Prompt != nil:
 		ids = tok.Encode(*req.Prompt, req.AddSpecial == nil || *req.AddSpecial, true)
 	case len(req.Messages) > 0:
-		text, err := s.tpl.Render(req.Messages, req.Tools, req.AddGenerate == nil || *req.AddGenerate)
-		if err != nil {
+		var err error
+		if ids, err = s.chatPrompt(req.Messages, req.Tools, req.AddGenerate == nil || *req.AddGenerate); err != nil {
 			return badRequest("messages", "%v", err)
 		}
-		ids = tok.Encode(text, true, true)
 	default:
 		return badRequest("prompt", "give prompt or messages")
 	}

@@ -25,6 +25,9 @@ type EngineFlags struct {
 	Threads  int
 	KVMemMiB int64
 	Trace    string
+	// ChatTemplateFile replaces the GGUF's chat template (like llama.cpp's
+	// --chat-template-file).
+	ChatTemplateFile string
 	engine.Options
 }
 
@@ -41,6 +44,29 @@ func addEngineFlags(cmd *cobra.Command, o *EngineFlags) {
 	f.IntVar(&o.MaxContext, "ctx", 0, "context tokens per sequence (0: the model's, at least 32768)")
 	f.IntVar(&o.Speculate, "speculate", 0, "n-gram draft tokens per decode step (0: off)")
 	f.StringVar(&o.Trace, "trace", "", "write a per-step JSON-lines trace to this file")
+	f.StringVar(&o.ChatTemplateFile, "chat-template-file", "", "Jinja chat template to use instead of the model's tokenizer.chat_template")
+}
+
+// chatTemplate is the template source for o: the file's when given, else the GGUF's.
+func (o *EngineFlags) chatTemplate(fromGGUF string) (string, error) {
+	if o.ChatTemplateFile == "" {
+		return fromGGUF, nil
+	}
+	b, err := os.ReadFile(o.ChatTemplateFile)
+	if err != nil {
+		return "", fmt.Errorf("--chat-template-file: %w", err)
+	}
+	return string(b), nil
+}
+
+// newServer builds the HTTP front of e and says once when the model's
+// template could not be used.
+func newServer(e *engine.Engine, o server.Options, log io.Writer) *server.Server {
+	srv := server.New(e, o)
+	if err := srv.TemplateError(); err != nil {
+		fmt.Fprintf(log, "jspark: warning: %v\n", err)
+	}
+	return srv
 }
 
 // openEngine loads the model and starts an engine; close releases both.
@@ -50,6 +76,11 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, string, func(), 
 		return nil, "", nil, err
 	}
 	m, err := model.Load(f, cpu.New(o.Threads))
+	if err != nil {
+		f.Close()
+		return nil, "", nil, err
+	}
+	tpl, err := o.chatTemplate(server.ChatTemplateOf(f))
 	if err != nil {
 		f.Close()
 		return nil, "", nil, err
@@ -70,7 +101,7 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, string, func(), 
 		f.Close()
 		return nil, "", nil, err
 	}
-	return e, server.ChatTemplateOf(f), func() {
+	return e, tpl, func() {
 		e.Close()
 		if trace != nil {
 			trace.Close()
@@ -115,7 +146,7 @@ func runServe(ctx context.Context, o *ServeOptions, log io.Writer) error {
 		return err
 	}
 	defer closeEngine()
-	srv := server.New(e, server.Options{APIKey: o.APIKey, ServedName: o.ServedName, ChatTemplate: tpl})
+	srv := newServer(e, server.Options{APIKey: o.APIKey, ServedName: o.ServedName, ChatTemplate: tpl}, log)
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, fmt.Sprint(o.Port)))
 	if err != nil {
 		return err

@@ -124,7 +124,7 @@ func inProcessBackend(ef *EngineFlags, log io.Writer) (agent.Backend, func(), er
 	if err != nil {
 		return agent.Backend{}, nil, err
 	}
-	srv := server.New(e, server.Options{ChatTemplate: tpl})
+	srv := newServer(e, server.Options{ChatTemplate: tpl}, log)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		closeEngine()
