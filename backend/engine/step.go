@@ -200,7 +200,7 @@ func (e *Engine) sampleFrom(s *seq, row []float32) int {
 	if s.req.TopLogprobs > 0 {
 		lp = sample.LogSoftmax(row)
 	}
-	tok := s.sampler.Sample(row, s.tokens)
+	tok := s.sampler.Sample(row, s.tokens, s.tokens[len(s.req.Prompt):])
 	if lp != nil {
 		s.pendingLogprobs(lp, tok)
 	}

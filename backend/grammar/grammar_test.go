@@ -66,7 +66,7 @@ func TestConstrainedStoriesModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.Mask(logits)
-			id := s.Sample(logits, ctx)
+			id := s.Sample(logits, ctx, ctx[len(prompt):])
 			done = c.Accept(id)
 			ctx = append(ctx, id)
 			b = &model.Batch{Tokens: []int{id}, Pos: []int{len(ctx) - 1}, Table: [][]int32{table}, Logits: []int{0}}

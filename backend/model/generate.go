@@ -49,7 +49,7 @@ func (m *Model) Generate(prompt []int, maxTokens int, s *sample.Sampler, onToken
 	g.Prefill = time.Since(start)
 	start = time.Now()
 	for len(g.IDs) < maxTokens {
-		id := s.Sample(logits, ctx)
+		id := s.Sample(logits, ctx, g.IDs)
 		if m.Tok.EOG[id] {
 			g.Stopped = true
 			break

@@ -1,6 +1,6 @@
-// Package sample picks the next token from logits: greedy, or penalties →
-// top-k → top-p → min-p → temperature → a draw from a seeded RNG, in
-// llama.cpp's order.
+// Package sample picks the next token from logits: logit bias and
+// penalties, then greedy, or top-k → top-p → min-p → temperature → a draw
+// from a seeded RNG, in llama.cpp's order.
 package sample
 
 import (
@@ -17,7 +17,14 @@ type Params struct {
 	MinP          float32 // ≤ 0: off
 	RepeatPenalty float32 // 1 or 0: off
 	RepeatLastN   int     // window of recent tokens the penalty looks at (default 64)
-	Seed          uint64
+	// PresencePenalty is subtracted once from the logit of every token the
+	// response has already produced, FrequencyPenalty once per occurrence
+	// (OpenAI's definitions; like vLLM, only output tokens count).
+	PresencePenalty  float32
+	FrequencyPenalty float32
+	// LogitBias is added to the named tokens' logits before anything else.
+	LogitBias map[int]float32
+	Seed      uint64
 }
 
 // Greedy reports whether these params always take the arg-max.
@@ -51,17 +58,35 @@ func Argmax(logits []float32) int {
 	return best
 }
 
-// Sample picks a token. recent holds the context so far (for the penalty);
-// logits may be modified.
-func (s *Sampler) Sample(logits []float32, recent []int) int {
+// Sample picks a token. history is the sequence so far, prompt then output;
+// output is its suffix that this response produced. The repetition penalty
+// looks at the last RepeatLastN tokens of history, the presence and frequency
+// penalties at output. logits may be modified.
+func (s *Sampler) Sample(logits []float32, history, output []int) int {
 	p := s.P
+	for id, b := range p.LogitBias {
+		if id >= 0 && id < len(logits) {
+			logits[id] += b
+		}
+	}
+	if p.PresencePenalty != 0 || p.FrequencyPenalty != 0 {
+		counts := map[int]int{}
+		for _, id := range output {
+			if id >= 0 && id < len(logits) {
+				counts[id]++
+			}
+		}
+		for id, n := range counts {
+			logits[id] -= p.PresencePenalty + p.FrequencyPenalty*float32(n)
+		}
+	}
 	if p.RepeatPenalty > 0 && p.RepeatPenalty != 1 {
 		window := p.RepeatLastN
 		if window <= 0 {
 			window = 64
 		}
 		seen := map[int]bool{}
-		for _, id := range recent[max(0, len(recent)-window):] {
+		for _, id := range history[max(0, len(history)-window):] {
 			if seen[id] || id < 0 || id >= len(logits) {
 				continue
 			}

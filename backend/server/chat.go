@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -45,7 +46,10 @@ type Sampling struct {
 	RepetitionPenalty *float32 `json:"repetition_penalty"`
 	FrequencyPenalty  *float32 `json:"frequency_penalty"`
 	PresencePenalty   *float32 `json:"presence_penalty"`
-	IgnoreEOS         bool     `json:"ignore_eos"`
+	// LogitBias maps token ids (as strings, OpenAI's shape) to a bias in
+	// [-100, 100] added to their logits.
+	LogitBias map[string]float32 `json:"logit_bias"`
+	IgnoreEOS bool               `json:"ignore_eos"`
 }
 
 // StreamOptions is stream_options.
@@ -63,31 +67,63 @@ type ResponseFormat struct {
 	} `json:"json_schema"`
 }
 
-func (p Sampling) params() (sample.Params, error) {
+// params checks the sampling fields against OpenAI's and vLLM's ranges;
+// vocab bounds the token ids of logit_bias.
+func (p Sampling) params(vocab int) (sample.Params, error) {
 	out := sample.Params{Temperature: 1, TopP: 1, RepeatPenalty: 1}
-	if p.Temperature != nil {
-		if *p.Temperature < 0 || *p.Temperature > 2 {
-			return out, badRequest("temperature", "temperature %g is outside [0, 2]", *p.Temperature)
+	type field struct {
+		name   string
+		v      *float32
+		lo, hi float32
+		open   bool // lo itself is excluded
+		dst    *float32
+	}
+	for _, f := range []field{
+		{"temperature", p.Temperature, 0, 2, false, &out.Temperature},
+		{"top_p", p.TopP, 0, 1, true, &out.TopP},
+		{"min_p", p.MinP, 0, 1, false, &out.MinP},
+		{"presence_penalty", p.PresencePenalty, -2, 2, false, &out.PresencePenalty},
+		{"frequency_penalty", p.FrequencyPenalty, -2, 2, false, &out.FrequencyPenalty},
+	} {
+		if f.v == nil {
+			continue
 		}
-		out.Temperature = *p.Temperature
-	}
-	if p.TopP != nil {
-		if *p.TopP <= 0 || *p.TopP > 1 {
-			return out, badRequest("top_p", "top_p %g is outside (0, 1]", *p.TopP)
+		if x := *f.v; x < f.lo || x > f.hi || (f.open && x == f.lo) {
+			l := "["
+			if f.open {
+				l = "("
+			}
+			return out, badRequest(f.name, "%s %g is outside %s%g, %g]", f.name, x, l, f.lo, f.hi)
 		}
-		out.TopP = *p.TopP
-	}
-	if p.TopK != nil {
-		out.TopK = *p.TopK
-	}
-	if p.MinP != nil {
-		out.MinP = *p.MinP
+		*f.dst = *f.v
 	}
 	if p.RepetitionPenalty != nil {
+		if x := *p.RepetitionPenalty; !(x > 0) {
+			return out, badRequest("repetition_penalty", "repetition_penalty %g must be positive (1 is off)", x)
+		}
 		out.RepeatPenalty = *p.RepetitionPenalty
+	}
+	if p.TopK != nil {
+		if *p.TopK < -1 {
+			return out, badRequest("top_k", "top_k %d must be -1 or 0 (off) or positive", *p.TopK)
+		}
+		out.TopK = *p.TopK
 	}
 	if p.Seed != nil {
 		out.Seed = *p.Seed
+	}
+	if len(p.LogitBias) > 0 {
+		out.LogitBias = make(map[int]float32, len(p.LogitBias))
+		for k, b := range p.LogitBias {
+			id, err := strconv.Atoi(k)
+			if err != nil || id < 0 || id >= vocab {
+				return out, badRequest("logit_bias", "logit_bias key %q is not a token id in [0, %d)", k, vocab)
+			}
+			if b < -100 || b > 100 {
+				return out, badRequest("logit_bias", "logit_bias[%q] = %g is outside [-100, 100]", k, b)
+			}
+			out.LogitBias[id] = b
+		}
 	}
 	return out, nil
 }
@@ -165,7 +201,8 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 	if err != nil {
 		return job{}, err
 	}
-	params, err := r.Sampling.params()
+	tok := s.e.Model().Tok
+	params, err := r.Sampling.params(tok.VocabSize())
 	if err != nil {
 		return job{}, err
 	}
@@ -177,7 +214,6 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 	if err != nil {
 		return job{}, badRequest("messages", "%v", err)
 	}
-	tok := s.e.Model().Tok
 	j := job{stops: stops, parseTools: len(r.Tools) > 0 && mode != "none", ids: func(int) string { return newID("call_") }}
 	j.req = engine.Request{Prompt: prompt, Sampling: params, IgnoreEOS: r.IgnoreEOS, CacheSalt: r.CacheSalt}
 	maxTok := r.MaxCompletionTokens

@@ -61,7 +61,7 @@ func (s *Server) completions(c echo.Context) error {
 	default:
 		return badRequest("prompt", "prompt must be a string or an array of token ids")
 	}
-	params, err := r.Sampling.params()
+	params, err := r.Sampling.params(tok.VocabSize())
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ import (
 
 	"jspark/backend/engine"
 	jmodel "jspark/backend/model"
+	"jspark/backend/sample"
 	"jspark/kernels/cpu"
 )
 
@@ -292,11 +294,58 @@ func TestErrors(t *testing.T) {
 		{"n", "k", `{"messages":[{"role":"user","content":"x"}],"n":2}`, 400, `n must be 1`},
 		{"context", "k", `{"messages":[{"role":"user","content":"x"}],"max_tokens":500}`, 400, `maximum context length is 200 tokens; the prompt has 17 tokens and max_tokens is 500`},
 		{"bad role", "k", `{"messages":[{"role":"wizard","content":"x"}]}`, 400, `role \"wizard\"`},
+		{"presence", "k", `{"messages":[{"role":"user","content":"x"}],"presence_penalty":2.5}`, 400, `presence_penalty 2.5 is outside [-2, 2]`},
+		{"frequency", "k", `{"messages":[{"role":"user","content":"x"}],"frequency_penalty":-3}`, 400, `"param":"frequency_penalty"`},
+		{"top_p", "k", `{"messages":[{"role":"user","content":"x"}],"top_p":0}`, 400, `top_p 0 is outside (0, 1]`},
+		{"top_k", "k", `{"messages":[{"role":"user","content":"x"}],"top_k":-2}`, 400, `"param":"top_k"`},
+		{"repetition", "k", `{"messages":[{"role":"user","content":"x"}],"repetition_penalty":0}`, 400, `repetition_penalty 0 must be positive`},
+		{"bias key", "k", `{"messages":[{"role":"user","content":"x"}],"logit_bias":{"512":1}}`, 400, `logit_bias key \"512\" is not a token id in [0, 512)`},
+		{"bias value", "k", `{"messages":[{"role":"user","content":"x"}],"logit_bias":{"5":101}}`, 400, `outside [-100, 100]`},
 	}
 	for _, c := range cases {
 		resp, body := post(t, url, c.key, c.body)
 		if resp.StatusCode != c.status || !strings.Contains(body, c.want) || !strings.HasPrefix(body, `{"error":{"message":`) {
 			t.Errorf("%s: %d %s; want %d containing %s", c.name, resp.StatusCode, body, c.status, c.want)
+		}
+	}
+}
+
+// TestSamplingReachesTheSampler: penalties and logit bias sent over HTTP
+// give exactly the text the model's own generation loop gives with the same
+// sampler settings.
+func TestSamplingReachesTheSampler(t *testing.T) {
+	f := start(t, engine.Options{}, Options{})
+	m := f.e.Model()
+	prompt := "Once upon a time, there was a little"
+	cases := []struct {
+		body string
+		p    sample.Params
+	}{
+		{`"presence_penalty":1.5`, sample.Params{PresencePenalty: 1.5}},
+		{`"frequency_penalty":0.75`, sample.Params{FrequencyPenalty: 0.75}},
+		{`"repetition_penalty":1.3`, sample.Params{RepeatPenalty: 1.3}},
+		{`"logit_bias":{"300":100}`, sample.Params{LogitBias: map[int]float32{300: 100}}},
+		{`"temperature":0.8,"top_k":40,"seed":7,"frequency_penalty":-0.5`, sample.Params{Temperature: 0.8, TopK: 40, Seed: 7, FrequencyPenalty: -0.5, TopP: 1}},
+	}
+	plain, err := m.Generate(m.Tok.Encode(prompt, true, true), 32, sample.New(sample.Params{}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		g, err := m.Generate(m.Tok.Encode(prompt, true, true), 32, sample.New(c.p), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := m.Tok.Decode(g.IDs, false)
+		if slices.Equal(g.IDs, plain.IDs) {
+			t.Fatalf("%s: the settings do not change this output; the case checks nothing", c.body)
+		}
+		resp, body := post(t, f.srv.URL+"/v1/completions", "", `{"prompt":"`+prompt+`","max_tokens":32,"temperature":0,"ignore_eos":true,`+c.body+`}`)
+		var got struct {
+			Choices []struct{ Text string } `json:"choices"`
+		}
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &got) != nil || got.Choices[0].Text != want {
+			t.Errorf("%s: %d %s\nwant text %q", c.body, resp.StatusCode, body, want)
 		}
 	}
 }
