@@ -77,24 +77,28 @@ type call struct {
 	ID, Name, Arguments string
 }
 
-func run(parts []string) parsed {
-	p := &Parser{IDFunc: func(i int) string { return "call_" + string(rune('a'+i)) }}
-	var out parsed
-	add := func(d Delta) {
-		out.content += d.Content
-		for _, c := range d.Calls {
-			if c.Name != "" {
-				out.calls = append(out.calls, call{Index: c.Index, ID: c.ID, Name: c.Name})
-			} else {
-				out.calls[c.Index].Arguments += c.Arguments
-			}
+// add accumulates a delta as a client would.
+func (out *parsed) add(d Delta) {
+	out.content += d.Content
+	for _, c := range d.Calls {
+		if c.Name != "" {
+			out.calls = append(out.calls, call{Index: c.Index, ID: c.ID, Name: c.Name})
+		} else {
+			out.calls[c.Index].Arguments += c.Arguments
 		}
 	}
+}
+
+func letterIDs(i int) string { return "call_" + string(rune('a'+i)) }
+
+func run(parts []string) parsed {
+	p := &Parser{IDFunc: letterIDs}
+	var out parsed
 	for _, s := range parts {
-		add(p.Feed(s))
+		out.add(p.Feed(s))
 	}
 	d, _ := p.Finish()
-	add(d)
+	out.add(d)
 	return out
 }
 
@@ -211,6 +215,38 @@ func TestBareCallList(t *testing.T) {
 	for cut := 0; cut <= len(out); cut++ {
 		if got := run([]string{out[:cut], out[cut:]}); !cmp.Equal(got, whole, cmp.AllowUnexported(parsed{})) {
 			t.Fatalf("split at %d: %+v", cut, got)
+		}
+	}
+}
+
+// With MaxCalls 1 (parallel_tool_calls false) the output ends with the first
+// call, in whatever pieces it arrives, and Done says so at once.
+func TestMaxCallsEndsTheOutput(t *testing.T) {
+	cases := []struct {
+		out  string
+		want parsed
+	}{
+		{"Looking.\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>\n<tool_call>{\"name\":\"read\",\"arguments\":{}}</tool_call> more",
+			parsed{content: "Looking.\n", calls: []call{{0, "call_a", "bash", `{"command": "ls"}`}}}},
+		{"<tool_call>{\"arguments\":{\"x\":1},\"name\":\"f\"}</tool_call><tool_call>{\"name\":\"g\",\"arguments\":{}}</tool_call>",
+			parsed{calls: []call{{0, "call_a", "f", `{"x":1}`}}}},
+		{`[{"name": "read", "arguments": {"path": "a"}}, {"name": "bash", "arguments": {"command": "ls"}}]`,
+			parsed{calls: []call{{0, "call_a", "read", `{"path":"a"}`}}}},
+	}
+	for _, c := range cases {
+		for cut := 0; cut <= len(c.out); cut++ {
+			p := &Parser{MaxCalls: 1, IDFunc: letterIDs}
+			var got parsed
+			got.add(p.Feed(c.out[:cut]))
+			if strings.HasPrefix(c.out, "<") && strings.Contains(c.out[:cut], "</tool_call>") && !p.Done() {
+				t.Fatalf("%q cut at %d: the first call is complete but Done is false", c.out, cut)
+			}
+			got.add(p.Feed(c.out[cut:]))
+			d, _ := p.Finish()
+			got.add(d)
+			if !cmp.Equal(got, c.want, cmp.AllowUnexported(parsed{})) || p.Calls() != 1 {
+				t.Fatalf("%q cut at %d: %+v (%d calls), want %+v", c.out, cut, got, p.Calls(), c.want)
+			}
 		}
 	}
 }

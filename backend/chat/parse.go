@@ -36,6 +36,11 @@ type Parser struct {
 	inCall bool
 	calls  int
 	IDFunc func(i int) string
+	// MaxCalls > 0 ends the output after that many calls (a request with
+	// parallel_tool_calls false gets one): whatever follows is dropped and
+	// Done reports true, so generation can stop.
+	MaxCalls int
+	done     bool
 
 	// A streaming call: its arguments are being emitted (args) or are
 	// complete and the rest up to the closing marker is dropped (argsDone).
@@ -51,14 +56,35 @@ type Parser struct {
 
 // Feed consumes the next piece of output.
 func (p *Parser) Feed(s string) Delta {
+	if p.done {
+		return Delta{}
+	}
 	p.buf.WriteString(s)
 	return p.drain(false)
+}
+
+// Done reports that MaxCalls calls are complete and later output is ignored.
+func (p *Parser) Done() bool { return p.done }
+
+// callEnded counts a completed call and reports whether that was the last
+// one allowed.
+func (p *Parser) callEnded() bool {
+	p.calls++
+	if p.MaxCalls > 0 && p.calls >= p.MaxCalls {
+		p.done = true
+		p.reset("")
+		p.inCall, p.streaming, p.argsDone, p.bare, p.list = false, false, false, false, false
+	}
+	return p.done
 }
 
 // Finish flushes what is held. An unterminated call that was not streaming
 // is returned as content so that nothing is lost; a streaming one keeps what
 // was sent of it. truncated reports either.
 func (p *Parser) Finish() (d Delta, truncated bool) {
+	if p.done {
+		return Delta{}, false
+	}
 	d = p.drain(true)
 	if p.truncated {
 		return d, true
@@ -154,7 +180,9 @@ func (p *Parser) drain(final bool) Delta {
 		p.inCall = false
 		if p.streaming {
 			p.streaming, p.argsDone = false, false
-			p.calls++
+			if p.callEnded() {
+				return d
+			}
 			continue
 		}
 		name, args, ok := ParseCall(body)
@@ -165,7 +193,9 @@ func (p *Parser) drain(final bool) Delta {
 		d.Calls = append(d.Calls,
 			CallDelta{Index: p.calls, ID: p.id(p.calls), Type: "function", Name: name},
 			CallDelta{Index: p.calls, Arguments: args})
-		p.calls++
+		if p.callEnded() {
+			return d
+		}
 	}
 }
 
@@ -204,6 +234,9 @@ func (p *Parser) endBare(d Delta, s string, final bool) Delta {
 		bodies = bodies[:0]
 		for _, it := range items {
 			bodies = append(bodies, string(it))
+		}
+		if p.MaxCalls > 0 && len(bodies) > p.MaxCalls-p.calls {
+			bodies = bodies[:p.MaxCalls-p.calls]
 		}
 	}
 	var calls []CallDelta

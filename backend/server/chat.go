@@ -215,6 +215,9 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 		return job{}, badRequest("messages", "%v", err)
 	}
 	j := job{stops: stops, parseTools: len(r.Tools) > 0 && mode != "none", ids: func(int) string { return newID("call_") }}
+	if r.ParallelToolCalls != nil && !*r.ParallelToolCalls {
+		j.maxCalls = 1
+	}
 	j.req = engine.Request{Prompt: prompt, Sampling: params, IgnoreEOS: r.IgnoreEOS, CacheSalt: r.CacheSalt}
 	maxTok := r.MaxCompletionTokens
 	if maxTok == nil {

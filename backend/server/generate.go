@@ -16,6 +16,7 @@ type job struct {
 	req        engine.Request
 	stops      []string
 	parseTools bool
+	maxCalls   int // 1 when parallel_tool_calls is false
 	ids        func(i int) string
 }
 
@@ -65,7 +66,7 @@ func (s *Server) run(ctx context.Context, j job, emit func(output) error) (resul
 		return result{}, engineError(err)
 	}
 	tok := s.e.Model().Tok
-	parser := &chat.Parser{IDFunc: j.ids}
+	parser := &chat.Parser{IDFunc: j.ids, MaxCalls: j.maxCalls}
 	var pending []byte // bytes of an unfinished UTF-8 character
 	var held string    // text that may begin a stop string
 	stopped := false
@@ -125,6 +126,10 @@ func (s *Server) run(ctx context.Context, j job, emit func(output) error) (resul
 		keep := holdFor(text, j.stops)
 		held = text[len(text)-keep:]
 		send(text[:len(text)-keep], lps)
+		if parser.Done() { // the one call allowed is complete
+			stopped = true
+			cancel()
+		}
 	}
 	if !stopped {
 		send(held+string(pending), nil)
