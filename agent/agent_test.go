@@ -240,3 +240,29 @@ func TestSummary(t *testing.T) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
 }
+
+// A thinking model's reasoning is output (it starts the TTFT clock's stop)
+// and goes back with its turn.
+func TestReasoningGoesBack(t *testing.T) {
+	b := &scripted{replies: []func(http.ResponseWriter, openai.ChatCompletionRequest){
+		func(w http.ResponseWriter, _ openai.ChatCompletionRequest) {
+			sse(w,
+				`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
+				`{"choices":[{"index":0,"delta":{"reasoning_content":"List it "}}]}`,
+				`{"choices":[{"index":0,"delta":{"reasoning_content":"first."}}]}`,
+				`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]}}]}`,
+				`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`)
+		},
+	}}
+	res, _ := runOne(t, b, 2*time.Second)
+	q := res.Rounds[0].Sessions[0].Requests[0]
+	if q.TTFT < 0 || q.StreamedTokens != 3 || len(q.Calls) != 1 {
+		t.Fatalf("first request: %+v", q)
+	}
+	if len(b.got) < 2 {
+		t.Fatalf("%d requests", len(b.got))
+	}
+	if m := b.got[1].Messages[2]; m.Role != "assistant" || m.ReasoningContent != "List it first." || len(m.ToolCalls) != 1 {
+		t.Fatalf("assistant turn sent back: %+v", m)
+	}
+}

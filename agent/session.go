@@ -183,13 +183,19 @@ func (s *Session) send(ctx context.Context, turn int, msgs []openai.ChatCompleti
 		}
 		for _, ch := range chunk.Choices {
 			d := ch.Delta
-			if d.Content != "" || len(d.ToolCalls) > 0 {
+			// Reasoning is output too: a thinking model's first token is
+			// reasoning.
+			if d.Content != "" || d.ReasoningContent != "" || len(d.ToolCalls) > 0 {
 				if r.TTFT < 0 {
 					r.TTFT = s.since(time.Now()) - r.Sent
 				}
 				r.StreamedTokens++
 			}
 			content = append(content, d.Content...)
+			// Sent back with the turn, so templates that keep reasoning
+			// (Qwen3) render the prompt the model produced and the prefix
+			// cache holds.
+			msg.ReasoningContent += d.ReasoningContent
 			for _, tc := range d.ToolCalls {
 				i := len(msg.ToolCalls)
 				if tc.Index != nil {

@@ -18,11 +18,11 @@ func TestRenderIsByteStable(t *testing.T) {
 	msgs := []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "hi"}}
 	for _, name := range []string{"chatml", "llama3", "plain"} {
 		tpl := Template{Name: name}
-		a, err := tpl.Render(msgs, tools, true)
+		a, err := tpl.Render(msgs, tools, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := tpl.Render(msgs, reordered, true)
+		b, _ := tpl.Render(msgs, reordered, true, nil)
 		if a != b {
 			t.Fatalf("%s: key order changed the prompt", name)
 		}
@@ -30,8 +30,8 @@ func TestRenderIsByteStable(t *testing.T) {
 		turn2 := append(append([]Message(nil), msgs...),
 			Message{Role: "assistant", ToolCalls: []ToolCall{{ID: "c1", Type: "function", Function: FunctionCall{Name: "bash", Arguments: `{"command":"ls"}`}}}},
 			Message{Role: "tool", ToolCallID: "c1", Content: "a.txt"})
-		c, _ := tpl.Render(turn2, tools, true)
-		noGen, _ := tpl.Render(msgs, tools, false)
+		c, _ := tpl.Render(turn2, tools, true, nil)
+		noGen, _ := tpl.Render(msgs, tools, false, nil)
 		if !strings.HasPrefix(c, noGen) {
 			t.Fatalf("%s: turn 2 does not extend turn 1:\n%q\n%q", name, noGen, c)
 		}
@@ -39,7 +39,7 @@ func TestRenderIsByteStable(t *testing.T) {
 }
 
 func TestChatMLGolden(t *testing.T) {
-	got, _ := Template{Name: "chatml"}.Render([]Message{{Role: "user", Content: "hi"}}, nil, true)
+	got, _ := Template{Name: "chatml"}.Render([]Message{{Role: "user", Content: "hi"}}, nil, true, nil)
 	if want := "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"; got != want {
 		t.Fatalf("%q", got)
 	}

@@ -25,7 +25,8 @@ func Load(source string, sp Special) (Template, error) {
 	if err != nil {
 		return Pick(source), fmt.Errorf("chat template does not compile (%v); using the built-in %s template", err, Pick(source).Name)
 	}
-	return Template{Name: "gguf", prog: prog, special: sp, hermes: strings.Contains(source, ToolCallOpen)}, nil
+	return Template{Name: "gguf", prog: prog, special: sp, hermes: strings.Contains(source, ToolCallOpen),
+		thinks: strings.Contains(source, ThinkClose)}, nil
 }
 
 // CallDelims is the text around a forced tool call: Hermes tags for the
@@ -42,18 +43,29 @@ func (t Template) CallDelims() (open, close string) {
 // Hugging Face template: messages as dicts (tool-call arguments parsed from
 // their JSON text, content none for an assistant turn that only calls
 // tools), tools as the request's objects and left undefined when there are
-// none, bos_token, eos_token and add_generation_prompt.
-func (t Template) renderJinja(msgs []Message, tools []Tool, addGeneration bool) (string, error) {
+// none, bos_token, eos_token and add_generation_prompt, none of which the
+// request's own variables (chat_template_kwargs) may replace.
+func (t Template) renderJinja(msgs []Message, tools []Tool, addGeneration bool, extra Vars) (string, error) {
+	vars := map[string]jinja.Value{}
+	for name, raw := range extra {
+		switch name {
+		case "messages", "tools", "add_generation_prompt", "bos_token", "eos_token":
+			return "", fmt.Errorf("chat_template_kwargs may not set %s", name)
+		}
+		v, err := jinja.FromJSON(raw)
+		if err != nil {
+			return "", fmt.Errorf("chat_template_kwargs.%s: %w", name, err)
+		}
+		vars[name] = v
+	}
 	ms := jinja.NewList()
 	for _, m := range msgs {
 		ms.Items = append(ms.Items, messageValue(m))
 	}
-	vars := map[string]jinja.Value{
-		"messages":              ms,
-		"add_generation_prompt": addGeneration,
-		"bos_token":             t.special.BOS,
-		"eos_token":             t.special.EOS,
-	}
+	vars["messages"] = ms
+	vars["add_generation_prompt"] = addGeneration
+	vars["bos_token"] = t.special.BOS
+	vars["eos_token"] = t.special.EOS
 	if len(tools) > 0 {
 		tl := jinja.NewList()
 		for i, tool := range tools {
@@ -113,6 +125,9 @@ func messageValue(m Message) *jinja.Dict {
 	}
 	if m.ToolCallID != "" {
 		d.Set("tool_call_id", m.ToolCallID)
+	}
+	if m.ReasoningContent != "" {
+		d.Set("reasoning_content", m.ReasoningContent)
 	}
 	return d
 }

@@ -19,6 +19,7 @@ type conversation struct {
 	AddGenerationPrompt bool      `json:"add_generation_prompt"`
 	Tools               []Tool    `json:"tools"`
 	Messages            []Message `json:"messages"`
+	Kwargs              Vars      `json:"kwargs"`
 }
 
 type renderedGolden struct {
@@ -69,7 +70,7 @@ func TestTemplatesMatchJinja2(t *testing.T) {
 				t.Fatalf("Load: %v (template %s)", err, tpl.Name)
 			}
 			c := byName[g.Conversation]
-			got, err := tpl.Render(c.Messages, c.Tools, c.AddGenerationPrompt)
+			got, err := tpl.Render(c.Messages, c.Tools, c.AddGenerationPrompt, c.Kwargs)
 			if g.Output == nil {
 				if err == nil {
 					t.Fatalf("rendered; Jinja2 failed with %s", g.Error)

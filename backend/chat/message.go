@@ -16,7 +16,14 @@ type Message struct {
 	Name       string     `json:"name,omitempty"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
+	// ReasoningContent is an assistant turn's reasoning, as this server and
+	// vLLM return it; templates that keep reasoning in history (Qwen3) use it.
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
+
+// Vars are a request's chat_template_kwargs: extra variables for the
+// model's template (enable_thinking, for one), as JSON values.
+type Vars map[string]json.RawMessage
 
 // Content is a message's content: a string or an array of parts, of which
 // text parts are kept.

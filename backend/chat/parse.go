@@ -6,11 +6,12 @@ import (
 	"strings"
 )
 
-// Delta is what one piece of model output adds: content text and/or
-// tool-call events.
+// Delta is what one piece of model output adds: reasoning text, content
+// text and/or tool-call events.
 type Delta struct {
-	Content string
-	Calls   []CallDelta
+	Reasoning string
+	Content   string
+	Calls     []CallDelta
 }
 
 // CallDelta is one streamed tool-call fragment, as OpenAI sends them: the

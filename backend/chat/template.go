@@ -20,7 +20,12 @@ type Template struct {
 	prog    *jinja.Template
 	special Special
 	hermes  bool // the template writes calls in <tool_call> tags
+	thinks  bool // the template writes reasoning in <think> blocks
 }
+
+// Thinks reports whether the model's template writes reasoning blocks, so
+// that its model's output has one to split off (Qwen3, QwQ, DeepSeek-R1).
+func (t Template) Thinks() bool { return t.thinks }
 
 // Pick chooses a template for a model's GGUF chat template text: ChatML
 // (Qwen and others) and Llama 3 are recognized by their markers; anything
@@ -101,8 +106,9 @@ func assistantText(m Message) string {
 }
 
 // Render writes the conversation; addGeneration appends the assistant
-// header so the model answers next.
-func (t Template) Render(msgs []Message, tools []Tool, addGeneration bool) (string, error) {
+// header so the model answers next. vars reach the model's own template
+// only; the built-ins have no options.
+func (t Template) Render(msgs []Message, tools []Tool, addGeneration bool, vars Vars) (string, error) {
 	for i, m := range msgs {
 		switch m.Role {
 		case "system", "developer", "user", "assistant", "tool":
@@ -111,7 +117,7 @@ func (t Template) Render(msgs []Message, tools []Tool, addGeneration bool) (stri
 		}
 	}
 	if t.prog != nil {
-		return t.renderJinja(msgs, tools, addGeneration)
+		return t.renderJinja(msgs, tools, addGeneration, vars)
 	}
 	tb := ""
 	if len(tools) > 0 {

@@ -34,6 +34,9 @@ type ChatRequest struct {
 	N           *int            `json:"n"`
 	User        string          `json:"user"`
 	CacheSalt   string          `json:"cache_salt"`
+	// ChatTemplateKwargs are extra variables for the model's chat template
+	// (vLLM's and llama.cpp's field), e.g. {"enable_thinking": false}.
+	ChatTemplateKwargs chat.Vars `json:"chat_template_kwargs"`
 }
 
 // Sampling are the sampling fields shared by both completion APIs.
@@ -210,7 +213,7 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 	if err != nil {
 		return job{}, err
 	}
-	prompt, err := s.chatPrompt(r.Messages, r.Tools, true)
+	prompt, text, err := s.chatPrompt(r.Messages, r.Tools, true, r.ChatTemplateKwargs)
 	if err != nil {
 		return job{}, badRequest("messages", "%v", err)
 	}
@@ -265,6 +268,10 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 	if g != nil {
 		j.req.Constraint = g.NewConstraint(tok)
 	}
+	// A constrained output is the grammar's, never reasoning.
+	if s.reasons() && g == nil {
+		j.reasoning, j.openThink = true, chat.OpenThink(text)
+	}
 	return j, nil
 }
 
@@ -279,9 +286,10 @@ type ChatChoice struct {
 
 // ChatMessage is an assistant message or delta.
 type ChatMessage struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content"`
-	ToolCalls []chat.ToolCall `json:"tool_calls,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []chat.ToolCall `json:"tool_calls,omitempty"`
 }
 
 // ChoiceLogprobs holds per-token log-probabilities.
@@ -338,11 +346,12 @@ func (s *Server) chatCompletions(c echo.Context) error {
 	}
 	id, created := newID("chatcmpl-"), now()
 	if !r.Stream {
-		var content string
+		var content, reasoning string
 		var calls []chat.ToolCall
 		var lps []LogprobEntry
 		res, err := s.run(c.Request().Context(), j, func(o output) error {
 			content += o.delta.Content
+			reasoning += o.delta.Reasoning
 			calls = appendCalls(calls, o.delta.Calls)
 			lps = append(lps, o.logprobs...)
 			return nil
@@ -353,6 +362,9 @@ func (s *Server) chatCompletions(c echo.Context) error {
 		msg := &ChatMessage{Role: "assistant", ToolCalls: calls}
 		if content != "" || len(calls) == 0 {
 			msg.Content = &content
+		}
+		if reasoning != "" {
+			msg.ReasoningContent = &reasoning
 		}
 		ch := ChatChoice{Message: msg, FinishReason: &res.finish}
 		if r.Logprobs {
@@ -377,6 +389,9 @@ func (s *Server) chatCompletions(c echo.Context) error {
 		d := &ChatMessage{}
 		if o.delta.Content != "" {
 			d.Content = &o.delta.Content
+		}
+		if o.delta.Reasoning != "" {
+			d.ReasoningContent = &o.delta.Reasoning
 		}
 		for _, cd := range o.delta.Calls {
 			d.ToolCalls = append(d.ToolCalls, callDelta(cd))

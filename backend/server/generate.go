@@ -18,6 +18,72 @@ type job struct {
 	parseTools bool
 	maxCalls   int // 1 when parallel_tool_calls is false
 	ids        func(i int) string
+	// reasoning splits a leading <think> block off the output; openThink
+	// says the prompt already opened it.
+	reasoning, openThink bool
+}
+
+// splitter turns a job's raw output text into deltas: the reasoning block
+// first, then the answer as content and tool calls.
+type splitter struct {
+	reason *chat.Reasoning // nil: no reasoning split
+	parser *chat.Parser    // nil: all content
+}
+
+func (j job) splitter() *splitter {
+	sp := &splitter{}
+	if j.reasoning {
+		sp.reason = chat.NewReasoning(j.openThink)
+	}
+	if j.parseTools {
+		sp.parser = &chat.Parser{IDFunc: j.ids, MaxCalls: j.maxCalls}
+	}
+	return sp
+}
+
+func (sp *splitter) answer(text string, d *chat.Delta) {
+	if sp.parser == nil {
+		d.Content += text
+		return
+	}
+	pd := sp.parser.Feed(text)
+	d.Content += pd.Content
+	d.Calls = append(d.Calls, pd.Calls...)
+}
+
+func (sp *splitter) feed(text string) (d chat.Delta) {
+	if sp.reason != nil {
+		d.Reasoning, text = sp.reason.Feed(text)
+	}
+	sp.answer(text, &d)
+	return d
+}
+
+// finish flushes what the stages hold; truncated reports a call cut short.
+func (sp *splitter) finish() (d chat.Delta, truncated bool) {
+	if sp.reason != nil {
+		var text string
+		d.Reasoning, text = sp.reason.Finish()
+		sp.answer(text, &d)
+	}
+	if sp.parser != nil {
+		var pd chat.Delta
+		pd, truncated = sp.parser.Finish()
+		d.Content += pd.Content
+		d.Calls = append(d.Calls, pd.Calls...)
+	}
+	return d, truncated
+}
+
+// done reports that the output is complete (the one call allowed is).
+func (sp *splitter) done() bool { return sp.parser != nil && sp.parser.Done() }
+
+// calls is the number of tool calls the output made.
+func (sp *splitter) calls() int {
+	if sp.parser == nil {
+		return 0
+	}
+	return sp.parser.Calls()
 }
 
 // LogprobEntry is one token's log-probability in OpenAI's chat shape.
@@ -66,22 +132,13 @@ func (s *Server) run(ctx context.Context, j job, emit func(output) error) (resul
 		return result{}, engineError(err)
 	}
 	tok := s.e.Model().Tok
-	parser := &chat.Parser{IDFunc: j.ids, MaxCalls: j.maxCalls}
+	sp := j.splitter()
 	var pending []byte // bytes of an unfinished UTF-8 character
 	var held string    // text that may begin a stop string
 	stopped := false
 	var emitErr error
-	send := func(text string, lps []LogprobEntry) {
-		if emitErr != nil {
-			return
-		}
-		var d chat.Delta
-		if j.parseTools {
-			d = parser.Feed(text)
-		} else {
-			d.Content = text
-		}
-		if d.Content != "" || len(d.Calls) > 0 || len(lps) > 0 {
+	send := func(d chat.Delta, lps []LogprobEntry) {
+		if emitErr == nil && (d.Reasoning != "" || d.Content != "" || len(d.Calls) > 0 || len(lps) > 0) {
 			emitErr = emit(output{delta: d, logprobs: lps})
 		}
 	}
@@ -118,32 +175,31 @@ func (s *Server) run(ctx context.Context, j job, emit func(output) error) (resul
 		text := held + string(pending[:cut])
 		pending = append(pending[:0], pending[cut:]...)
 		if i, _ := firstStop(text, j.stops); i >= 0 {
-			send(text[:i], lps)
+			send(sp.feed(text[:i]), lps)
 			stopped = true
 			cancel()
 			continue
 		}
 		keep := holdFor(text, j.stops)
 		held = text[len(text)-keep:]
-		send(text[:len(text)-keep], lps)
-		if parser.Done() { // the one call allowed is complete
+		send(sp.feed(text[:len(text)-keep]), lps)
+		if sp.done() { // the one call allowed is complete
 			stopped = true
 			cancel()
 		}
 	}
+	var last chat.Delta
 	if !stopped {
-		send(held+string(pending), nil)
+		last = sp.feed(held + string(pending))
 	}
-	if j.parseTools {
-		d, truncated := parser.Finish()
-		res.truncated = truncated
-		if emitErr == nil && (d.Content != "" || len(d.Calls) > 0) {
-			emitErr = emit(output{delta: d})
-		}
-		res.calls = parser.Calls()
-		if res.calls > 0 && res.finish == "stop" {
-			res.finish = "tool_calls"
-		}
+	tail, truncated := sp.finish()
+	last.Reasoning += tail.Reasoning
+	last.Content += tail.Content
+	last.Calls = append(last.Calls, tail.Calls...)
+	send(last, nil)
+	res.truncated = truncated
+	if res.calls = sp.calls(); res.calls > 0 && res.finish == "stop" {
+		res.finish = "tool_calls"
 	}
 	return res, emitErr
 }

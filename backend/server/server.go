@@ -29,6 +29,10 @@ type Options struct {
 	// rendered as Jinja; empty, or one that does not compile, means a
 	// built-in (TemplateError says why).
 	ChatTemplate string
+	// ReasoningFormat says what becomes of a thinking model's <think> block:
+	// "auto" (or empty) returns it as reasoning_content when the template
+	// writes such blocks, as llama.cpp does; "none" leaves it in content.
+	ReasoningFormat string
 }
 
 // Server is the HTTP front of one engine.
@@ -84,17 +88,20 @@ func (s *Server) TemplateError() error { return s.tplErr }
 // chatPrompt renders messages and tokenizes them. A template that writes
 // the BOS text itself loses it here when the tokenizer adds BOS anyway, so
 // the prompt never starts with two.
-func (s *Server) chatPrompt(msgs []chat.Message, tools []chat.Tool, addGeneration bool) ([]int, error) {
-	text, err := s.tpl.Render(msgs, tools, addGeneration)
+func (s *Server) chatPrompt(msgs []chat.Message, tools []chat.Tool, addGeneration bool, vars chat.Vars) (ids []int, text string, err error) {
+	text, err = s.tpl.Render(msgs, tools, addGeneration, vars)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	tok := s.e.Model().Tok
 	if bos := tok.Text(tok.BOS); tok.AddBOS && bos != "" {
 		text = strings.TrimPrefix(text, bos)
 	}
-	return tok.Encode(text, true, true), nil
+	return tok.Encode(text, true, true), text, nil
 }
+
+// reasons reports whether outputs get their reasoning split off.
+func (s *Server) reasons() bool { return s.opt.ReasoningFormat != "none" && s.tpl.Thinks() }
 
 // APIError is an OpenAI-style error.
 type APIError struct {
@@ -200,6 +207,7 @@ func (s *Server) tokenize(c echo.Context) error {
 		Tools       []chat.Tool    `json:"tools"`
 		AddSpecial  *bool          `json:"add_special_tokens"`
 		AddGenerate *bool          `json:"add_generation_prompt"`
+		Kwargs      chat.Vars      `json:"chat_template_kwargs"`
 	}
 	if err := decode(c, &req); err != nil {
 		return err
@@ -214,7 +222,7 @@ func (s *Server) tokenize(c echo.Context) error {
 		ids = tok.Encode(*req.Prompt, req.AddSpecial == nil || *req.AddSpecial, true)
 	case len(req.Messages) > 0:
 		var err error
-		if ids, err = s.chatPrompt(req.Messages, req.Tools, req.AddGenerate == nil || *req.AddGenerate); err != nil {
+		if ids, _, err = s.chatPrompt(req.Messages, req.Tools, req.AddGenerate == nil || *req.AddGenerate, req.Kwargs); err != nil {
 			return badRequest("messages", "%v", err)
 		}
 	default:

@@ -83,10 +83,11 @@ func checkBashArgs(t *testing.T, args string) {
 
 // streamed is what a chat stream delivered, accumulated as a client would.
 type streamed struct {
-	text   string
-	calls  []openai.ToolCall
-	finish openai.FinishReason
-	usage  *openai.Usage
+	text      string
+	reasoning string
+	calls     []openai.ToolCall
+	finish    openai.FinishReason
+	usage     *openai.Usage
 }
 
 func drain(t *testing.T, stream *openai.ChatCompletionStream) streamed {
@@ -106,6 +107,7 @@ func drain(t *testing.T, stream *openai.ChatCompletionStream) streamed {
 		}
 		for _, c := range ch.Choices {
 			out.text += c.Delta.Content
+			out.reasoning += c.Delta.ReasoningContent
 			for _, tc := range c.Delta.ToolCalls {
 				if tc.ID != "" {
 					out.calls = append(out.calls, tc)

@@ -128,3 +128,92 @@ func TestModelTemplateErrors(t *testing.T) {
 		t.Fatalf("fallback template: %v %+v", err, r)
 	}
 }
+
+// A thinking template (DeepSeek-R1's way: the generation prompt opens the
+// block; enable_thinking false closes it, as Qwen3's does) that keeps
+// reasoning in history.
+const thinkingTemplate = `{% for m in messages %}[{{ m.role }}]
+{%- if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}
+{% endfor %}
+{%- if add_generation_prompt %}[assistant]<think>
+{%- if enable_thinking is defined and not enable_thinking %}</think>{% endif %}{% endif %}`
+
+// TestReasoningContent: with a thinking template the output's reasoning
+// block comes back as reasoning_content, streamed and not; the same bytes
+// are content when the server's reasoning format is none.
+func TestReasoningContent(t *testing.T) {
+	ctx := context.Background()
+	think := start(t, engine.Options{}, Options{ChatTemplate: thinkingTemplate})
+	plain := start(t, engine.Options{}, Options{ChatTemplate: thinkingTemplate, ReasoningFormat: "none"})
+	msgs := []openai.ChatCompletionMessage{{Role: "user", Content: "Tell me a story."}}
+	req := openai.ChatCompletionRequest{Messages: msgs, MaxTokens: 24, Temperature: 0}
+	raw, err := plain.client.CreateChatCompletion(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := raw.Choices[0].Message.Content
+	if raw.Choices[0].Message.ReasoningContent != "" || strings.TrimSpace(text) == "" {
+		t.Fatalf("reasoning format none: %+v", raw.Choices[0].Message)
+	}
+	// The prompt opened the block and the model never closes it: all of
+	// the output is reasoning, without its edge whitespace.
+	got, err := think.client.CreateChatCompletion(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := got.Choices[0].Message
+	if msg.ReasoningContent != strings.TrimSpace(text) || msg.Content != "" || got.Usage.CompletionTokens != 24 {
+		t.Fatalf("reasoning %q content %q; want reasoning %q", msg.ReasoningContent, msg.Content, strings.TrimSpace(text))
+	}
+	req.Stream = true
+	stream, err := think.client.CreateChatCompletionStream(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := drain(t, stream); s.reasoning != msg.ReasoningContent || s.text != "" || s.finish != "length" {
+		t.Fatalf("streamed reasoning %q content %q finish %q", s.reasoning, s.text, s.finish)
+	}
+
+	// enable_thinking false closes the block in the prompt: the output is
+	// content, byte for byte what the plain server returns.
+	req.Stream, req.ChatTemplateKwargs = false, map[string]any{"enable_thinking": false}
+	off, err := think.client.CreateChatCompletion(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := plain.client.CreateChatCompletion(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := off.Choices[0].Message; m.ReasoningContent != "" || m.Content != want.Choices[0].Message.Content || m.Content == "" {
+		t.Fatalf("thinking off: %+v, want content %q", m, want.Choices[0].Message.Content)
+	}
+
+	// The next turn sends the reasoning back; the template writes it, and
+	// the first turn's prompt is served from the cache.
+	req.ChatTemplateKwargs = nil
+	req.Messages = append(append([]openai.ChatCompletionMessage(nil), msgs...), msg, openai.ChatCompletionMessage{Role: "user", Content: "More."})
+	b, _ := json.Marshal(map[string]any{"messages": req.Messages})
+	resp, body := post(t, think.srv.URL+"/tokenize", "", string(b))
+	var tk struct{ Tokens []int }
+	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &tk) != nil {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	tok := think.e.Model().Tok
+	if p := tok.Decode(tk.Tokens, false); !strings.Contains(p, "[assistant]<think>"+msg.ReasoningContent+"</think>\n[user]More.") {
+		t.Fatalf("second prompt %q lacks the reasoning", p)
+	}
+	second, err := think.client.CreateChatCompletion(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if block := got.Usage.PromptTokens / 16 * 16; second.Usage.PromptTokensDetails.CachedTokens < block {
+		t.Fatalf("second turn cached %d, want ≥ %d", second.Usage.PromptTokensDetails.CachedTokens, block)
+	}
+
+	// Variables the server sets itself are not the request's to replace.
+	resp, body = post(t, think.srv.URL+"/v1/chat/completions", "", `{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"messages":[]}}`)
+	if resp.StatusCode != 400 || !strings.Contains(body, "chat_template_kwargs may not set messages") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+}

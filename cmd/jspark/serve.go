@@ -28,6 +28,9 @@ type EngineFlags struct {
 	// ChatTemplateFile replaces the GGUF's chat template (like llama.cpp's
 	// --chat-template-file).
 	ChatTemplateFile string
+	// ReasoningFormat: auto splits a thinking model's <think> block into
+	// reasoning_content; none leaves it in content.
+	ReasoningFormat string
 	engine.Options
 }
 
@@ -45,6 +48,7 @@ func addEngineFlags(cmd *cobra.Command, o *EngineFlags) {
 	f.IntVar(&o.Speculate, "speculate", 0, "n-gram draft tokens per decode step (0: off)")
 	f.StringVar(&o.Trace, "trace", "", "write a per-step JSON-lines trace to this file")
 	f.StringVar(&o.ChatTemplateFile, "chat-template-file", "", "Jinja chat template to use instead of the model's tokenizer.chat_template")
+	f.StringVar(&o.ReasoningFormat, "reasoning-format", "auto", "auto: a thinking model's <think> block is returned as reasoning_content; none: left in content")
 }
 
 // chatTemplate is the template source for o: the file's when given, else the GGUF's.
@@ -70,21 +74,28 @@ func newServer(e *engine.Engine, o server.Options, log io.Writer) *server.Server
 }
 
 // openEngine loads the model and starts an engine; close releases both.
-func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, string, func(), error) {
+// The server options it returns carry the chat template and reasoning format.
+func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, func(), error) {
+	switch o.ReasoningFormat {
+	case "", "auto", "none":
+	default:
+		return nil, server.Options{}, nil, fmt.Errorf("--reasoning-format %q: want auto or none", o.ReasoningFormat)
+	}
 	f, err := model.OpenFile(o.Model)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, server.Options{}, nil, err
 	}
 	m, err := model.Load(f, cpu.New(o.Threads))
 	if err != nil {
 		f.Close()
-		return nil, "", nil, err
+		return nil, server.Options{}, nil, err
 	}
 	tpl, err := o.chatTemplate(server.ChatTemplateOf(f))
 	if err != nil {
 		f.Close()
-		return nil, "", nil, err
+		return nil, server.Options{}, nil, err
 	}
+	sopt := server.Options{ChatTemplate: tpl, ReasoningFormat: o.ReasoningFormat}
 	opt := o.Options
 	opt.KVMemory = o.KVMemMiB << 20
 	opt.Log = log
@@ -92,16 +103,16 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, string, func(), 
 	if o.Trace != "" {
 		if trace, err = os.Create(o.Trace); err != nil {
 			f.Close()
-			return nil, "", nil, err
+			return nil, server.Options{}, nil, err
 		}
 		opt.Trace = trace
 	}
 	e, err := engine.New(m, opt)
 	if err != nil {
 		f.Close()
-		return nil, "", nil, err
+		return nil, server.Options{}, nil, err
 	}
-	return e, tpl, func() {
+	return e, sopt, func() {
 		e.Close()
 		if trace != nil {
 			trace.Close()
@@ -141,12 +152,13 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 }
 
 func runServe(ctx context.Context, o *ServeOptions, log io.Writer) error {
-	e, tpl, closeEngine, err := openEngine(&o.EngineFlags, log)
+	e, sopt, closeEngine, err := openEngine(&o.EngineFlags, log)
 	if err != nil {
 		return err
 	}
 	defer closeEngine()
-	srv := newServer(e, server.Options{APIKey: o.APIKey, ServedName: o.ServedName, ChatTemplate: tpl}, log)
+	sopt.APIKey, sopt.ServedName = o.APIKey, o.ServedName
+	srv := newServer(e, sopt, log)
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, fmt.Sprint(o.Port)))
 	if err != nil {
 		return err

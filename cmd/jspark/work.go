@@ -18,7 +18,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"jspark/agent"
-	"jspark/backend/server"
 	"jspark/recipes"
 	"jspark/sandbox"
 )
@@ -120,11 +119,11 @@ func runWork(ctx context.Context, o *WorkOptions, stdout, stderr io.Writer) erro
 // inProcessBackend serves the engine on a loopback port: the runner measures
 // what any client of the endpoint would see.
 func inProcessBackend(ef *EngineFlags, log io.Writer) (agent.Backend, func(), error) {
-	e, tpl, closeEngine, err := openEngine(ef, log)
+	e, sopt, closeEngine, err := openEngine(ef, log)
 	if err != nil {
 		return agent.Backend{}, nil, err
 	}
-	srv := newServer(e, server.Options{ChatTemplate: tpl}, log)
+	srv := newServer(e, sopt, log)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		closeEngine()

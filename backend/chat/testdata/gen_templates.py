@@ -37,11 +37,12 @@ def prepare(msgs):
 convs = json.load(open(os.path.join(HERE, "conversations.json"), encoding="utf-8"))
 tdir = os.path.join(HERE, "templates")
 with open(os.path.join(HERE, "templates.golden.jsonl"), "w", encoding="utf-8") as f:
-    for t in sorted(os.listdir(tdir)):
+    for t in sorted(n for n in os.listdir(tdir) if n.endswith(".jinja")):
         src = open(os.path.join(tdir, t), encoding="utf-8").read()
         for c in convs:
-            vars = {"messages": prepare(c["messages"]), "add_generation_prompt": c["add_generation_prompt"],
-                    "bos_token": "<s>", "eos_token": "</s>"}
+            vars = dict(c.get("kwargs", {}))  # a request's chat_template_kwargs
+            vars.update({"messages": prepare(c["messages"]), "add_generation_prompt": c["add_generation_prompt"],
+                         "bos_token": "<s>", "eos_token": "</s>"})
             if c.get("tools"):
                 vars["tools"] = c["tools"]
             r = {"template": t, "conversation": c["name"]}
