@@ -175,7 +175,7 @@ func (c *Constraint) walk(mask []bool, root *trie) {
 		}
 	}
 	walk(root, c.states)
-	if c.Done() {
+	if slices.ContainsFunc(c.states, canEnd) {
 		for id := range c.tok.EOG {
 			mask[id] = true
 		}
@@ -216,10 +216,20 @@ func (g *Grammar) Valid(text string) bool {
 			return false
 		}
 	}
-	for _, s := range states {
-		if len(s) == 0 {
-			return true
-		}
+	return slices.ContainsFunc(states, canEnd)
+}
+
+// canEnd reports whether output in state s may end here: the stack is
+// empty, or a number that may stop here is all that is left (a number at
+// the top level has no byte after it to close it, so the model ends it
+// with end-of-generation, which the mask then allows).
+func canEnd(s state) bool {
+	if len(s) == 0 {
+		return true
 	}
-	return false
+	f := s[len(s)-1]
+	if f.n.kind != kNum || !numDone(f) {
+		return false
+	}
+	return slices.ContainsFunc(closure(s[:len(s)-1], nil), func(p state) bool { return len(p) == 0 })
 }

@@ -10,6 +10,7 @@
 package grammar
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -22,6 +23,7 @@ const (
 	kStr             // a JSON string of at most max bytes
 	kNum             // a JSON number (integer when integer)
 	kRep             // open, item (sep item)*, close; between min and max items
+	kObj             // an object's members after its "{": props in order, optional ones skippable, then "}"
 )
 
 // node is one grammar element; trees may share nodes.
@@ -34,7 +36,17 @@ type node struct {
 	integer  bool
 	open     byte
 	close    byte
+	props    []prop // kObj
 }
+
+// prop is one object member: its key and value with and without the comma
+// that separates it from an earlier member.
+type prop struct {
+	first, later *node
+	required     bool
+}
+
+var closeBrace = lit("}")
 
 func lit(s string) *node       { return &node{kind: kLit, lit: s} }
 func seq(items ...*node) *node { return &node{kind: kSeq, items: items} }
@@ -57,6 +69,10 @@ type frame struct {
 // copies.
 type state []frame
 
+// maxStack bounds a state's depth: a recursive schema ($ref) cannot grow a
+// stack past it, and a left-recursive one cannot make closure loop.
+const maxStack = 256
+
 func (s state) push(f frame) state {
 	out := make(state, len(s), len(s)+1)
 	copy(out, s)
@@ -76,6 +92,9 @@ func closure(s state, out []state) []state {
 	if len(s) == 0 {
 		return append(out, s)
 	}
+	if len(s) > maxStack {
+		return out
+	}
 	f := s[len(s)-1]
 	switch f.n.kind {
 	case kLit:
@@ -89,18 +108,45 @@ func closure(s state, out []state) []state {
 		t := s.replaceTop(frame{n: f.n, i: f.i + 1})
 		return closure(t.push(frame{n: f.n.items[f.i]}), out)
 	case kAlt:
-		base := s[:len(s)-1]
-		for _, it := range f.n.items {
-			out = closure(base.push(frame{n: it}), out)
-		}
-		return out
+		return expandAlt(s, f.n, out, nil)
 	case kRep:
 		if f.phase == 3 { // an item is due
 			t := s.replaceTop(frame{n: f.n, i: f.i + 1, phase: 2})
 			return closure(t.push(frame{n: f.n.item}), out)
 		}
+	case kObj: // i: the next member to consider; phase 1: one was written
+		for j := f.i; j < len(f.n.props); j++ {
+			p := f.n.props[j]
+			member := p.first
+			if f.phase == 1 {
+				member = p.later
+			}
+			t := s.replaceTop(frame{n: f.n, i: j + 1, phase: 1})
+			out = closure(t.push(frame{n: member}), out)
+			if p.required {
+				return out // it cannot be skipped, nor the object closed before it
+			}
+		}
+		return closure(s.replaceTop(frame{n: closeBrace}), out)
 	}
 	return append(out, s)
+}
+
+// expandAlt replaces s's top (the choice alt) with each of its items. A
+// choice whose item is a choice already being expanded (a left-recursive
+// $ref such as {"anyOf":[{"$ref":"#"},…]}) is skipped: it would only repeat
+// the same options.
+func expandAlt(s state, alt *node, out []state, chain []*node) []state {
+	base := s[:len(s)-1]
+	chain = append(chain, alt)
+	for _, it := range alt.items {
+		if it.kind != kAlt {
+			out = closure(base.push(frame{n: it}), out)
+		} else if !slices.Contains(chain, it) {
+			out = expandAlt(base.push(frame{n: it}), it, out, chain)
+		}
+	}
+	return out
 }
 
 // numDone reports whether a number frame may end here.

@@ -37,6 +37,82 @@ func TestValid(t *testing.T) {
 	}
 }
 
+// Optional members may be left out, in any combination, but never the
+// required ones; members keep sorted order.
+func TestOptionalMembers(t *testing.T) {
+	g, err := FromSchema([]byte(`{"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"string"},"c":{"type":"boolean"},"d":{"type":"null"}},"required":["c"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for text, want := range map[string]bool{
+		`{"c":true}`:                         true,
+		`{"a":"x","c":false}`:                true,
+		`{"b":1,"c":true,"d":null}`:          true,
+		`{"a":"x","b":22,"c":true,"d":null}`: true,
+		`{"c":true,"d":null}`:                true,
+		`{}`:                                 false, // c is required
+		`{"a":"x"}`:                          false,
+		`{"c":true,"b":1}`:                   false, // out of order
+		`{,"c":true}`:                        false,
+		`{"c":true,}`:                        false,
+		`{"a":"x",,"c":true}`:                false,
+	} {
+		if got := g.Valid(text); got != want {
+			t.Errorf("Valid(%s) = %v, want %v", text, got, want)
+		}
+	}
+	none, err := FromSchema([]byte(`{"type":"object","properties":{"x":{"type":"integer"},"y":{"type":"integer"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for text, want := range map[string]bool{`{}`: true, `{"y":2}`: true, `{"x":1,"y":2}`: true, `{"x":1,}`: false} {
+		if got := none.Valid(text); got != want {
+			t.Errorf("no required: Valid(%s) = %v, want %v", text, got, want)
+		}
+	}
+}
+
+// References resolve within the document, as Pydantic and zod write them;
+// a recursive schema makes a recursive grammar.
+func TestRefs(t *testing.T) {
+	g, err := FromSchema([]byte(`{"$defs":{"Item":{"type":"object","properties":{"name":{"type":"string"},"tags":{"type":"array","items":{"$ref":"#/definitions/Tag"}}},"required":["name","tags"]}},
+		"definitions":{"Tag":{"enum":["a","b"]}},
+		"type":"object","properties":{"items":{"type":"array","items":{"$ref":"#/$defs/Item"}}},"required":["items"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for text, want := range map[string]bool{
+		`{"items":[{"name":"x","tags":["a","b"]},{"name":"y","tags":[]}]}`: true,
+		`{"items":[{"name":"x","tags":["c"]}]}`:                            false,
+		`{"items":[{"name":"x"}]}`:                                         false,
+	} {
+		if got := g.Valid(text); got != want {
+			t.Errorf("Valid(%s) = %v, want %v", text, got, want)
+		}
+	}
+	tree, err := FromSchema([]byte(`{"type":"object","properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#"}}},"required":["kids","v"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tree.Valid(`{"kids":[{"kids":[],"v":2},{"kids":[{"kids":[],"v":4}],"v":3}],"v":1}`) || tree.Valid(`{"kids":[{"v":2}],"v":1}`) {
+		t.Error("recursive schema")
+	}
+	// A left-recursive reference only repeats its own options.
+	lr, err := FromSchema([]byte(`{"anyOf":[{"$ref":"#"},{"type":"integer"}]}`))
+	if err != nil || !lr.Valid("12") || lr.Valid("x") || lr.Valid("") {
+		t.Errorf("left-recursive schema: %v", err)
+	}
+	for schema, msg := range map[string]string{
+		`{"$ref":"#/$defs/Missing"}`:                     `schema $ref "#/$defs/Missing": nothing at "$defs"`,
+		`{"$ref":"https://example.com/s.json"}`:          `schema $ref "https://example.com/s.json" is not local; only #/… references are supported`,
+		`{"properties":{"a":{"$ref":"#/properties/b"}}}`: `property a: schema $ref "#/properties/b": nothing at "b"`,
+	} {
+		if _, err := FromSchema([]byte(schema)); err == nil || err.Error() != msg {
+			t.Errorf("%s: %v, want %s", schema, err, msg)
+		}
+	}
+}
+
 // TestConstrainedStoriesModel: the embedded model, which knows nothing of
 // JSON, produces a call whose arguments validate, for 20 seeds.
 func TestConstrainedStoriesModel(t *testing.T) {
@@ -115,6 +191,36 @@ func gpt2(t testing.TB) *tokenizer.Tokenizer {
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// A top-level number has no closing byte: end-of-generation becomes allowed
+// once it may end, and not before.
+func TestTopLevelNumberEnds(t *testing.T) {
+	tok := gpt2(t)
+	g, err := FromSchema([]byte(`{"type":"number"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := g.NewConstraint(tok)
+	ids := map[string]int{}
+	for _, s := range []string{"-", "12", "."} {
+		e := tok.Encode(s, false, false)
+		if len(e) != 1 {
+			t.Fatalf("%q is %d tokens", s, len(e))
+		}
+		ids[s] = e[0]
+	}
+	for _, st := range []struct {
+		piece string
+		end   bool
+	}{{"", false}, {"-", false}, {"12", true}, {".", false}} {
+		if st.piece != "" && c.Accept(ids[st.piece]) {
+			t.Fatalf("after %q: done", st.piece)
+		}
+		if got := c.Allowed()[tok.EOS]; got != st.end {
+			t.Fatalf("after %q (%q): end allowed %v, want %v", st.piece, c.Text(), got, st.end)
+		}
+	}
 }
 
 // The in-string shortcut must allow exactly what the full walk allows, at

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Limits keep a constrained output finite even when a model never chooses
@@ -31,11 +32,60 @@ func FromSchema(schema []byte) (*Grammar, error) {
 			return nil, fmt.Errorf("schema: %w", err)
 		}
 	}
-	n, err := compile(v, 0)
+	c := &compiler{root: v, refs: map[string]*node{}}
+	n, err := c.compile(v, 0)
 	if err != nil {
 		return nil, err
 	}
 	return &Grammar{root: n}, nil
+}
+
+// compiler turns one schema document into grammar nodes. A reference
+// compiles once and every use shares its node, so a recursive schema makes
+// a cyclic grammar (bounded at run time by maxStack).
+type compiler struct {
+	root any
+	refs map[string]*node
+}
+
+// ref resolves a local $ref: "#" or a JSON pointer into the document, such
+// as "#/$defs/Item" (what Pydantic and zod write) or "#/definitions/Item".
+func (c *compiler) ref(ref string, depth int) (*node, error) {
+	if n, ok := c.refs[ref]; ok {
+		return n, nil
+	}
+	if !strings.HasPrefix(ref, "#") {
+		return nil, fmt.Errorf("schema $ref %q is not local; only #/… references are supported", ref)
+	}
+	target := c.root
+	if ptr := ref[1:]; ptr != "" {
+		if !strings.HasPrefix(ptr, "/") {
+			return nil, fmt.Errorf("schema $ref %q is not a JSON pointer", ref)
+		}
+		for _, tok := range strings.Split(ptr[1:], "/") {
+			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+			var ok bool
+			switch x := target.(type) {
+			case map[string]any:
+				target, ok = x[tok]
+			case []any:
+				if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(x) {
+					target, ok = x[i], true
+				}
+			}
+			if !ok {
+				return nil, fmt.Errorf("schema $ref %q: nothing at %q", ref, tok)
+			}
+		}
+	}
+	n := &node{}
+	c.refs[ref] = n // uses inside the target share n
+	compiled, err := c.compile(target, depth+1)
+	if err != nil {
+		return nil, err
+	}
+	*n = *compiled
+	return n, nil
 }
 
 // AnyJSON is a grammar for any JSON object (response_format json_object).
@@ -95,7 +145,7 @@ func intOf(v any, dflt int) int {
 	return dflt
 }
 
-func compile(v any, depth int) (*node, error) {
+func (c *compiler) compile(v any, depth int) (*node, error) {
 	if depth > 16 {
 		return nil, fmt.Errorf("schema nested too deeply")
 	}
@@ -109,8 +159,9 @@ func compile(v any, depth int) (*node, error) {
 	if !ok {
 		return nil, fmt.Errorf("schema must be an object, got %T", v)
 	}
-	if _, ok := s["$ref"]; ok {
-		return nil, fmt.Errorf("schema $ref is not supported")
+	if r, ok := s["$ref"]; ok {
+		ref, _ := r.(string)
+		return c.ref(ref, depth)
 	}
 	if c, ok := s["const"]; ok {
 		b, _ := json.Marshal(c)
@@ -131,7 +182,7 @@ func compile(v any, depth int) (*node, error) {
 		if list, ok := s[key].([]any); ok {
 			var opts []*node
 			for _, x := range list {
-				n, err := compile(x, depth+1)
+				n, err := c.compile(x, depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -143,18 +194,18 @@ func compile(v any, depth int) (*node, error) {
 		}
 	}
 	if list, ok := s["allOf"].([]any); ok && len(list) == 1 {
-		return compile(list[0], depth+1)
+		return c.compile(list[0], depth+1)
 	}
 	switch t := s["type"].(type) {
 	case []any:
 		var opts []*node
 		for _, x := range t {
-			c := map[string]any{}
+			one := map[string]any{}
 			for k, v := range s {
-				c[k] = v
+				one[k] = v
 			}
-			c["type"] = x
-			n, err := compile(c, depth+1)
+			one["type"] = x
+			n, err := c.compile(one, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -162,20 +213,20 @@ func compile(v any, depth int) (*node, error) {
 		}
 		return alt(opts...), nil
 	case string:
-		return compileType(t, s, depth)
+		return c.compileType(t, s, depth)
 	case nil:
 		if _, ok := s["properties"]; ok {
-			return compileType("object", s, depth)
+			return c.compileType("object", s, depth)
 		}
 		if _, ok := s["items"]; ok {
-			return compileType("array", s, depth)
+			return c.compileType("array", s, depth)
 		}
 		return anyValue(depth), nil
 	}
 	return nil, fmt.Errorf("schema type must be a string or an array")
 }
 
-func compileType(t string, s map[string]any, depth int) (*node, error) {
+func (c *compiler) compileType(t string, s map[string]any, depth int) (*node, error) {
 	switch t {
 	case "string":
 		return str(intOf(s["maxLength"], DefaultMaxString)), nil
@@ -191,7 +242,7 @@ func compileType(t string, s map[string]any, depth int) (*node, error) {
 		item := anyValue(depth + 1)
 		if it, ok := s["items"]; ok {
 			var err error
-			if item, err = compile(it, depth+1); err != nil {
+			if item, err = c.compile(it, depth+1); err != nil {
 				return nil, err
 			}
 		}
@@ -208,34 +259,31 @@ func compileType(t string, s map[string]any, depth int) (*node, error) {
 			}
 			return anyObject(depth), nil
 		}
-		keys := make([]string, 0, len(props))
-		if req, ok := s["required"].([]any); ok && len(req) > 0 {
+		required := map[string]bool{}
+		if req, ok := s["required"].([]any); ok {
 			for _, r := range req {
 				k, _ := r.(string)
 				if _, ok := props[k]; !ok {
 					return nil, fmt.Errorf("schema requires %q, which is not among its properties", k)
 				}
-				keys = append(keys, k)
-			}
-		} else {
-			for k := range props {
-				keys = append(keys, k)
+				required[k] = true
 			}
 		}
+		keys := make([]string, 0, len(props))
+		for k := range props {
+			keys = append(keys, k)
+		}
 		sort.Strings(keys)
-		items := []*node{lit("{")}
-		for i, k := range keys {
-			n, err := compile(props[k], depth+1)
+		obj := &node{kind: kObj}
+		for _, k := range keys {
+			n, err := c.compile(props[k], depth+1)
 			if err != nil {
 				return nil, fmt.Errorf("property %s: %w", k, err)
 			}
-			sep := ""
-			if i > 0 {
-				sep = ","
-			}
-			items = append(items, lit(sep+jsonString(k)+":"), n)
+			key := jsonString(k) + ":"
+			obj.props = append(obj.props, prop{first: seq(lit(key), n), later: seq(lit(","+key), n), required: required[k]})
 		}
-		return seq(append(items, lit("}"))...), nil
+		return seq(lit("{"), obj), nil
 	}
 	return nil, fmt.Errorf("schema type %q is not supported", t)
 }
