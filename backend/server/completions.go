@@ -20,13 +20,43 @@ type CompletionRequest struct {
 	Stop      json.RawMessage `json:"stop"`
 	N         *int            `json:"n"`
 	CacheSalt string          `json:"cache_salt"`
+	// Logprobs asks for that many alternatives per token (0..20) in the
+	// legacy shape; Echo prepends the prompt to the text.
+	Logprobs *int `json:"logprobs"`
+	Echo     bool `json:"echo"`
 }
 
 type completionChoice struct {
-	Text         string  `json:"text"`
-	Index        int     `json:"index"`
-	Logprobs     any     `json:"logprobs"`
-	FinishReason *string `json:"finish_reason"`
+	Text         string              `json:"text"`
+	Index        int                 `json:"index"`
+	Logprobs     *completionLogprobs `json:"logprobs"`
+	FinishReason *string             `json:"finish_reason"`
+}
+
+// completionLogprobs is the legacy completions shape: parallel lists, one
+// entry per generated token; text_offset is each token's byte offset in the
+// choice's whole text.
+type completionLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []float32            `json:"token_logprobs"`
+	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+// add appends entries whose tokens start at byte offset off.
+func (l *completionLogprobs) add(es []LogprobEntry, off int) int {
+	for _, e := range es {
+		top := make(map[string]float32, len(e.TopLogprobs))
+		for _, t := range e.TopLogprobs {
+			top[t.Token] = t.Logprob
+		}
+		l.Tokens = append(l.Tokens, e.Token)
+		l.TokenLogprobs = append(l.TokenLogprobs, e.Logprob)
+		l.TopLogprobs = append(l.TopLogprobs, top)
+		l.TextOffset = append(l.TextOffset, off)
+		off += len(e.Token)
+	}
+	return off
 }
 
 type completionResponse struct {
@@ -77,22 +107,62 @@ func (s *Server) completions(c echo.Context) error {
 		maxTok = *r.MaxTokens
 	}
 	j := job{stops: stops, req: engine.Request{Prompt: prompt, MaxTokens: maxTok, Sampling: params, IgnoreEOS: r.IgnoreEOS, CacheSalt: r.CacheSalt}}
+	if r.Logprobs != nil {
+		if *r.Logprobs < 0 || *r.Logprobs > 20 {
+			return badRequest("logprobs", "logprobs must be in 0..20, got %d", *r.Logprobs)
+		}
+		if r.Echo {
+			return badRequest("echo", "echo with logprobs needs the prompt's log-probabilities, which this server does not compute")
+		}
+		j.req.TopLogprobs = max(1, *r.Logprobs)
+	}
+	echo := "" // the prompt as the client gave it, or its ids' text
+	if r.Echo {
+		echo = text
+		if ids != nil {
+			echo = tok.Decode(ids, false)
+		}
+	}
+	// off is the next token's offset in the choice's text.
+	newLogprobs := func() *completionLogprobs {
+		if r.Logprobs == nil {
+			return nil
+		}
+		return &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float32{}, TopLogprobs: []map[string]float32{}, TextOffset: []int{}}
+	}
+	off := len(echo)
 	id, created := newID("cmpl-"), now()
 	if !r.Stream {
-		var out string
-		res, err := s.run(c.Request().Context(), j, func(o output) error { out += o.delta.Content; return nil })
+		out := echo
+		lps := newLogprobs()
+		res, err := s.run(c.Request().Context(), j, func(o output) error {
+			out += o.delta.Content
+			if lps != nil {
+				off = lps.add(o.logprobs, off)
+			}
+			return nil
+		})
 		if err != nil {
 			return err
 		}
 		return c.JSON(http.StatusOK, completionResponse{ID: id, Object: "text_completion", Created: created, Model: s.opt.ServedName,
-			Choices: []completionChoice{{Text: out, FinishReason: &res.finish}}, Usage: usageOf(res.usage)})
+			Choices: []completionChoice{{Text: out, Logprobs: lps, FinishReason: &res.finish}}, Usage: usageOf(res.usage)})
 	}
 	sse := newSSE(c)
 	send := func(ch []completionChoice, u *Usage) error {
 		return sse.send(completionResponse{ID: id, Object: "text_completion", Created: created, Model: s.opt.ServedName, Choices: ch, Usage: u})
 	}
+	if echo != "" {
+		if err := send([]completionChoice{{Text: echo}}, nil); err != nil {
+			return nil
+		}
+	}
 	res, err := s.run(c.Request().Context(), j, func(o output) error {
-		return send([]completionChoice{{Text: o.delta.Content}}, nil)
+		lps := newLogprobs()
+		if lps != nil {
+			off = lps.add(o.logprobs, off)
+		}
+		return send([]completionChoice{{Text: o.delta.Content, Logprobs: lps}}, nil)
 	})
 	if err != nil {
 		if !sse.started {

@@ -7,16 +7,19 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	openai "github.com/sashabaranov/go-openai"
@@ -448,4 +451,94 @@ func FuzzChatBody(f *testing.F) {
 			t.Fatalf("status %d without an error body: %s", rec.Code, rec.Body.String())
 		}
 	})
+}
+
+// TestCompletionLogprobs: the legacy logprobs shape over HTTP, against
+// llama.cpp's reference (the first token's five likeliest, within 1e-2 nats
+// as in the model's own parity test: llama.cpp keeps K/V in F16), streamed
+// the same as not; echo prepends the prompt.
+func TestCompletionLogprobs(t *testing.T) {
+	f := start(t, engine.Options{}, Options{})
+	raw, err := os.ReadFile("../../../shared/refs/stories260K-greedy.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref struct {
+		Prompt    string       `json:"prompt"`
+		GenIDs    []int        `json:"gen_ids"`
+		Top5First [][2]float64 `json:"top5_first"`
+	}
+	if err := json.Unmarshal(raw[:bytes.IndexByte(raw, '\n')], &ref); err != nil {
+		t.Fatal(err)
+	}
+	type lp struct {
+		Tokens        []string             `json:"tokens"`
+		TokenLogprobs []float32            `json:"token_logprobs"`
+		TopLogprobs   []map[string]float32 `json:"top_logprobs"`
+		TextOffset    []int                `json:"text_offset"`
+	}
+	var got struct {
+		Choices []struct {
+			Text     string `json:"text"`
+			Logprobs *lp    `json:"logprobs"`
+		} `json:"choices"`
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	body := `{"prompt":` + strconv.Quote(ref.Prompt) + `,"max_tokens":12,"temperature":0,"logprobs":5`
+	resp, out := post(t, f.srv.URL+"/v1/completions", "", body+`}`)
+	if resp.StatusCode != 200 || json.Unmarshal([]byte(out), &got) != nil {
+		t.Fatalf("%d %s", resp.StatusCode, out)
+	}
+	tok := f.e.Model().Tok
+	c := got.Choices[0]
+	l := c.Logprobs
+	if l == nil || len(l.Tokens) != 12 || got.Usage.CompletionTokens != 12 || len(l.TopLogprobs) != 12 || len(l.TextOffset) != 12 {
+		t.Fatalf("logprobs %+v", l)
+	}
+	if c.Text != tok.Decode(ref.GenIDs[:12], false) || strings.Join(l.Tokens, "") != c.Text {
+		t.Fatalf("text %q, tokens %q; llama.cpp %q", c.Text, l.Tokens, tok.Decode(ref.GenIDs[:12], false))
+	}
+	for i, top := range l.TopLogprobs {
+		// Greedy: the chosen token is the likeliest, with the same number.
+		if len(top) != 5 || top[l.Tokens[i]] != l.TokenLogprobs[i] || l.TextOffset[i] != len(strings.Join(l.Tokens[:i], "")) {
+			t.Fatalf("token %d: %q %v top %v offset %d", i, l.Tokens[i], l.TokenLogprobs[i], top, l.TextOffset[i])
+		}
+	}
+	for _, p := range ref.Top5First {
+		piece := string(tok.AppendPiece(nil, int(p[0]), true))
+		if v, ok := l.TopLogprobs[0][piece]; !ok || math.Abs(float64(v)-p[1]) > 1e-2 {
+			t.Errorf("first token %q: logprob %v (present %v), llama.cpp %v", piece, v, ok, p[1])
+		}
+	}
+
+	resp, out = post(t, f.srv.URL+"/v1/completions", "", body+`,"stream":true}`)
+	var streamed lp
+	for _, line := range strings.Split(out, "\n\n") {
+		var ch struct {
+			Choices []struct {
+				Logprobs *lp `json:"logprobs"`
+			} `json:"choices"`
+		}
+		if d, ok := strings.CutPrefix(line, "data: "); ok && d != "[DONE]" && json.Unmarshal([]byte(d), &ch) == nil && len(ch.Choices) > 0 && ch.Choices[0].Logprobs != nil {
+			x := ch.Choices[0].Logprobs
+			streamed.Tokens = append(streamed.Tokens, x.Tokens...)
+			streamed.TokenLogprobs = append(streamed.TokenLogprobs, x.TokenLogprobs...)
+			streamed.TopLogprobs = append(streamed.TopLogprobs, x.TopLogprobs...)
+			streamed.TextOffset = append(streamed.TextOffset, x.TextOffset...)
+		}
+	}
+	if resp.StatusCode != 200 || !cmp.Equal(streamed, *l) {
+		t.Fatalf("streamed logprobs differ: %s", cmp.Diff(*l, streamed))
+	}
+
+	resp, out = post(t, f.srv.URL+"/v1/completions", "", `{"prompt":"Once upon a time","max_tokens":4,"temperature":0,"echo":true}`)
+	if err := json.Unmarshal([]byte(out), &got); err != nil || resp.StatusCode != 200 || got.Choices[0].Text != "Once upon a time"+tok.Decode(ref.GenIDs[:4], false) {
+		t.Fatalf("echo: %d %s", resp.StatusCode, out)
+	}
+	resp, out = post(t, f.srv.URL+"/v1/completions", "", `{"prompt":"x","echo":true,"logprobs":1}`)
+	if resp.StatusCode != 400 || !strings.Contains(out, `"param":"echo"`) {
+		t.Fatalf("echo with logprobs: %d %s", resp.StatusCode, out)
+	}
 }
