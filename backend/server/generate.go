@@ -59,20 +59,20 @@ func (sp *splitter) feed(text string) (d chat.Delta) {
 	return d
 }
 
-// finish flushes what the stages hold; truncated reports a call cut short.
-func (sp *splitter) finish() (d chat.Delta, truncated bool) {
+// finish flushes what the stages hold. A call cut short stays a call (its
+// arguments as far as they went); the finish reason, length, says why.
+func (sp *splitter) finish() (d chat.Delta) {
 	if sp.reason != nil {
 		var text string
 		d.Reasoning, text = sp.reason.Finish()
 		sp.answer(text, &d)
 	}
 	if sp.parser != nil {
-		var pd chat.Delta
-		pd, truncated = sp.parser.Finish()
+		pd, _ := sp.parser.Finish()
 		d.Content += pd.Content
 		d.Calls = append(d.Calls, pd.Calls...)
 	}
-	return d, truncated
+	return d
 }
 
 // done reports that the output is complete (the one call allowed is).
@@ -109,10 +109,8 @@ type output struct {
 
 // result is how a job ended.
 type result struct {
-	finish    string // stop, length or tool_calls
-	usage     engine.Usage
-	calls     int
-	truncated bool // an unterminated tool call at the end
+	finish string // stop, length or tool_calls
+	usage  engine.Usage
 }
 
 func bytesOf(s string) []int {
@@ -192,13 +190,12 @@ func (s *Server) run(ctx context.Context, j job, emit func(output) error) (resul
 	if !stopped {
 		last = sp.feed(held + string(pending))
 	}
-	tail, truncated := sp.finish()
+	tail := sp.finish()
 	last.Reasoning += tail.Reasoning
 	last.Content += tail.Content
 	last.Calls = append(last.Calls, tail.Calls...)
 	send(last, nil)
-	res.truncated = truncated
-	if res.calls = sp.calls(); res.calls > 0 && res.finish == "stop" {
+	if sp.calls() > 0 && res.finish == "stop" {
 		res.finish = "tool_calls"
 	}
 	return res, emitErr
