@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"jspark/backend/chat"
@@ -34,6 +35,10 @@ type Options struct {
 	// writes such blocks, as llama.cpp does; "none" leaves it in content.
 	ReasoningFormat string
 }
+
+// MaxBody bounds a request body: a long agent conversation with its tools
+// is a few MiB at most; anything larger gets 413.
+const MaxBody = "32M"
 
 // Server is the HTTP front of one engine.
 type Server struct {
@@ -64,7 +69,7 @@ func New(e *engine.Engine, opt Options) *Server {
 	ec := echo.New()
 	ec.HideBanner, ec.HidePort = true, true
 	ec.HTTPErrorHandler = s.handleError
-	ec.Use(s.auth)
+	ec.Use(middleware.BodyLimit(MaxBody), s.auth)
 	ec.POST("/v1/chat/completions", s.chatCompletions)
 	ec.POST("/v1/completions", s.completions)
 	ec.GET("/v1/models", s.models)
@@ -136,8 +141,11 @@ func (s *Server) handleError(err error, c echo.Context) {
 	case errors.As(err, &ae):
 	case errors.As(err, &he):
 		ae = &APIError{Status: he.Code, Message: fmt.Sprint(he.Message), Type: "invalid_request_error"}
-		if he.Code == http.StatusNotFound {
+		switch he.Code {
+		case http.StatusNotFound:
 			ae.Type, ae.Code = "not_found_error", strp("not_found")
+		case http.StatusRequestEntityTooLarge:
+			ae.Message = "the request body is over " + MaxBody + "B"
 		}
 	default:
 		ae = &APIError{Status: http.StatusInternalServerError, Message: err.Error(), Type: "server_error"}

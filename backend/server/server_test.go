@@ -305,6 +305,7 @@ func TestErrors(t *testing.T) {
 		{"top_k", "k", `{"messages":[{"role":"user","content":"x"}],"top_k":-2}`, 400, `"param":"top_k"`},
 		{"repetition", "k", `{"messages":[{"role":"user","content":"x"}],"repetition_penalty":0}`, 400, `repetition_penalty 0 must be positive`},
 		{"bias key", "k", `{"messages":[{"role":"user","content":"x"}],"logit_bias":{"512":1}}`, 400, `logit_bias key \"512\" is not a token id in [0, 512)`},
+		{"too large", "k", `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 33<<20) + `"}]}`, 413, `the request body is over 32MB`},
 		{"bias value", "k", `{"messages":[{"role":"user","content":"x"}],"logit_bias":{"5":101}}`, 400, `outside [-100, 100]`},
 	}
 	for _, c := range cases {
