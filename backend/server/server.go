@@ -73,6 +73,7 @@ func New(e *engine.Engine, opt Options) *Server {
 	ec.POST("/v1/chat/completions", s.chatCompletions)
 	ec.POST("/v1/completions", s.completions)
 	ec.GET("/v1/models", s.models)
+	ec.GET("/v1/models/:id", s.model)
 	ec.GET("/health", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	ec.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(e.Metrics().Registry, promhttp.HandlerOpts{})))
 	ec.POST("/tokenize", s.tokenize)
@@ -197,14 +198,27 @@ func (s *Server) checkModel(name string) error {
 		Type: "invalid_request_error", Param: strp("model"), Code: strp("model_not_found")}
 }
 
+func (s *Server) modelObject() map[string]any {
+	return map[string]any{
+		"id": s.opt.ServedName, "object": "model", "created": 0, "owned_by": "jspark",
+		"max_model_len": s.e.Options().MaxContext,
+	}
+}
+
 func (s *Server) models(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]any{
-		"object": "list",
-		"data": []map[string]any{{
-			"id": s.opt.ServedName, "object": "model", "created": 0, "owned_by": "jspark",
-			"max_model_len": s.e.Options().MaxContext,
-		}},
-	})
+	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{s.modelObject()}})
+}
+
+// model is GET /v1/models/{id}.
+func (s *Server) model(c echo.Context) error {
+	id := c.Param("id")
+	if id == "" {
+		return s.models(c)
+	}
+	if err := s.checkModel(id); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.modelObject())
 }
 
 func (s *Server) tokenize(c echo.Context) error {

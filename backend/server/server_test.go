@@ -308,6 +308,27 @@ func TestErrors(t *testing.T) {
 		{"too large", "k", `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 33<<20) + `"}]}`, 413, `the request body is over 32MB`},
 		{"bias value", "k", `{"messages":[{"role":"user","content":"x"}],"logit_bias":{"5":101}}`, 400, `outside [-100, 100]`},
 	}
+	for _, c := range []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{"/v1/models", 200, `{"data":[{"created":0,"id":"tiny","max_model_len":200,"object":"model","owned_by":"jspark"}],"object":"list"}`},
+		{"/v1/models/tiny", 200, `{"created":0,"id":"tiny","max_model_len":200,"object":"model","owned_by":"jspark"}`},
+		{"/v1/models/gpt-9", 404, `{"error":{"message":"the model \"gpt-9\" does not exist; this server serves \"tiny\"","type":"invalid_request_error","param":"model","code":"model_not_found"}}`},
+	} {
+		req, _ := http.NewRequest("GET", f.srv.URL+c.path, nil)
+		req.Header.Set("Authorization", "Bearer k")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || strings.TrimSpace(string(b)) != c.want {
+			t.Errorf("GET %s: %d %s", c.path, resp.StatusCode, b)
+		}
+	}
 	for _, c := range cases {
 		resp, body := post(t, url, c.key, c.body)
 		if resp.StatusCode != c.status || !strings.Contains(body, c.want) || !strings.HasPrefix(body, `{"error":{"message":`) {
