@@ -14,6 +14,13 @@ type Delta struct {
 	Calls     []CallDelta
 }
 
+// Add appends x to d, as a client would accumulate them.
+func (d *Delta) Add(x Delta) {
+	d.Reasoning += x.Reasoning
+	d.Content += x.Content
+	d.Calls = append(d.Calls, x.Calls...)
+}
+
 // CallDelta is one streamed tool-call fragment, as OpenAI sends them: the
 // first fragment of a call has ID, Type and Name; later ones add Arguments.
 type CallDelta struct {

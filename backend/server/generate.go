@@ -46,9 +46,7 @@ func (sp *splitter) answer(text string, d *chat.Delta) {
 		d.Content += text
 		return
 	}
-	pd := sp.parser.Feed(text)
-	d.Content += pd.Content
-	d.Calls = append(d.Calls, pd.Calls...)
+	d.Add(sp.parser.Feed(text))
 }
 
 func (sp *splitter) feed(text string) (d chat.Delta) {
@@ -69,8 +67,7 @@ func (sp *splitter) finish() (d chat.Delta) {
 	}
 	if sp.parser != nil {
 		pd, _ := sp.parser.Finish()
-		d.Content += pd.Content
-		d.Calls = append(d.Calls, pd.Calls...)
+		d.Add(pd)
 	}
 	return d
 }
@@ -190,10 +187,7 @@ func (s *Server) run(ctx context.Context, j job, emit func(output) error) (resul
 	if !stopped {
 		last = sp.feed(held + string(pending))
 	}
-	tail := sp.finish()
-	last.Reasoning += tail.Reasoning
-	last.Content += tail.Content
-	last.Calls = append(last.Calls, tail.Calls...)
+	last.Add(sp.finish())
 	send(last, nil)
 	if sp.calls() > 0 && res.finish == "stop" {
 		res.finish = "tool_calls"
