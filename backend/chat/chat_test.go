@@ -250,3 +250,26 @@ func TestMaxCallsEndsTheOutput(t *testing.T) {
 		}
 	}
 }
+
+// The whitespace between and after calls is layout, not content; text
+// after a call keeps its whitespace. Any split gives the same.
+func TestLayoutBetweenCalls(t *testing.T) {
+	a := "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>"
+	b := "<tool_call>\n{\"name\": \"b\", \"arguments\": {\"x\": 1}}\n</tool_call>"
+	two := []call{{0, "call_a", "a", "{}"}, {1, "call_b", "b", `{"x": 1}`}}
+	for _, c := range []struct {
+		out  string
+		want parsed
+	}{
+		{a + "\n" + b + "\n", parsed{calls: two}},
+		{a + "\n \n" + b, parsed{calls: two}},
+		{a + "\nDone.", parsed{content: "\nDone.", calls: two[:1]}},
+		{"\n" + a, parsed{content: "\n", calls: two[:1]}}, // before any call, text is text
+	} {
+		for cut := 0; cut <= len(c.out); cut++ {
+			if got := run([]string{c.out[:cut], c.out[cut:]}); !cmp.Equal(got, c.want, cmp.AllowUnexported(parsed{})) {
+				t.Fatalf("%q split at %d: %+v, want %+v", c.out, cut, got, c.want)
+			}
+		}
+	}
+}

@@ -29,14 +29,15 @@ func Load(source string, sp Special) (Template, error) {
 		thinks: strings.Contains(source, ThinkClose)}, nil
 }
 
-// CallDelims is the text around a forced tool call: Hermes tags for the
-// built-ins and for templates that use them; a bare JSON object for the
-// others (Llama 3.1's form, which the parser also reads).
-func (t Template) CallDelims() (open, close string) {
+// CallDelims is the text around a forced tool call and between two of
+// them: Hermes tags, a newline apart, for the built-ins and for templates
+// that use them; a bare JSON object for the others (Llama 3.1's form, which
+// the parser also reads), where sep is empty: that form holds one call.
+func (t Template) CallDelims() (open, close, sep string) {
 	if t.prog == nil || t.hermes {
-		return ToolCallOpen + "\n", "\n" + ToolCallClose
+		return ToolCallOpen + "\n", "\n" + ToolCallClose, "\n"
 	}
-	return "", ""
+	return "", "", ""
 }
 
 // renderJinja passes the conversation as vLLM and llama.cpp pass it to a

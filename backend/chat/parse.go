@@ -138,9 +138,15 @@ func (p *Parser) drain(final bool) Delta {
 			p.started = strings.TrimSpace(s) != ""
 		}
 		if !p.inCall {
+			// Whitespace after a call (the newline between two calls, or
+			// before the end) is layout, not content: it waits until text
+			// follows it, and is dropped when a call or the end does.
+			layout := func(t string) bool { return p.calls > 0 && strings.TrimSpace(t) == "" }
 			i := strings.Index(s, ToolCallOpen)
 			if i >= 0 {
-				d.Content += s[:i]
+				if !layout(s[:i]) {
+					d.Content += s[:i]
+				}
 				p.reset(s[i+len(ToolCallOpen):])
 				p.inCall, p.started = true, true
 				continue
@@ -149,8 +155,15 @@ func (p *Parser) drain(final bool) Delta {
 			if !final {
 				keep = heldPrefix(s, ToolCallOpen)
 			}
-			d.Content += s[:len(s)-keep]
-			p.reset(s[len(s)-keep:])
+			switch text := s[:len(s)-keep]; {
+			case layout(text) && final:
+				p.reset("")
+			case layout(text):
+				p.reset(s)
+			default:
+				d.Content += text
+				p.reset(s[len(s)-keep:])
+			}
 			return d
 		}
 		if !p.streaming && !p.list {

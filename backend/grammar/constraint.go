@@ -87,14 +87,11 @@ func (g *Grammar) NewConstraint(t *tokenizer.Tokenizer) *Constraint {
 	return &Constraint{tok: t, v: vocabOf(t), states: closure(state{frame{n: g.root}}, nil)}
 }
 
-// Done reports whether the output is complete.
+// Done reports whether the output is complete: nothing may follow. Where
+// it may end but could also go on (another tool call, more digits), the
+// mask allows end-of-generation and the model chooses.
 func (c *Constraint) Done() bool {
-	for _, s := range c.states {
-		if len(s) == 0 {
-			return true
-		}
-	}
-	return false
+	return len(c.states) > 0 && !slices.ContainsFunc(c.states, func(s state) bool { return len(s) > 0 })
 }
 
 // Text is the output accepted so far.

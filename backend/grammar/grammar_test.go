@@ -120,7 +120,7 @@ func TestConstrainedStoriesModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := ToolCall("<tool_call>\n", "\n</tool_call>", []Tool{{"bash", []byte(bashSchema)}, {"read", []byte(`{"type":"object","properties":{"path":{"type":"string","maxLength":40}},"required":["path"]}`)}})
+	g, err := ToolCall("<tool_call>\n", "\n</tool_call>", "\n", []Tool{{"bash", []byte(bashSchema)}, {"read", []byte(`{"type":"object","properties":{"path":{"type":"string","maxLength":40}},"required":["path"]}`)}}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,6 +191,46 @@ func gpt2(t testing.TB) *tokenizer.Tokenizer {
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// Up to maxCalls calls, a separator apart; the output is done only when no
+// further call fits, and may end (end-of-generation allowed) after each.
+func TestToolCalls(t *testing.T) {
+	tok := gpt2(t)
+	g, err := ToolCall("<c>", "</c>", "\n", []Tool{{"f", []byte(`{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}`)}}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := `<c>{"name":"f","arguments":{"x":1}}</c>`
+	for text, want := range map[string]bool{
+		one:                           true,
+		one + "\n" + one:              true,
+		one + "\n" + one + "\n" + one: true,
+		one + "\n" + one + "\n" + one + "\n" + one: false,
+		one + "\n": false,
+		one + one:  false,
+	} {
+		if got := g.Valid(text); got != want {
+			t.Errorf("Valid(%q) = %v, want %v", text, got, want)
+		}
+	}
+	c := g.NewConstraint(tok)
+	for i := 1; i <= 3; i++ {
+		text := one
+		if i > 1 {
+			text = "\n" + one
+		}
+		var done bool
+		for _, id := range tok.Encode(text, false, true) {
+			if done {
+				t.Fatalf("call %d: done before its end", i)
+			}
+			done = c.Accept(id)
+		}
+		if done != (i == 3) || !c.Allowed()[tok.EOS] && i < 3 {
+			t.Fatalf("after call %d: done %v, end allowed %v", i, done, c.Allowed()[tok.EOS])
+		}
+	}
 }
 
 // A top-level number has no closing byte: end-of-generation becomes allowed

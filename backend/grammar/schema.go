@@ -97,9 +97,11 @@ type Tool struct {
 	Schema []byte
 }
 
-// ToolCall compiles "open{"name":N,"arguments":A}close" where N is one of the
-// tools' names and A follows that tool's schema.
-func ToolCall(open, close string, tools []Tool) (*Grammar, error) {
+// ToolCall compiles one to maxCalls calls, each
+// open{"name":N,"arguments":A}close where N is one of the tools' names and A
+// follows that tool's schema, separated by sep. After each complete call the
+// output may end (end-of-generation is allowed there) or go on to the next.
+func ToolCall(open, close, sep string, tools []Tool, maxCalls int) (*Grammar, error) {
 	var opts []*node
 	for _, t := range tools {
 		g, err := FromSchema(t.Schema)
@@ -112,7 +114,12 @@ func ToolCall(open, close string, tools []Tool) (*Grammar, error) {
 	if len(opts) == 0 {
 		return nil, fmt.Errorf("no tools to call")
 	}
-	return &Grammar{root: seq(lit(open), alt(opts...), lit(close))}, nil
+	call := seq(lit(open), alt(opts...), lit(close))
+	more := lit("")
+	for k := 1; k < maxCalls; k++ {
+		more = alt(lit(""), seq(lit(sep), call, more))
+	}
+	return &Grammar{root: seq(call, more)}, nil
 }
 
 func jsonString(s string) string {

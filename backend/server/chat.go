@@ -250,8 +250,17 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 				tools = append(tools, grammar.Tool{Name: t.Function.Name, Schema: t.Function.Parameters})
 			}
 		}
-		open, close := s.tpl.CallDelims()
-		g, err = grammar.ToolCall(open, close, tools)
+		// A forced call is one call unless the request asks for parallel
+		// calls (llama.cpp's default for forced calls: a model that never
+		// chooses to stop would chain calls up to max_tokens); with
+		// parallel_tool_calls true, required makes one or more, up to a
+		// bound that keeps the output finite, and the model ends them.
+		open, close, sep := s.tpl.CallDelims()
+		calls := 1
+		if mode == "required" && sep != "" && r.ParallelToolCalls != nil && *r.ParallelToolCalls {
+			calls = grammar.DefaultMaxItems
+		}
+		g, err = grammar.ToolCall(open, close, sep, tools, calls)
 	case r.ResponseFormat != nil && r.ResponseFormat.Type == "json_object":
 		g = grammar.AnyJSON()
 	case r.ResponseFormat != nil && r.ResponseFormat.Type == "json_schema":

@@ -181,6 +181,51 @@ func TestRequiredToolCall20Seeds(t *testing.T) {
 	}
 }
 
+// With parallel_tool_calls true a required reply holds one or more calls;
+// the embedded model never chooses to stop, so it chains them until
+// max_tokens cuts the last one.
+func TestRequiredParallelCalls(t *testing.T) {
+	f := start(t, engine.Options{}, Options{})
+	seed := 4
+	req := openai.ChatCompletionRequest{
+		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "List the files."}},
+		Tools:    []openai.Tool{bashTool}, ToolChoice: "required", ParallelToolCalls: true, Temperature: 0.9, Seed: &seed, MaxTokens: 600,
+	}
+	resp, err := f.client.CreateChatCompletion(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := resp.Choices[0]
+	calls := ch.Message.ToolCalls
+	if len(calls) < 2 || ch.Message.Content != "" {
+		t.Fatalf("%d calls, content %q", len(calls), ch.Message.Content)
+	}
+	complete := calls
+	if ch.FinishReason == openai.FinishReasonLength {
+		complete = calls[:len(calls)-1]
+	}
+	for _, c := range complete {
+		if c.Function.Name != "bash" {
+			t.Fatalf("call %+v", c)
+		}
+		checkBashArgs(t, c.Function.Arguments)
+	}
+	req.Stream = true
+	stream, err := f.client.CreateChatCompletionStream(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := drain(t, stream)
+	if len(got.calls) != len(calls) || got.text != "" || got.finish != ch.FinishReason {
+		t.Fatalf("streamed %d calls, content %q, finish %s; not streamed %d, %s", len(got.calls), got.text, got.finish, len(calls), ch.FinishReason)
+	}
+	for i := range calls {
+		if got.calls[i].Function.Arguments != calls[i].Function.Arguments {
+			t.Fatalf("call %d streamed %q, not streamed %q", i, got.calls[i].Function.Arguments, calls[i].Function.Arguments)
+		}
+	}
+}
+
 func TestPrefixCacheAcrossTurns(t *testing.T) {
 	f := start(t, engine.Options{}, Options{})
 	ctx := context.Background()
