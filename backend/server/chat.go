@@ -387,13 +387,9 @@ func (s *Server) chatCompletions(c echo.Context) error {
 		return sse.send(ChatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.opt.ServedName, Choices: choices, Usage: u})
 	}
 	empty := ""
-	started := false
 	res, err := s.run(c.Request().Context(), j, func(o output) error {
-		if !started {
-			started = true
-			if err := chunk([]ChatChoice{{Delta: &ChatMessage{Role: "assistant", Content: &empty}}}, nil); err != nil {
-				return err
-			}
+		if !sse.started {
+			return chunk([]ChatChoice{{Delta: &ChatMessage{Role: "assistant", Content: &empty}}}, nil)
 		}
 		d := &ChatMessage{}
 		if o.delta.Content != "" {
@@ -417,9 +413,6 @@ func (s *Server) chatCompletions(c echo.Context) error {
 		}
 		sse.sendError(err)
 		return nil
-	}
-	if !started {
-		chunk([]ChatChoice{{Delta: &ChatMessage{Role: "assistant", Content: &empty}}}, nil)
 	}
 	chunk([]ChatChoice{{Delta: &ChatMessage{}, FinishReason: &res.finish}}, nil)
 	if r.StreamOptions != nil && r.StreamOptions.IncludeUsage {

@@ -152,12 +152,13 @@ func (s *Server) completions(c echo.Context) error {
 	send := func(ch []completionChoice, u *Usage) error {
 		return sse.send(completionResponse{ID: id, Object: "text_completion", Created: created, Model: s.opt.ServedName, Choices: ch, Usage: u})
 	}
-	if echo != "" {
-		if err := send([]completionChoice{{Text: echo}}, nil); err != nil {
+	res, err := s.run(c.Request().Context(), j, func(o output) error {
+		if !sse.started { // accepted: the stream starts, with the echo if any
+			if sse.open(); echo != "" {
+				return send([]completionChoice{{Text: echo}}, nil)
+			}
 			return nil
 		}
-	}
-	res, err := s.run(c.Request().Context(), j, func(o output) error {
 		lps := newLogprobs()
 		if lps != nil {
 			off = lps.add(o.logprobs, off)

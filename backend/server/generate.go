@@ -118,13 +118,19 @@ func bytesOf(s string) []int {
 	return out
 }
 
-// run submits j and calls emit for each piece of output until the end.
+// run submits j and calls emit for each piece of output until the end,
+// first with an empty output once the engine has accepted the request.
 func (s *Server) run(ctx context.Context, j job, emit func(output) error) (result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events, err := s.e.Submit(ctx, j.req)
 	if err != nil {
 		return result{}, engineError(err)
+	}
+	// The request is accepted: a stream can start (headers and the role
+	// chunk) before the first token, which a long prefill delays.
+	if err := emit(output{}); err != nil {
+		return result{}, err
 	}
 	tok := s.e.Model().Tok
 	sp := j.splitter()

@@ -149,6 +149,45 @@ func TestChatPlainAndStreamed(t *testing.T) {
 	}
 }
 
+// A stream starts (headers and the role chunk) once the engine accepts the
+// request, before the first token: the engine is held inside the prompt's
+// first prefill step while the client reads it.
+func TestStreamStartsBeforeFirstToken(t *testing.T) {
+	var once sync.Once
+	release := make(chan struct{})
+	f := start(t, engine.Options{PrefillSolo: 16, PrefillMixed: 16, OnStep: func(engine.StepTrace) { once.Do(func() { <-release }) }}, Options{})
+	defer close(release) // before the fixture's cleanup closes the engine
+	var stream *openai.ChatCompletionStream
+	var first openai.ChatCompletionStreamResponse
+	got := make(chan error, 1)
+	go func() {
+		var err error
+		stream, err = f.client.CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{
+			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: strings.Repeat("Once upon a time there was a cat. ", 4)}}, MaxTokens: 8})
+		if err == nil {
+			first, err = stream.Recv()
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second): // a deadlock guard, not a timing
+		release <- struct{}{}
+		t.Fatal("the stream did not start while the engine was inside the prefill")
+	}
+	if first.Choices[0].Delta.Role != "assistant" || first.Choices[0].Delta.Content != "" || f.e.Metrics().Snapshot().GenerationTokens != 0 {
+		t.Fatalf("first chunk %+v after %d tokens", first, f.e.Metrics().Snapshot().GenerationTokens)
+	}
+	release <- struct{}{}
+	rest := drain(t, stream)
+	if rest.text == "" || rest.finish != openai.FinishReasonLength {
+		t.Fatalf("rest of the stream: %+v", rest)
+	}
+}
+
 func TestRequiredToolCall20Seeds(t *testing.T) {
 	f := start(t, engine.Options{}, Options{})
 	ctx := context.Background()

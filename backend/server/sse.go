@@ -17,16 +17,24 @@ type sse struct {
 
 func newSSE(c echo.Context) *sse { return &sse{c: c} }
 
-func (s *sse) write(b []byte) error {
-	w := s.c.Response()
-	if !s.started {
-		s.started = true
-		h := w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("Connection", "keep-alive")
-		w.WriteHeader(http.StatusOK)
+// open sends the status and headers; the events follow.
+func (s *sse) open() {
+	if s.started {
+		return
 	}
+	s.started = true
+	w := s.c.Response()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	w.Flush()
+}
+
+func (s *sse) write(b []byte) error {
+	s.open()
+	w := s.c.Response()
 	if _, err := w.Write(b); err != nil {
 		return err
 	}
