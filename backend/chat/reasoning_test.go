@@ -1,6 +1,9 @@
 package chat
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestReasoningSplitsAnywhere(t *testing.T) {
 	cases := []struct {
@@ -21,14 +24,7 @@ func TestReasoningSplitsAnywhere(t *testing.T) {
 	for _, c := range cases {
 		for cut := 0; cut <= len(c.out); cut++ {
 			for cut2 := cut; cut2 <= len(c.out); cut2 += 1 + cut2/3 {
-				r := NewReasoning(c.open)
-				var rs, as string
-				for _, part := range []string{c.out[:cut], c.out[cut:cut2], c.out[cut2:]} {
-					x, y := r.Feed(part)
-					rs, as = rs+x, as+y
-				}
-				x, y := r.Finish()
-				rs, as = rs+x, as+y
+				rs, as := splitReasoning(c.open, c.out[:cut], c.out[cut:cut2], c.out[cut2:])
 				if rs != c.reasoning || as != c.answer {
 					t.Fatalf("%q split at %d,%d: reasoning %q answer %q; want %q, %q", c.out, cut, cut2, rs, as, c.reasoning, c.answer)
 				}
@@ -47,4 +43,34 @@ func TestOpenThink(t *testing.T) {
 			t.Errorf("OpenThink(%q) = %v", prompt, !want)
 		}
 	}
+}
+
+func splitReasoning(open bool, parts ...string) (reasoning, answer string) {
+	r := NewReasoning(open)
+	for _, p := range parts {
+		x, y := r.Feed(p)
+		reasoning, answer = reasoning+x, answer+y
+	}
+	x, y := r.Finish()
+	return reasoning + x, answer + y
+}
+
+// FuzzReasoning: any split of any output gives the same reasoning and
+// answer, and nothing but the markers and edge whitespace is lost.
+func FuzzReasoning(f *testing.F) {
+	f.Add("<think>\na</think>\n\nb", 5, false)
+	f.Add("x </th</think> y", 3, true)
+	f.Fuzz(func(t *testing.T, s string, cut int, open bool) {
+		if cut < 0 || cut > len(s) {
+			return
+		}
+		r1, a1 := splitReasoning(open, s)
+		r2, a2 := splitReasoning(open, s[:cut], s[cut:])
+		if r1 != r2 || a1 != a2 {
+			t.Fatalf("split at %d: %q %q vs whole %q %q", cut, r2, a2, r1, a1)
+		}
+		if !strings.Contains(s, r1) || !strings.Contains(s, a1) {
+			t.Fatalf("%q gave reasoning %q answer %q, not parts of it", s, r1, a1)
+		}
+	})
 }
