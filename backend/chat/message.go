@@ -29,7 +29,8 @@ type Vars map[string]json.RawMessage
 // text parts are kept.
 type Content string
 
-// UnmarshalJSON accepts a string, null, or [{"type":"text","text":…}, …].
+// UnmarshalJSON accepts a string, null, or [{"type":"text","text":…}, …]
+// (input_text and output_text parts too, as the Responses API writes them).
 func (c *Content) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	if string(b) == "null" {
@@ -53,7 +54,9 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 	}
 	var sb strings.Builder
 	for _, p := range parts {
-		if p.Type != "text" && p.Type != "input_text" {
+		switch p.Type {
+		case "text", "input_text", "output_text": // chat's parts and the Responses API's
+		default:
 			return fmt.Errorf("content part of type %q is not supported (text only)", p.Type)
 		}
 		sb.WriteString(p.Text)

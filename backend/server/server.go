@@ -72,6 +72,7 @@ func New(e *engine.Engine, opt Options) *Server {
 	ec.Use(middleware.BodyLimit(MaxBody), s.auth)
 	ec.POST("/v1/chat/completions", s.chatCompletions)
 	ec.POST("/v1/completions", s.completions)
+	ec.POST("/v1/responses", s.responses)
 	ec.GET("/v1/models", s.models)
 	ec.GET("/v1/models/:id", s.model)
 	ec.GET("/health", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })

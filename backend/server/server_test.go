@@ -511,7 +511,7 @@ func TestDisconnectFreesBlocks(t *testing.T) {
 	}
 }
 
-var volatile = regexp.MustCompile(`"(id|created)":("[^"]*"|\d+)`)
+var volatile = regexp.MustCompile(`"(id|created|created_at|item_id|call_id)":("[^"]*"|\d+)`)
 
 // TestGoldenSSE pins the exact stream bytes (ids and times masked).
 func TestGoldenSSE(t *testing.T) {
@@ -521,11 +521,16 @@ func TestGoldenSSE(t *testing.T) {
 		"completion_stop": `{"prompt":"Once upon a time","max_tokens":30,"temperature":0,"stream":true,"stop":["Lily"]}`,
 		// A required call streams its name first, then argument fragments.
 		"chat_tool_stream": `{"messages":[{"role":"user","content":"List files"}],"tools":[{"type":"function","function":{"name":"ls","parameters":{"type":"object","properties":{"dir":{"type":"string"}},"required":["dir"]}}}],"tool_choice":"required","max_tokens":40,"temperature":0,"stream":true}`,
+		// The Responses API's events for a short text and a forced call.
+		"responses_tool_stream": `{"input":[{"role":"user","content":"List files"}],"tools":[{"type":"function","name":"ls","parameters":{"type":"object","properties":{"dir":{"type":"string","maxLength":6}},"required":["dir"]}}],"tool_choice":"required","max_output_tokens":80,"temperature":0,"stream":true,"cache_salt":"responses"}`,
 	}
 	for name, body := range cases {
 		path := "/v1/chat/completions"
-		if strings.HasPrefix(name, "completion") {
+		switch {
+		case strings.HasPrefix(name, "completion"):
 			path = "/v1/completions"
+		case strings.HasPrefix(name, "responses"):
+			path = "/v1/responses"
 		}
 		_, got := post(t, f.srv.URL+path, "", body)
 		got = volatile.ReplaceAllString(got, `"$1":"X"`)
@@ -545,14 +550,27 @@ func TestGoldenSSE(t *testing.T) {
 }
 
 func FuzzChatBody(f *testing.F) {
-	fx := start(f, engine.Options{MaxContext: 256}, Options{})
-	h := fx.srv.Config.Handler
 	f.Add(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
 	f.Add(`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"required","max_tokens":3}`)
 	f.Add(`{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"array"}}},"max_tokens":3,"stream":true}`)
+	fuzzBodies(f, "/v1/chat/completions")
+}
+
+func FuzzResponsesBody(f *testing.F) {
+	f.Add(`{"input":"hi","max_output_tokens":2}`)
+	f.Add(`{"input":[{"role":"user","content":"a"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"x"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":"required","max_output_tokens":3,"stream":true}`)
+	f.Add(`{"input":"x","text":{"format":{"type":"json_schema","name":"a","schema":{"type":"array"}}},"max_output_tokens":3}`)
+	fuzzBodies(f, "/v1/responses")
+}
+
+// fuzzBodies posts fuzzed bodies to path: every answer is a success or an
+// OpenAI-style error, never a panic.
+func fuzzBodies(f *testing.F, path string) {
+	fx := start(f, engine.Options{MaxContext: 256}, Options{})
+	h := fx.srv.Config.Handler
 	f.Fuzz(func(t *testing.T, body string) {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewBufferString(body)))
+		h.ServeHTTP(rec, httptest.NewRequest("POST", path, bytes.NewBufferString(body)))
 		if rec.Code != 200 && !strings.HasPrefix(rec.Body.String(), `{"error":`) {
 			t.Fatalf("status %d without an error body: %s", rec.Code, rec.Body.String())
 		}

@@ -8,8 +8,9 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// sse writes server-sent events in OpenAI's framing: "data: JSON\n\n",
-// ending with "data: [DONE]".
+// sse writes server-sent events in OpenAI's framings: chat and completions
+// send "data: JSON\n\n" ending with "data: [DONE]"; responses send named
+// events.
 type sse struct {
 	c       echo.Context
 	started bool
@@ -48,6 +49,16 @@ func (s *sse) send(v any) error {
 		return err
 	}
 	return s.write(append(append([]byte("data: "), b...), '\n', '\n'))
+}
+
+// event sends a named event, as the Responses API frames them:
+// "event: NAME\ndata: JSON\n\n".
+func (s *sse) event(name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.write(append(append([]byte("event: "+name+"\ndata: "), b...), '\n', '\n'))
 }
 
 func (s *sse) sendError(err error) {

@@ -1,0 +1,265 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"jspark/backend/chat"
+)
+
+// ResponsesRequest is the body of POST /v1/responses, OpenAI's Responses API
+// (what Codex CLI speaks). It is served by turning it into the equivalent
+// chat request, so prompts, tools, constraints and the prefix cache behave
+// exactly as for /v1/chat/completions.
+//
+// NOTE: nothing is stored: store is accepted and ignored, and
+// previous_response_id is refused; clients send the whole input each turn,
+// as Codex does (store false).
+type ResponsesRequest struct {
+	Model             string            `json:"model"`
+	Instructions      string            `json:"instructions"`
+	Input             json.RawMessage   `json:"input"`
+	Tools             []json.RawMessage `json:"tools"`
+	ToolChoice        json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls *bool             `json:"parallel_tool_calls"`
+	MaxOutputTokens   *int              `json:"max_output_tokens"`
+	Stream            bool              `json:"stream"`
+	Sampling
+	Text *struct {
+		Format *struct {
+			Type   string          `json:"type"`
+			Name   string          `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+			Strict bool            `json:"strict"`
+		} `json:"format"`
+	} `json:"text"`
+	PreviousResponseID string          `json:"previous_response_id"`
+	Conversation       json.RawMessage `json:"conversation"`
+	Background         bool            `json:"background"`
+	ChatTemplateKwargs chat.Vars       `json:"chat_template_kwargs"`
+	CacheSalt          string          `json:"cache_salt"`
+}
+
+// responseInput is one item of input: a message, a function call, its
+// output, or reasoning. A message may come without a type.
+type responseInput struct {
+	Type      string          `json:"type"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments string          `json:"arguments"`
+	Output    chat.Content    `json:"output"`
+	Summary   []responsePart  `json:"summary"`
+}
+
+// responsePart is a text part of a message or reasoning item.
+type responsePart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// chatRequest is the chat request that r asks for.
+func (r *ResponsesRequest) chatRequest() (*ChatRequest, error) {
+	if r.PreviousResponseID != "" {
+		return nil, badRequest("previous_response_id", "previous_response_id needs stored responses, which this server does not keep; send the whole conversation as input")
+	}
+	if c := bytes.TrimSpace(r.Conversation); len(c) > 0 && string(c) != "null" {
+		return nil, badRequest("conversation", "conversations need stored state, which this server does not keep; send the whole conversation as input")
+	}
+	if r.Background {
+		return nil, badRequest("background", "background responses are not supported")
+	}
+	cr := &ChatRequest{Model: r.Model, ParallelToolCalls: r.ParallelToolCalls, MaxCompletionTokens: r.MaxOutputTokens,
+		Sampling: r.Sampling, ChatTemplateKwargs: r.ChatTemplateKwargs, CacheSalt: r.CacheSalt}
+	if r.Instructions != "" {
+		cr.Messages = append(cr.Messages, chat.Message{Role: "system", Content: chat.Content(r.Instructions)})
+	}
+	msgs, err := inputMessages(r.Input)
+	if err != nil {
+		return nil, err
+	}
+	cr.Messages = append(cr.Messages, msgs...)
+	for i, raw := range r.Tools {
+		var t struct {
+			Type        string          `json:"type"`
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
+			Strict      bool            `json:"strict"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d]: %v", i, err)
+		}
+		// Hosted tools (web search, file search, …) need executors this
+		// server does not have; the model is offered the function tools.
+		if t.Type != "function" {
+			continue
+		}
+		cr.Tools = append(cr.Tools, chat.Tool{Type: "function", Function: chat.Function{
+			Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}})
+	}
+	tc, err := chatToolChoice(r.ToolChoice)
+	if err != nil {
+		return nil, err
+	}
+	cr.ToolChoice = tc
+	if r.Text != nil && r.Text.Format != nil {
+		f := r.Text.Format
+		cr.ResponseFormat = &ResponseFormat{Type: f.Type}
+		if f.Type == "json_schema" {
+			cr.ResponseFormat.JSONSchema = &struct {
+				Name   string          `json:"name"`
+				Schema json.RawMessage `json:"schema"`
+				Strict bool            `json:"strict"`
+			}{f.Name, f.Schema, f.Strict}
+		}
+	}
+	return cr, nil
+}
+
+// chatToolChoice turns the Responses API's tool_choice ("auto", "none",
+// "required" or {"type":"function","name":…}) into chat's.
+func chatToolChoice(raw json.RawMessage) (json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return raw, nil
+	}
+	var named struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(raw, &named); err != nil || named.Type != "function" || named.Name == "" {
+		return nil, badRequest("tool_choice", `tool_choice must be "auto", "none", "required" or {"type":"function","name":…}`)
+	}
+	b, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": named.Name}})
+	return b, nil
+}
+
+// inputMessages turns input (a string, or a list of items) into chat
+// messages. An assistant turn arrives as several items (reasoning, a
+// message, function calls); they join into one assistant message, as the
+// chat template expects it.
+func inputMessages(raw json.RawMessage) ([]chat.Message, error) {
+	raw = bytes.TrimSpace(raw)
+	var text string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &text) == nil {
+		return []chat.Message{{Role: "user", Content: chat.Content(text)}}, nil
+	}
+	var items []responseInput
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, badRequest("input", "input must be a string or a list of items: %v", err)
+	}
+	var msgs []chat.Message
+	var turn *chat.Message // the assistant message being assembled
+	assistant := func() *chat.Message {
+		if turn == nil {
+			msgs = append(msgs, chat.Message{Role: "assistant"})
+			turn = &msgs[len(msgs)-1]
+		}
+		return turn
+	}
+	for i, it := range items {
+		param := fmt.Sprintf("input[%d]", i)
+		switch it.Type {
+		case "message", "":
+			var c chat.Content
+			if err := json.Unmarshal(it.Content, &c); err != nil {
+				return nil, badRequest(param, "%s.content: %v", param, err)
+			}
+			switch it.Role {
+			case "assistant":
+				if turn != nil && (turn.Content != "" || len(turn.ToolCalls) > 0) {
+					turn = nil // a second message: a new turn
+				}
+				assistant().Content = c
+				continue
+			case "user", "system", "developer":
+				msgs = append(msgs, chat.Message{Role: it.Role, Content: c})
+			default:
+				return nil, badRequest(param, "%s.role %q is not user, system, developer or assistant", param, it.Role)
+			}
+		case "reasoning":
+			var parts []responsePart
+			if len(it.Content) > 0 && string(it.Content) != "null" {
+				if err := json.Unmarshal(it.Content, &parts); err != nil {
+					return nil, badRequest(param, "%s.content: %v", param, err)
+				}
+			}
+			if len(parts) == 0 {
+				parts = it.Summary
+			}
+			if turn != nil && (turn.Content != "" || len(turn.ToolCalls) > 0) {
+				turn = nil
+			}
+			m := assistant()
+			for _, p := range parts {
+				m.ReasoningContent += p.Text
+			}
+			continue
+		case "function_call":
+			if it.CallID == "" || it.Name == "" {
+				return nil, badRequest(param, "%s: a function_call needs call_id and name", param)
+			}
+			m := assistant()
+			m.ToolCalls = append(m.ToolCalls, chat.ToolCall{ID: it.CallID, Type: "function",
+				Function: chat.FunctionCall{Name: it.Name, Arguments: it.Arguments}})
+			continue
+		case "function_call_output":
+			if it.CallID == "" {
+				return nil, badRequest(param, "%s: a function_call_output needs call_id", param)
+			}
+			msgs = append(msgs, chat.Message{Role: "tool", ToolCallID: it.CallID, Content: it.Output})
+		default:
+			return nil, badRequest(param, "%s.type %q is not supported (message, reasoning, function_call, function_call_output)", param, it.Type)
+		}
+		turn = nil
+	}
+	return msgs, nil
+}
+
+func (s *Server) responses(c echo.Context) error {
+	var r ResponsesRequest
+	if err := decode(c, &r); err != nil {
+		return err
+	}
+	cr, err := r.chatRequest()
+	if err != nil {
+		return err
+	}
+	j, err := s.prepare(cr)
+	if err != nil {
+		return err
+	}
+	b := &responseBuilder{id: newID("resp_"), created: now(), req: &r, model: s.opt.ServedName}
+	if !r.Stream {
+		res, err := s.run(c.Request().Context(), j, func(o output) error { return b.add(o.delta) })
+		if err != nil {
+			return err
+		}
+		resp, _ := b.finish(&res)
+		return c.JSON(http.StatusOK, resp)
+	}
+	b.sse = newSSE(c)
+	res, err := s.run(c.Request().Context(), j, func(o output) error {
+		if !b.sse.started {
+			return b.start()
+		}
+		return b.add(o.delta)
+	})
+	if err != nil {
+		if !b.sse.started {
+			return err
+		}
+		b.fail(err)
+		return nil
+	}
+	if resp, err := b.finish(&res); err == nil {
+		b.event("response."+resp["status"].(string), map[string]any{"response": resp})
+	}
+	return nil
+}
