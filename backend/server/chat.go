@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -136,18 +137,18 @@ func parseStop(raw json.RawMessage) ([]string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
+	var many []string
 	var one string
 	if json.Unmarshal(raw, &one) == nil {
-		return []string{one}, nil
-	}
-	var many []string
-	if err := json.Unmarshal(raw, &many); err != nil {
+		many = []string{one}
+	} else if err := json.Unmarshal(raw, &many); err != nil {
 		return nil, badRequest("stop", "stop must be a string or an array of strings")
 	}
 	if len(many) > 4 {
 		return nil, badRequest("stop", "at most 4 stop sequences, got %d", len(many))
 	}
-	return many, nil
+	// An empty string would match before every token: it stops nothing.
+	return slices.DeleteFunc(many, func(s string) bool { return s == "" }), nil
 }
 
 // toolChoice reads tool_choice: "" (auto), "none", "required" or a name.

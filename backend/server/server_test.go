@@ -428,6 +428,10 @@ func TestSamplingReachesTheSampler(t *testing.T) {
 	f := start(t, engine.Options{}, Options{})
 	m := f.e.Model()
 	prompt := "Once upon a time, there was a little"
+	// An empty stop string stops nothing.
+	if resp, body := post(t, f.srv.URL+"/v1/completions", "", `{"prompt":"`+prompt+`","max_tokens":4,"stop":["",""]}`); resp.StatusCode != 200 || !strings.Contains(body, `"completion_tokens":4`) {
+		t.Fatalf("empty stop: %d %s", resp.StatusCode, body)
+	}
 	cases := []struct {
 		body string
 		p    sample.Params
