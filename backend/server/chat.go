@@ -63,12 +63,15 @@ type StreamOptions struct {
 
 // ResponseFormat is response_format.
 type ResponseFormat struct {
-	Type       string `json:"type"`
-	JSONSchema *struct {
-		Name   string          `json:"name"`
-		Schema json.RawMessage `json:"schema"`
-		Strict bool            `json:"strict"`
-	} `json:"json_schema"`
+	Type       string            `json:"type"`
+	JSONSchema *JSONSchemaFormat `json:"json_schema"`
+}
+
+// JSONSchemaFormat names the JSON schema an output must follow.
+type JSONSchemaFormat struct {
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema"`
+	Strict bool            `json:"strict"`
 }
 
 // params checks the sampling fields against OpenAI's and vLLM's ranges;

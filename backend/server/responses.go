@@ -31,10 +31,8 @@ type ResponsesRequest struct {
 	Sampling
 	Text *struct {
 		Format *struct {
-			Type   string          `json:"type"`
-			Name   string          `json:"name"`
-			Schema json.RawMessage `json:"schema"`
-			Strict bool            `json:"strict"`
+			Type string `json:"type"`
+			JSONSchemaFormat
 		} `json:"format"`
 	} `json:"text"`
 	PreviousResponseID string          `json:"previous_response_id"`
@@ -112,11 +110,8 @@ func (r *ResponsesRequest) chatRequest() (*ChatRequest, error) {
 		f := r.Text.Format
 		cr.ResponseFormat = &ResponseFormat{Type: f.Type}
 		if f.Type == "json_schema" {
-			cr.ResponseFormat.JSONSchema = &struct {
-				Name   string          `json:"name"`
-				Schema json.RawMessage `json:"schema"`
-				Strict bool            `json:"strict"`
-			}{f.Name, f.Schema, f.Strict}
+			js := f.JSONSchemaFormat
+			cr.ResponseFormat.JSONSchema = &js
 		}
 	}
 	return cr, nil
@@ -163,6 +158,13 @@ func inputMessages(raw json.RawMessage) ([]chat.Message, error) {
 		}
 		return turn
 	}
+	// A turn's reasoning and text come before its calls: another of either
+	// after text or calls starts the next turn.
+	nextTurn := func() {
+		if turn != nil && (turn.Content != "" || len(turn.ToolCalls) > 0) {
+			turn = nil
+		}
+	}
 	for i, it := range items {
 		param := fmt.Sprintf("input[%d]", i)
 		switch it.Type {
@@ -173,9 +175,7 @@ func inputMessages(raw json.RawMessage) ([]chat.Message, error) {
 			}
 			switch it.Role {
 			case "assistant":
-				if turn != nil && (turn.Content != "" || len(turn.ToolCalls) > 0) {
-					turn = nil // a second message: a new turn
-				}
+				nextTurn()
 				assistant().Content = c
 				continue
 			case "user", "system", "developer":
@@ -193,9 +193,7 @@ func inputMessages(raw json.RawMessage) ([]chat.Message, error) {
 			if len(parts) == 0 {
 				parts = it.Summary
 			}
-			if turn != nil && (turn.Content != "" || len(turn.ToolCalls) > 0) {
-				turn = nil
-			}
+			nextTurn()
 			m := assistant()
 			for _, p := range parts {
 				m.ReasoningContent += p.Text

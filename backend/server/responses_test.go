@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	openai "github.com/sashabaranov/go-openai"
 
+	"jspark/backend/chat"
 	"jspark/backend/engine"
 )
 
@@ -207,5 +209,38 @@ func TestResponsesErrors(t *testing.T) {
 		if resp.StatusCode != 400 || !strings.Contains(body, c.want) || !strings.HasPrefix(body, `{"error":{"message":`) {
 			t.Errorf("%s: %d %s; want 400 with %s", c.body, resp.StatusCode, body, c.want)
 		}
+	}
+}
+
+// An assistant turn arrives as items (reasoning, text, calls); each turn
+// becomes one assistant message, and the next reasoning or text after text
+// or calls starts the next turn.
+func TestResponsesInputTurns(t *testing.T) {
+	in := `[{"role":"user","content":"go"},
+		{"type":"reasoning","summary":[{"type":"summary_text","text":"plan"}]},
+		{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Looking."}]},
+		{"type":"function_call","call_id":"c1","name":"ls","arguments":"{}"},
+		{"type":"function_call","call_id":"c2","name":"cat","arguments":"{\"p\":1}"},
+		{"type":"function_call_output","call_id":"c1","output":"a"},
+		{"type":"function_call_output","call_id":"c2","output":[{"type":"input_text","text":"b"}]},
+		{"type":"message","role":"assistant","content":"Done."},
+		{"type":"reasoning","content":[{"type":"reasoning_text","text":"again"}]},
+		{"type":"function_call","call_id":"c3","name":"ls","arguments":"{}"}]`
+	got, err := inputMessages(json.RawMessage(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []chat.Message{
+		{Role: "user", Content: "go"},
+		{Role: "assistant", Content: "Looking.", ReasoningContent: "plan", ToolCalls: []chat.ToolCall{
+			{ID: "c1", Type: "function", Function: chat.FunctionCall{Name: "ls", Arguments: "{}"}},
+			{ID: "c2", Type: "function", Function: chat.FunctionCall{Name: "cat", Arguments: `{"p":1}`}}}},
+		{Role: "tool", ToolCallID: "c1", Content: "a"},
+		{Role: "tool", ToolCallID: "c2", Content: "b"},
+		{Role: "assistant", Content: "Done."},
+		{Role: "assistant", ReasoningContent: "again", ToolCalls: []chat.ToolCall{{ID: "c3", Type: "function", Function: chat.FunctionCall{Name: "ls", Arguments: "{}"}}}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("messages (-want +got):\n%s", diff)
 	}
 }
