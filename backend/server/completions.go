@@ -123,14 +123,13 @@ func (s *Server) completions(c echo.Context) error {
 			echo = tok.Decode(ids, false)
 		}
 	}
-	// off is the next token's offset in the choice's text.
 	newLogprobs := func() *completionLogprobs {
 		if r.Logprobs == nil {
 			return nil
 		}
 		return &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float32{}, TopLogprobs: []map[string]float32{}, TextOffset: []int{}}
 	}
-	off := len(echo)
+	off := len(echo) // the next token's offset in the choice's text
 	id, created := newID("cmpl-"), now()
 	if !r.Stream {
 		out := echo
