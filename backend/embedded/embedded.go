@@ -14,7 +14,7 @@ const Name = "embedded:stories260K.gguf"
 //go:embed stories260K.gguf
 var image string
 
-// SHA256 of the embedded file, as published in ../shared/models/README.md.
+// SHA256 of the embedded file, as published in README.md beside it.
 const SHA256 = "047bf46455a544931cff6fef14d7910154c56afbc23ab1c5e56a72e69912c04b"
 
 // Open parses the embedded model. The bytes are copied once into 8-byte

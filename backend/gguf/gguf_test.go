@@ -12,7 +12,7 @@ import (
 	"jspark/kernels/quant"
 )
 
-const stories = "../../../shared/models/stories260K.gguf"
+const stories = "../embedded/stories260K.gguf"
 
 func sample(t testing.TB) []byte {
 	var w Writer

@@ -181,7 +181,7 @@ func FuzzValidNeverPanics(f *testing.F) {
 }
 
 func gpt2(t testing.TB) *tokenizer.Tokenizer {
-	f, err := gguf.Open("../../../shared/models/vocab/ggml-vocab-gpt-2.gguf")
+	f, err := gguf.Open("../../testdata/vocab/ggml-vocab-gpt-2.gguf")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ type refCase struct {
 }
 
 func refCases(t *testing.T) []refCase {
-	f, err := os.Open("../../../shared/refs/stories260K-greedy.jsonl")
+	f, err := os.Open("../../testdata/refs/stories260K-greedy.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

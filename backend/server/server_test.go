@@ -587,7 +587,7 @@ func fuzzBodies(f *testing.F, path string) {
 // the same as not; echo prepends the prompt.
 func TestCompletionLogprobs(t *testing.T) {
 	f := start(t, engine.Options{}, Options{})
-	raw, err := os.ReadFile("../../../shared/refs/stories260K-greedy.jsonl")
+	raw, err := os.ReadFile("../../testdata/refs/stories260K-greedy.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,8 @@ import (
 	"jspark/backend/gguf"
 )
 
-const shared = "../../../shared/models/"
+// vocab holds llama.cpp's tokenizer test vectors (see testdata/README.md).
+const vocab = "../../testdata/vocab/"
 
 func load(t testing.TB, path string) *Tokenizer {
 	t.Helper()
@@ -58,8 +59,8 @@ func vectors(t *testing.T, base string) ([]string, [][]int) {
 func TestLlamaCppVectors(t *testing.T) {
 	for _, name := range []string{"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"} {
 		t.Run(name, func(t *testing.T) {
-			tok := load(t, shared+"vocab/"+name)
-			inputs, want := vectors(t, shared+"vocab/"+name)
+			tok := load(t, vocab+name)
+			inputs, want := vectors(t, vocab+name)
 			for i, in := range inputs {
 				got := tok.Encode(in, false, false)
 				if len(got) == 0 {
@@ -77,7 +78,7 @@ func TestLlamaCppVectors(t *testing.T) {
 }
 
 func TestStoriesPrompts(t *testing.T) {
-	tok := load(t, shared+"stories260K.gguf")
+	tok := load(t, "../embedded/stories260K.gguf")
 	cases := map[string][]int{
 		"Once upon a time":         {1, 403, 407, 261, 378},
 		"One day, a boy named Tom": {1, 385, 328, 432, 261, 268, 414, 422, 395, 274, 287},
@@ -97,8 +98,8 @@ func TestStoriesPrompts(t *testing.T) {
 }
 
 func FuzzRoundTrip(f *testing.F) {
-	spm := load(f, shared+"vocab/ggml-vocab-llama-spm.gguf")
-	bpe := load(f, shared+"vocab/ggml-vocab-gpt-2.gguf")
+	spm := load(f, vocab+"ggml-vocab-llama-spm.gguf")
+	bpe := load(f, vocab+"ggml-vocab-gpt-2.gguf")
 	for _, s := range []string{"Hello world", " \n\t x", "Führer 3333 's", "🚀 (normal)", "ied 4 ½ months", ""} {
 		f.Add(s)
 	}

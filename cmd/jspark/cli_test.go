@@ -49,7 +49,7 @@ func jspark(t *testing.T, args ...string) (stdout, stderr string, code int) {
 }
 
 func TestGenerateJSONMatchesLlamaCpp(t *testing.T) {
-	f, err := os.Open("../../../shared/refs/stories260K-greedy.jsonl")
+	f, err := os.Open("../../testdata/refs/stories260K-greedy.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
