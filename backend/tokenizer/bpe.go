@@ -1,10 +1,6 @@
 package tokenizer
 
-import (
-	"container/heap"
-	"fmt"
-	"unicode"
-)
+import "container/heap"
 
 // byteToRune is GPT-2's reversible map from bytes to printable runes.
 var byteToRune, runeToByte = func() ([256]rune, map[rune]byte) {
@@ -25,13 +21,19 @@ var byteToRune, runeToByte = func() ([256]rune, map[rune]byte) {
 
 // encodeBPE splits text into pre-tokenizer words, maps each word's bytes to
 // GPT-2 runes and applies the ranked merges.
-func (t *Tokenizer) encodeBPE(text string, out []int) []int {
-	for _, word := range t.pretok([]rune(text)) {
-		var mapped []rune
+func (t *Tokenizer) encodeBPE(text string, m *matcher, out []int) []int {
+	var mapped []rune
+	for _, word := range t.pre.split([]rune(text), m) {
+		mapped = mapped[:0]
 		for _, b := range []byte(string(word)) {
 			mapped = append(mapped, byteToRune[b])
 		}
-		out = t.mergeWord(string(mapped), out)
+		w := string(mapped)
+		if id, ok := t.ids[w]; ok && t.pre.ignoreMerges {
+			out = append(out, id)
+			continue
+		}
+		out = t.mergeWord(w, out)
 	}
 	return out
 }
@@ -82,136 +84,4 @@ func (t *Tokenizer) mergeWord(word string, out []int) []int {
 		}
 	}
 	return out
-}
-
-// preTokenizer returns the word splitter named by tokenizer.ggml.pre. Each
-// is a hand-written matcher for the regular expression in the comment, since
-// Go's regexp has no lookahead.
-func preTokenizer(name string) (func([]rune) [][]rune, error) {
-	switch name {
-	case "", "default", "gpt2", "gpt-2":
-		// 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-		return splitGPT2, nil
-	case "llama3", "llama-bpe", "llama-v3", "smaug-bpe", "dbrx":
-		// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-		return func(r []rune) [][]rune { return splitLlama3(r, 3) }, nil
-	case "qwen2", "qwen35", "deepseek-r1-qwen":
-		// same as llama3 with single digits: \p{N}
-		return func(r []rune) [][]rune { return splitLlama3(r, 1) }, nil
-	}
-	return nil, fmt.Errorf("unsupported BPE pre-tokenizer %q (supported: gpt2, llama-bpe, qwen2)", name)
-}
-
-func isL(r rune) bool     { return unicode.IsLetter(r) }
-func isN(r rune) bool     { return unicode.IsNumber(r) }
-func isS(r rune) bool     { return unicode.IsSpace(r) }
-func isOther(r rune) bool { return !isS(r) && !isL(r) && !isN(r) }
-func isNL(r rune) bool    { return r == '\r' || r == '\n' }
-
-func span(r []rune, i int, pred func(rune) bool) int {
-	for i < len(r) && pred(r[i]) {
-		i++
-	}
-	return i
-}
-
-// contraction matches 's 't 're 've 'm 'll 'd at i and returns its end, or i.
-func contraction(r []rune, i int, fold bool) int {
-	if r[i] != '\'' || i+1 >= len(r) {
-		return i
-	}
-	low := func(c rune) rune {
-		if fold {
-			return unicode.ToLower(c)
-		}
-		return c
-	}
-	c := low(r[i+1])
-	switch c {
-	case 's', 't', 'm', 'd':
-		return i + 2
-	}
-	if i+2 < len(r) {
-		pair := string([]rune{c, low(r[i+2])})
-		if pair == "re" || pair == "ve" || pair == "ll" {
-			return i + 3
-		}
-	}
-	return i
-}
-
-// whitespace applies \s+(?!\S)|\s+ at a whitespace rune i.
-func whitespace(r []rune, i int) int {
-	j := span(r, i, isS)
-	if j < len(r) && j-1 > i {
-		return j - 1 // leave the last space to lead the next word
-	}
-	return j
-}
-
-func splitGPT2(r []rune) [][]rune {
-	var words [][]rune
-	for i := 0; i < len(r); {
-		j := contraction(r, i, false)
-		if j == i {
-			k := i
-			if r[k] == ' ' && k+1 < len(r) {
-				k++
-			}
-			switch {
-			case isL(r[k]):
-				j = span(r, k, isL)
-			case isN(r[k]):
-				j = span(r, k, isN)
-			case isOther(r[k]):
-				j = span(r, k, isOther)
-			default:
-				j = whitespace(r, i)
-			}
-		}
-		words = append(words, r[i:j])
-		i = j
-	}
-	return words
-}
-
-func splitLlama3(r []rune, maxDigits int) [][]rune {
-	var words [][]rune
-	for i := 0; i < len(r); {
-		j := contraction(r, i, true)
-		switch {
-		case j > i:
-		case isL(r[i]):
-			j = span(r, i, isL)
-		case !isNL(r[i]) && !isN(r[i]) && i+1 < len(r) && isL(r[i+1]):
-			j = span(r, i+1, isL)
-		case isN(r[i]):
-			j = i
-			for j < len(r) && j-i < maxDigits && isN(r[j]) {
-				j++
-			}
-		case isOther(r[i]) || (r[i] == ' ' && i+1 < len(r) && isOther(r[i+1])):
-			k := i
-			if r[k] == ' ' {
-				k++
-			}
-			j = span(r, span(r, k, isOther), isNL)
-		default: // whitespace
-			end := span(r, i, isS)
-			lastNL := -1
-			for k := i; k < end; k++ {
-				if isNL(r[k]) {
-					lastNL = k
-				}
-			}
-			if lastNL >= 0 {
-				j = lastNL + 1
-			} else {
-				j = whitespace(r, i)
-			}
-		}
-		words = append(words, r[i:j])
-		i = j
-	}
-	return words
 }

@@ -1,7 +1,8 @@
 // Package tokenizer turns text into token ids and back, for the two
 // vocabulary families GGUF files carry: SentencePiece-style ("llama": scored
 // pieces, byte fallback, a leading space) and byte-level BPE ("gpt2": ranked
-// merges over a pre-tokenizer's words).
+// merges over the words of a pre-tokenizer, a table of regexes per family in
+// pretok.go that our own regex engine, regex.go and vm.go, runs).
 //
 // Both follow llama.cpp's algorithms so that ids match its tokenizer tests.
 package tokenizer
@@ -47,7 +48,7 @@ type Tokenizer struct {
 	byteIDs [256]int
 	merges  map[[2]string]int // BPE merge rank
 	special []int             // matchable special tokens, longest text first
-	pretok  func([]rune) [][]rune
+	pre     *preTokenizer
 }
 
 // FromGGUF builds the tokenizer a GGUF file describes.
@@ -152,7 +153,7 @@ func (t *Tokenizer) init(merges []string) error {
 			}
 		}
 		var err error
-		if t.pretok, err = preTokenizer(t.Pre); err != nil {
+		if t.pre, err = newPreTokenizer(t.Pre); err != nil {
 			return err
 		}
 	}
@@ -197,6 +198,7 @@ func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int {
 		out = append(out, t.BOS)
 	}
 	prevSpecial := true
+	var m matcher
 	for _, frag := range t.partition(text, parseSpecial) {
 		if frag.id >= 0 {
 			out = append(out, frag.id)
@@ -211,7 +213,7 @@ func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int {
 			}
 			out = t.encodeSPM(strings.ReplaceAll(s, " ", "\u2581"), out)
 		default:
-			out = t.encodeBPE(frag.text, out)
+			out = t.encodeBPE(frag.text, &m, out)
 		}
 		prevSpecial = false
 	}

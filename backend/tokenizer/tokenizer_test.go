@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,7 +58,8 @@ func vectors(t *testing.T, base string) ([]string, [][]int) {
 }
 
 func TestLlamaCppVectors(t *testing.T) {
-	for _, name := range []string{"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"} {
+	for _, name := range []string{"llama-spm", "phi-3", "gpt-2", "deepseek-coder", "deepseek-llm"} {
+		name := "ggml-vocab-" + name + ".gguf"
 		t.Run(name, func(t *testing.T) {
 			tok := load(t, vocab+name)
 			inputs, want := vectors(t, vocab+name)
@@ -97,22 +99,45 @@ func TestStoriesPrompts(t *testing.T) {
 	}
 }
 
+// FuzzRoundTrip: decoding an encoding gives the text back (SentencePiece
+// adds its leading space), and every pre-tokenizer family cuts text into
+// non-empty words that join back to it.
 func FuzzRoundTrip(f *testing.F) {
 	spm := load(f, vocab+"ggml-vocab-llama-spm.gguf")
-	bpe := load(f, vocab+"ggml-vocab-gpt-2.gguf")
-	for _, s := range []string{"Hello world", " \n\t x", "Führer 3333 's", "🚀 (normal)", "ied 4 ½ months", ""} {
+	var bpe []*Tokenizer
+	for _, name := range []string{"gpt-2", "deepseek-coder", "deepseek-llm"} {
+		bpe = append(bpe, load(f, vocab+"ggml-vocab-"+name+".gguf"))
+	}
+	var pres []*preTokenizer
+	for _, fam := range preFamilies {
+		pt, err := newPreTokenizer(fam.names[0])
+		if err != nil {
+			f.Fatal(err)
+		}
+		pres = append(pres, pt)
+	}
+	for _, s := range []string{"Hello world", " \n\t x", "Führer 3333 's", "🚀 (normal)", "ied 4 ½ months", "", "a  \u3000 1\n", "cafe\u0301 ÉCOLE'S 中文"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		if !utf8.ValidString(s) {
 			return
 		}
-		if got := bpe.Decode(bpe.Encode(s, false, false), false); got != s {
-			t.Fatalf("gpt2: %q → %q", s, got)
+		for _, tok := range bpe {
+			if got := tok.Decode(tok.Encode(s, false, false), false); got != s {
+				t.Fatalf("%s: %q → %q", tok.Pre, s, got)
+			}
 		}
 		got := spm.Decode(spm.Encode(s, false, false), false)
 		if s != "" && got != " "+s {
 			t.Fatalf("spm: %q → %q", s, got)
+		}
+		var m matcher
+		for _, pt := range pres {
+			ws := pt.split([]rune(s), &m)
+			if slices.ContainsFunc(ws, func(w []rune) bool { return len(w) == 0 }) || strings.Join(words(ws), "") != s {
+				t.Fatalf("%s: %q cut into %q", pt.name, s, words(ws))
+			}
 		}
 	})
 }
