@@ -38,10 +38,11 @@ type Tokenizer struct {
 	Types  []TokenType
 
 	BOS, EOS, UNK, PAD int // -1 when absent
+	EOT, EOM           int // end of turn, end of message (tool call); -1 when absent
 	AddBOS, AddEOS     bool
 	AddSpacePrefix     bool
 
-	// EOG holds every id that ends generation (EOS, EOT, <|im_end|> …).
+	// EOG holds every id that ends generation: see endOfGeneration.
 	EOG map[int]bool
 
 	ids     map[string]int
@@ -62,7 +63,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	if !ok || !isStr || len(tokens) == 0 {
 		return nil, fmt.Errorf("%s: tokenizer.ggml.tokens missing or not strings", f.Path)
 	}
-	t := &Tokenizer{Model: model, Tokens: tokens, BOS: -1, EOS: -1, UNK: -1, PAD: -1}
+	t := &Tokenizer{Model: model, Tokens: tokens, BOS: -1, EOS: -1, UNK: -1, PAD: -1, EOT: -1, EOM: -1}
 	t.Pre, _ = f.String("tokenizer.ggml.pre")
 	if a, ok := f.Array("tokenizer.ggml.scores"); ok {
 		s, isF := a.Values.([]float32)
@@ -117,14 +118,19 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		return nil, fmt.Errorf("%s: unsupported tokenizer model %q (want llama or gpt2)", f.Path, model)
 	}
 	t.PAD = id("tokenizer.ggml.padding_token_id", -1)
+	t.EOT, t.EOM = id("tokenizer.ggml.eot_token_id", -1), id("tokenizer.ggml.eom_token_id", -1)
 	t.AddEOS = flag("tokenizer.ggml.add_eos_token", false)
-	if err := t.init(merges); err != nil {
+	var fim []int
+	for _, key := range []string{"tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id", "tokenizer.ggml.fim_sep_token_id"} {
+		fim = append(fim, id(key, -1))
+	}
+	if err := t.init(merges, fim); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	return t, nil
 }
 
-func (t *Tokenizer) init(merges []string) error {
+func (t *Tokenizer) init(merges []string, fim []int) error {
 	t.ids = make(map[string]int, len(t.Tokens))
 	for i, s := range t.Tokens {
 		if _, dup := t.ids[s]; !dup {
@@ -157,22 +163,51 @@ func (t *Tokenizer) init(merges []string) error {
 			return err
 		}
 	}
+	t.endOfGeneration(fim)
 	for i, typ := range t.Types {
 		if (typ == TypeControl || typ == TypeUserDefined || typ == TypeUnknown) && t.Tokens[i] != "" {
 			t.special = append(t.special, i)
 		}
 	}
 	slices.SortStableFunc(t.special, func(a, b int) int { return len(t.Tokens[b]) - len(t.Tokens[a]) })
-	t.EOG = map[int]bool{}
-	if t.EOS >= 0 {
-		t.EOG[t.EOS] = true
-	}
-	for _, s := range []string{"<|eot_id|>", "<|im_end|>", "<|endoftext|>", "<|end_of_text|>", "<end_of_turn>", "<|eom_id|>"} {
-		if i, ok := t.ids[s]; ok && t.Types[i] == TypeControl {
-			t.EOG[i] = true
-		}
-	}
 	return nil
+}
+
+// endOfGeneration fills EOG with llama.cpp's rules (src/llama-vocab.cpp):
+// EOS; EOT and EOM, from their keys or else their usual spellings; the FIM
+// pad, repo and file-separator tokens (keys or spellings), which end a
+// code completion; and every token spelled as an end of turn. Tokens found
+// by spelling become control tokens, as llama.cpp makes them, so that they
+// never render as text.
+func (t *Tokenizer) endOfGeneration(fim []int) {
+	byText := func(texts ...string) int {
+		for _, s := range texts {
+			if i, ok := t.ids[s]; ok {
+				t.Types[i] = TypeControl
+				return i
+			}
+		}
+		return -1
+	}
+	if t.EOT < 0 {
+		t.EOT = byText("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "<｜end▁of▁sentence｜>")
+	}
+	if t.EOM < 0 {
+		t.EOM = byText("<|eom_id|>")
+	}
+	spellings := [][]string{{"<|fim_pad|>", "<fim-pad>", "<PAD>"}, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"}, {"<|file_sep|>"}}
+	t.EOG = map[int]bool{}
+	for i, id := range fim {
+		if id < 0 {
+			id = byText(spellings[i]...)
+		}
+		t.EOG[id] = true
+	}
+	for _, s := range []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>"} {
+		t.EOG[byText(s)] = true
+	}
+	t.EOG[t.EOS], t.EOG[t.EOT], t.EOG[t.EOM] = true, true, true
+	delete(t.EOG, -1)
 }
 
 // VocabSize is the number of tokens.
