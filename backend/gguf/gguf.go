@@ -102,6 +102,12 @@ type TensorInfo struct {
 	Type   quant.Type
 	Offset uint64 // from the start of the data section
 	Data   []byte // the tensor's bytes in the file
+	At     uint64 // where the tensor's info record starts in the file (read files only)
+}
+
+// offsetAt is where the info record holds the tensor's data offset.
+func (t *TensorInfo) offsetAt() uint64 {
+	return t.At + 8 + uint64(len(t.Name)) + 4 + 8*uint64(len(t.Dims)) + 4
 }
 
 // Elems is the number of elements.

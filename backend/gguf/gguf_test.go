@@ -1,7 +1,9 @@
 package gguf
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,6 +161,98 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, ti := range file.Tensors {
 			_ = ti.Data[len(ti.Data)-1]
+		}
+	})
+}
+
+// fieldAt is where tensor name's info record holds field ("n_dims",
+// "dims[i]", "type" or "offset") in data, a file Parse accepts.
+func fieldAt(t *testing.T, data []byte, name, field string) int {
+	t.Helper()
+	f, err := Parse("x.gguf", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti, ok := f.Tensor(name)
+	if !ok {
+		t.Fatalf("no tensor %s", name)
+	}
+	at := int(ti.At) + 8 + len(name)
+	switch field {
+	case "n_dims":
+		return at
+	case "type":
+		return at + 4 + 8*len(ti.Dims)
+	case "offset":
+		return int(ti.offsetAt())
+	}
+	var d int
+	if _, err := fmt.Sscanf(field, "dims[%d]", &d); err != nil {
+		t.Fatalf("field %q", field)
+	}
+	return at + 4 + 8*d
+}
+
+// A tensor offset near 2^64 once wrapped the data-offset sum around to a
+// small number and passed the bounds check.
+func TestTensorOffsetWrapsAround(t *testing.T) {
+	for _, off := range []uint64{1<<64 - 32, 1<<64 - 4096, 1 << 63} {
+		data := sample(t)
+		binary.LittleEndian.PutUint64(data[fieldAt(t, data, "b", "offset"):], off)
+		_, err := Parse("wrap.gguf", data)
+		var ge *Error
+		if !errors.As(err, &ge) || ge.Field != "tensor b.offset" || !strings.Contains(ge.Msg, "past the end of the file") {
+			t.Fatalf("offset %d: %v, want a tensor b.offset error", off, err)
+		}
+	}
+}
+
+// FuzzParseFields is the structure-aware twin of FuzzParse: a valid file
+// whose header counts and tensor records (n_dims, dims, type, offset) take
+// fuzzed values. Parse must refuse with an *Error or return tensors that
+// lie inside the file.
+func FuzzParseFields(f *testing.F) {
+	f.Add(uint8(0), uint8(0), uint64(1<<64-32))
+	f.Add(uint8(1), uint8(3), uint64(1<<40))
+	f.Add(uint8(2), uint8(1), uint64(1e9))
+	f.Add(uint8(1), uint8(6), uint64(3))
+	base := sample(f)
+	fields := []string{"n_dims", "dims[0]", "dims[1]", "type", "offset"}
+	f.Fuzz(func(t *testing.T, which, field uint8, v uint64) {
+		data := append([]byte(nil), base...)
+		switch which % 4 {
+		case 0: // a tensor's offset
+			binary.LittleEndian.PutUint64(data[fieldAt(t, base, "a", "offset"):], v)
+		case 1: // any field of either tensor's record
+			name := []string{"a", "b"}[field%2]
+			fl := fields[int(field/2)%len(fields)]
+			if fl == "dims[1]" && name == "b" {
+				fl = "dims[0]"
+			}
+			at := fieldAt(t, base, name, fl)
+			if fl == "n_dims" || fl == "type" {
+				binary.LittleEndian.PutUint32(data[at:], uint32(v))
+			} else {
+				binary.LittleEndian.PutUint64(data[at:], v)
+			}
+		case 2: // the header's counts
+			binary.LittleEndian.PutUint64(data[8+8*int(field%2):], v)
+		case 3: // the first metadata key's length
+			binary.LittleEndian.PutUint64(data[24:], v)
+		}
+		file, err := Parse("fields.gguf", data)
+		if err != nil {
+			var ge *Error
+			if !errors.As(err, &ge) {
+				t.Fatalf("error of type %T: %v", err, err)
+			}
+			return
+		}
+		for _, ti := range file.Tensors {
+			size := uint64(ti.Type.RowBytes(int(ti.Dims[0]))) * (ti.Elems() / ti.Dims[0])
+			if uint64(len(ti.Data)) != size || ti.Offset > uint64(len(data)) {
+				t.Fatalf("tensor %s: %d bytes at offset %d, want %d inside %d", ti.Name, len(ti.Data), ti.Offset, size, len(data))
+			}
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"os"
 	"syscall"
 
@@ -141,7 +142,7 @@ func Parse(name string, data []byte) (*File, error) {
 		if nd == 0 || nd > maxDims {
 			return nil, r.errAt(field+".n_dims", r.off-4, fmt.Sprintf("%d dimensions (want 1..%d)", nd, maxDims))
 		}
-		t := TensorInfo{Name: name, Dims: make([]uint64, nd)}
+		t := TensorInfo{Name: name, Dims: make([]uint64, nd), At: uint64(at)}
 		elems := uint64(1)
 		for d := range t.Dims {
 			if t.Dims[d], err = r.u64(fmt.Sprintf("%s.dims[%d]", field, d)); err != nil {
@@ -172,13 +173,21 @@ func Parse(name string, data []byte) (*File, error) {
 		f.Tensors = append(f.Tensors, t)
 	}
 	f.DataOffset = alignUp(uint64(r.off), f.Alignment)
+	end := uint64(len(data))
 	for i := range f.Tensors {
 		t := &f.Tensors[i]
-		size := uint64(t.Type.RowBytes(int(t.Dims[0]))) * (t.Elems() / t.Dims[0])
+		// NOTE: offsets and sizes come from the file; every sum and product
+		// is checked before it is formed, so a hostile value cannot wrap
+		// around and pass for a small one.
+		if f.DataOffset > end || t.Offset > end-f.DataOffset {
+			return nil, r.errAt("tensor "+t.Name+".offset", int(t.offsetAt()),
+				fmt.Sprintf("offset %d is past the end of the file (data starts at %d, file ends at %d)", t.Offset, f.DataOffset, end))
+		}
 		start := f.DataOffset + t.Offset
-		if start > uint64(len(data)) || size > uint64(len(data))-start {
+		hi, size := bits.Mul64(uint64(t.Type.RowBytes(int(t.Dims[0]))), t.Elems()/t.Dims[0])
+		if hi != 0 || size > end-start {
 			return nil, r.errAt("tensor "+t.Name+".data", int(start),
-				fmt.Sprintf("needs %d bytes but the file ends at %d (truncated?)", size, len(data)))
+				fmt.Sprintf("needs %d bytes but the file ends at %d (truncated?)", size, end))
 		}
 		t.Data = data[start : start+size : start+size]
 	}

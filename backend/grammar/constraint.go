@@ -3,32 +3,57 @@ package grammar
 import (
 	"math"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"jspark/backend/tokenizer"
 )
 
 // trie indexes a vocabulary by token bytes, so that one walk of the
-// automaton prices every token sharing a prefix at once.
+// automaton prices every token sharing a prefix at once. Children are
+// sorted by byte.
 type trie struct {
-	kids map[byte]*trie
-	ids  []int
+	bytes []byte
+	kids  []*trie
+	ids   []int
 }
 
 type vocab struct {
 	root  *trie
 	empty []int // tokens with no bytes (control tokens)
-	// Inside a JSON string every token made only of plain string bytes is
-	// allowed, whatever the grammar: those are listed once (plain), and only
-	// the tokens holding a quote, backslash or control byte need a walk.
+	// Inside a plain JSON string every token made only of whole writable
+	// characters (no quote, backslash or control byte) is allowed, whatever
+	// the grammar: those are listed once (plain), and only the others need
+	// a walk.
 	plain   []int
 	special *trie
 	maxLen  int // bytes of the longest token
+	depth   int // bytes of the longest token, for the walk's buffers
 }
 
-// plainByte is a byte a JSON string holds unescaped.
-func plainByte(c byte) bool { return c >= 0x20 && c != 0x7f && c != '"' && c != '\\' }
+// plainPiece reports whether a plain string holds b as it is: whole UTF-8
+// characters, all writable, none that must be escaped.
+func plainPiece(b []byte) bool {
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if r == utf8.RuneError && size <= 1 || r < 0x20 || r == '"' || r == '\\' || !writableRune(r) {
+			return false
+		}
+		b = b[size:]
+	}
+	return true
+}
+
+func writableRune(r rune) bool {
+	for _, w := range writable {
+		if w.lo <= r && r <= w.hi {
+			return true
+		}
+	}
+	return false
+}
 
 var vocabs sync.Map // *tokenizer.Tokenizer → *vocab
 
@@ -45,31 +70,25 @@ func vocabOf(t *tokenizer.Tokenizer) *vocab {
 		}
 		v.maxLen = max(v.maxLen, len(b))
 		v.root.add(b, id)
-		plain := true
-		for _, c := range b {
-			plain = plain && plainByte(c)
-		}
-		if plain {
+		if plainPiece(b) {
 			v.plain = append(v.plain, id)
 		} else {
 			v.special.add(b, id)
 		}
 	}
+	v.depth = v.maxLen + 1
 	actual, _ := vocabs.LoadOrStore(t, v)
 	return actual.(*vocab)
 }
 
 func (n *trie) add(b []byte, id int) {
 	for _, c := range b {
-		if n.kids == nil {
-			n.kids = map[byte]*trie{}
+		i := sort.Search(len(n.bytes), func(i int) bool { return n.bytes[i] >= c })
+		if i == len(n.bytes) || n.bytes[i] != c {
+			n.bytes = slices.Insert(n.bytes, i, c)
+			n.kids = slices.Insert(n.kids, i, &trie{})
 		}
-		k := n.kids[c]
-		if k == nil {
-			k = &trie{}
-			n.kids[c] = k
-		}
-		n = k
+		n = n.kids[i]
 	}
 	n.ids = append(n.ids, id)
 }
@@ -78,63 +97,42 @@ func (n *trie) add(b []byte, id int) {
 type Constraint struct {
 	tok    *tokenizer.Tokenizer
 	v      *vocab
-	states []state
+	states []cursor
 	text   strings.Builder
+	bufs   [][]cursor // the walk's successor lists, one per depth, reused
 }
 
 // NewConstraint starts g over a tokenizer's vocabulary.
 func (g *Grammar) NewConstraint(t *tokenizer.Tokenizer) *Constraint {
-	return &Constraint{tok: t, v: vocabOf(t), states: closure(state{frame{n: g.root}}, nil)}
+	return &Constraint{tok: t, v: vocabOf(t), states: g.start()}
+}
+
+func (g *Grammar) start() []cursor {
+	return dedup(cursors(closure(push(nil, frame{n: g.root}), nil), nil))
 }
 
 // Done reports whether the output is complete: nothing may follow. Where
 // it may end but could also go on (another tool call, more digits), the
 // mask allows end-of-generation and the model chooses.
 func (c *Constraint) Done() bool {
-	return len(c.states) > 0 && !slices.ContainsFunc(c.states, func(s state) bool { return len(s) > 0 })
+	return len(c.states) > 0 && !slices.ContainsFunc(c.states, func(s cursor) bool { return !s.done() })
 }
 
 // Text is the output accepted so far.
 func (c *Constraint) Text() string { return c.text.String() }
 
-func advance(states []state, b byte) []state {
-	var out []state
-	for _, s := range states {
-		out = step(s, b, out)
-	}
-	return dedup(out)
-}
-
-// dedup drops identical states (alternatives that merged again). The sets
-// are small: pairwise comparison beats building keys.
-func dedup(states []state) []state {
-	if len(states) < 2 {
-		return states
-	}
-	out := states[:0]
-	for _, s := range states {
-		dup := false
-		for _, o := range out {
-			if slices.Equal(s, o) {
-				dup = true
-				break
-			}
-		}
-		if !dup {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// inString reports whether the only state is inside a JSON string with room
-// for any token's worth of plain bytes.
+// inString reports whether the only state is inside a plain JSON string
+// with room for any token's worth of characters.
 func (c *Constraint) inString() bool {
-	if len(c.states) != 1 || len(c.states[0]) == 0 {
+	if len(c.states) != 1 || c.states[0].done() {
 		return false
 	}
-	f := c.states[0][len(c.states[0])-1]
-	return f.n.kind == kStr && f.phase == 1 && f.n.max-f.i >= c.v.maxLen
+	f := c.states[0].f
+	if f.n.kind != kStr || f.phase != strIn {
+		return false
+	}
+	p := f.n.str
+	return p.plain() && !p.dfa.mid[f.a] && p.max-int(f.i) >= c.v.maxLen
 }
 
 // Allowed returns a mask of the tokens that keep the output valid.
@@ -158,20 +156,27 @@ func (c *Constraint) walkAll() []bool {
 }
 
 func (c *Constraint) walk(mask []bool, root *trie) {
-	var walk func(n *trie, states []state)
-	walk = func(n *trie, states []state) {
-		for b, k := range n.kids {
-			ns := advance(states, b)
+	if len(c.bufs) < c.v.depth {
+		c.bufs = make([][]cursor, c.v.depth)
+	}
+	var walk func(n *trie, states []cursor, depth int)
+	walk = func(n *trie, states []cursor, depth int) {
+		for i, b := range n.bytes {
+			ns := advance(states, b, c.bufs[depth])
+			c.bufs[depth] = ns[:0]
 			if len(ns) == 0 {
 				continue
 			}
+			k := n.kids[i]
 			for _, id := range k.ids {
 				mask[id] = true
 			}
-			walk(k, ns)
+			if len(k.bytes) > 0 {
+				walk(k, ns, depth+1)
+			}
 		}
 	}
-	walk(root, c.states)
+	walk(root, c.states, 0)
 	if slices.ContainsFunc(c.states, canEnd) {
 		for id := range c.tok.EOG {
 			mask[id] = true
@@ -198,7 +203,7 @@ func (c *Constraint) Mask(logits []float32) {
 func (c *Constraint) Accept(id int) bool {
 	b := c.tok.AppendPiece(nil, id, false)
 	for _, x := range b {
-		c.states = advance(c.states, x)
+		c.states = advance(c.states, x, nil)
 	}
 	c.text.Write(b)
 	return c.Done() || len(c.states) == 0
@@ -206,9 +211,9 @@ func (c *Constraint) Accept(id int) bool {
 
 // Valid reports whether text is a complete output of g (for tests).
 func (g *Grammar) Valid(text string) bool {
-	states := closure(state{frame{n: g.root}}, nil)
+	states := g.start()
 	for i := 0; i < len(text); i++ {
-		states = advance(states, text[i])
+		states = advance(states, text[i], nil)
 		if len(states) == 0 {
 			return false
 		}
@@ -216,17 +221,16 @@ func (g *Grammar) Valid(text string) bool {
 	return slices.ContainsFunc(states, canEnd)
 }
 
-// canEnd reports whether output in state s may end here: the stack is
-// empty, or a number that may stop here is all that is left (a number at
-// the top level has no byte after it to close it, so the model ends it
-// with end-of-generation, which the mask then allows).
-func canEnd(s state) bool {
-	if len(s) == 0 {
+// canEnd reports whether output in state s may end here: it is complete,
+// or a number that may stop here is all that is left (a number at the top
+// level has no byte after it to close it, so the model ends it with
+// end-of-generation, which the mask then allows).
+func canEnd(s cursor) bool {
+	if s.done() {
 		return true
 	}
-	f := s[len(s)-1]
-	if f.n.kind != kNum || !numDone(f) {
+	if s.f.n.kind != kNum || !s.f.n.num.complete(s.f.s) {
 		return false
 	}
-	return slices.ContainsFunc(closure(s[:len(s)-1], nil), func(p state) bool { return len(p) == 0 })
+	return slices.Contains(closure(s.up, nil), nil)
 }

@@ -1,7 +1,9 @@
 // Package grammar compiles JSON schemas (tool parameters, response_format)
 // into a byte-level pushdown automaton and uses it as a token constraint:
 // at each step only tokens whose bytes keep the output a valid prefix are
-// allowed.
+// allowed. Every schema keyword the compiler accepts is enforced while
+// decoding (bounds, lengths, patterns, enums), never checked afterwards;
+// a keyword it cannot enforce is a *SchemaError naming it and its path.
 //
 // NOTE: the output is compact JSON with object keys in sorted order and only
 // the escapes Go's encoder writes, so a generated call re-renders byte for
@@ -10,33 +12,45 @@
 package grammar
 
 import (
-	"slices"
-	"strings"
+	"sort"
+	"sync/atomic"
 )
 
-type kind int
+type kind uint8
 
 const (
 	kLit kind = iota // exact bytes
 	kSeq             // items in order
 	kAlt             // one of items
-	kStr             // a JSON string of at most max bytes
-	kNum             // a JSON number (integer when integer)
+	kStr             // a JSON string (str)
+	kNum             // a JSON number (num)
 	kRep             // open, item (sep item)*, close; between min and max items
 	kObj             // an object's members after its "{": props in order, optional ones skippable, then "}"
+	kSet             // one of set, sorted distinct literals (an enum)
 )
 
-// node is one grammar element; trees may share nodes.
+// node is one grammar element; trees may share nodes and, through $ref,
+// form cycles. Nodes never change once compiled.
 type node struct {
 	kind     kind
+	id       uint64 // distinct per node: states hash by it
 	lit      string
 	items    []*node
 	item     *node
 	max, min int
-	integer  bool
 	open     byte
 	close    byte
-	props    []prop // kObj
+	props    []prop   // kObj
+	set      []string // kSet
+	str      *strSpec // kStr
+	num      *numSpec // kNum
+}
+
+var nodeIDs atomic.Uint64
+
+func newNode(n node) *node {
+	n.id = nodeIDs.Add(1)
+	return &n
 }
 
 // prop is one object member: its key and value with and without the comma
@@ -48,86 +62,139 @@ type prop struct {
 
 var closeBrace = lit("}")
 
-func lit(s string) *node       { return &node{kind: kLit, lit: s} }
-func seq(items ...*node) *node { return &node{kind: kSeq, items: items} }
-func alt(items ...*node) *node { return &node{kind: kAlt, items: items} }
-func str(max int) *node        { return &node{kind: kStr, max: max} }
-func num(integer bool) *node   { return &node{kind: kNum, integer: integer} }
+func lit(s string) *node       { return newNode(node{kind: kLit, lit: s}) }
+func seq(items ...*node) *node { return newNode(node{kind: kSeq, items: items}) }
+func alt(items ...*node) *node { return newNode(node{kind: kAlt, items: items}) }
 func rep(o, c byte, item *node, min, max int) *node {
-	return &node{kind: kRep, open: o, close: c, item: item, min: min, max: max}
+	return newNode(node{kind: kRep, open: o, close: c, item: item, min: min, max: max})
 }
 
-// frame is progress within one node: i counts bytes (lit, str) or items
-// (seq, rep); phase is the sub-state of str, num and rep.
+// oneOf is a node for exactly the literals vals (canonical JSON texts).
+func oneOf(vals []string) *node {
+	vals = append([]string(nil), vals...)
+	sort.Strings(vals)
+	out := vals[:0]
+	for i, v := range vals {
+		if i == 0 || v != vals[i-1] {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 1 {
+		return lit(out[0])
+	}
+	return newNode(node{kind: kSet, set: out})
+}
+
+// frame is progress within one node. i counts bytes (lit), items (seq,
+// rep), members (obj), characters (str) or the depth into the values
+// (set); phase is the sub-state of str, rep and obj; a is a string's
+// pattern state, and [a, b) the values of a set that share the prefix;
+// s is a number's text so far.
 type frame struct {
 	n     *node
-	i     int
-	phase int
+	i     int32
+	phase int32
+	a, b  int32
+	s     string
 }
 
-// state is a stack of frames, top last. States are values: every step
-// copies.
-type state []frame
+// stack is a parse stack, top first; nil is the empty stack (the output is
+// complete). Stacks are immutable and share their tails, so a step copies
+// one frame, not the whole stack, and hashing is O(1).
+type stack struct {
+	f     frame
+	up    *stack
+	depth int32
+	hash  uint64
+}
 
-// maxStack bounds a state's depth: a recursive schema ($ref) cannot grow a
+// maxStack bounds a stack's depth: a recursive schema ($ref) cannot grow a
 // stack past it, and a left-recursive one cannot make closure loop.
 const maxStack = 256
 
-func (s state) push(f frame) state {
-	out := make(state, len(s), len(s)+1)
-	copy(out, s)
-	return append(out, f)
+func push(up *stack, f frame) *stack {
+	s := &stack{f: f, up: up, depth: 1}
+	h := uint64(14695981039346656037)
+	if up != nil {
+		s.depth = up.depth + 1
+		h = up.hash
+	}
+	for _, x := range [...]uint64{f.n.id, uint64(uint32(f.i)), uint64(uint32(f.phase)), uint64(uint32(f.a)), uint64(uint32(f.b))} {
+		h = (h ^ x) * 1099511628211
+	}
+	for i := 0; i < len(f.s); i++ {
+		h = (h ^ uint64(f.s[i])) * 1099511628211
+	}
+	s.hash = h
+	return s
 }
 
-func (s state) replaceTop(f frame) state {
-	out := make(state, len(s))
-	copy(out, s)
-	out[len(out)-1] = f
-	return out
+// replace is s with its top frame replaced by f.
+func (s *stack) replace(f frame) *stack { return push(s.up, f) }
+
+func equal(a, b *stack) bool {
+	for a != b {
+		if a == nil || b == nil || a.hash != b.hash || a.depth != b.depth || a.f != b.f {
+			return false
+		}
+		a, b = a.up, b.up
+	}
+	return true
 }
 
-// closure expands s until each resulting state's top frame needs a byte,
-// or the stack is empty (accepting).
-func closure(s state, out []state) []state {
-	if len(s) == 0 {
+// closure expands s until each resulting stack's top frame needs a byte,
+// or the stack is empty (complete).
+func closure(s *stack, out []*stack) []*stack {
+	if s == nil {
 		return append(out, s)
 	}
-	if len(s) > maxStack {
+	if s.depth > maxStack {
 		return out
 	}
-	f := s[len(s)-1]
+	f := s.f
 	switch f.n.kind {
 	case kLit:
-		if f.i == len(f.n.lit) {
-			return closure(s[:len(s)-1], out)
+		if int(f.i) == len(f.n.lit) {
+			return closure(s.up, out)
 		}
 	case kSeq:
-		if f.i == len(f.n.items) {
-			return closure(s[:len(s)-1], out)
+		if int(f.i) == len(f.n.items) {
+			return closure(s.up, out)
 		}
-		t := s.replaceTop(frame{n: f.n, i: f.i + 1})
-		return closure(t.push(frame{n: f.n.items[f.i]}), out)
+		t := s.replace(frame{n: f.n, i: f.i + 1})
+		return closure(push(t, frame{n: f.n.items[f.i]}), out)
 	case kAlt:
 		return expandAlt(s, f.n, out, nil)
 	case kRep:
 		if f.phase == 3 { // an item is due
-			t := s.replaceTop(frame{n: f.n, i: f.i + 1, phase: 2})
-			return closure(t.push(frame{n: f.n.item}), out)
+			t := s.replace(frame{n: f.n, i: f.i + 1, phase: 2})
+			return closure(push(t, frame{n: f.n.item}), out)
 		}
 	case kObj: // i: the next member to consider; phase 1: one was written
-		for j := f.i; j < len(f.n.props); j++ {
+		for j := int(f.i); j < len(f.n.props); j++ {
 			p := f.n.props[j]
 			member := p.first
 			if f.phase == 1 {
 				member = p.later
 			}
-			t := s.replaceTop(frame{n: f.n, i: j + 1, phase: 1})
-			out = closure(t.push(frame{n: member}), out)
+			t := s.replace(frame{n: f.n, i: int32(j + 1), phase: 1})
+			out = closure(push(t, frame{n: member}), out)
 			if p.required {
 				return out // it cannot be skipped, nor the object closed before it
 			}
 		}
-		return closure(s.replaceTop(frame{n: closeBrace}), out)
+		return closure(s.replace(frame{n: closeBrace}), out)
+	case kSet:
+		if f.b == 0 && f.a == 0 && f.i == 0 { // fresh: every value
+			s = s.replace(frame{n: f.n, b: int32(len(f.n.set))})
+			f = s.f
+		}
+		if len(f.n.set[f.a]) == int(f.i) { // a value ends here
+			out = closure(s.up, out)
+			if f.b-f.a == 1 {
+				return out
+			}
+		}
 	}
 	return append(out, s)
 }
@@ -136,127 +203,88 @@ func closure(s state, out []state) []state {
 // choice whose item is a choice already being expanded (a left-recursive
 // $ref such as {"anyOf":[{"$ref":"#"},…]}) is skipped: it would only repeat
 // the same options.
-func expandAlt(s state, alt *node, out []state, chain []*node) []state {
-	base := s[:len(s)-1]
+func expandAlt(s *stack, alt *node, out []*stack, chain []*node) []*stack {
 	chain = append(chain, alt)
 	for _, it := range alt.items {
 		if it.kind != kAlt {
-			out = closure(base.push(frame{n: it}), out)
-		} else if !slices.Contains(chain, it) {
-			out = expandAlt(base.push(frame{n: it}), it, out, chain)
+			out = closure(push(s.up, frame{n: it}), out)
+		} else if !containsNode(chain, it) {
+			out = expandAlt(push(s.up, frame{n: it}), it, out, chain)
 		}
 	}
 	return out
 }
 
-// numDone reports whether a number frame may end here.
-func numDone(f frame) bool { return f.phase == 2 || f.phase == 3 || f.phase == 5 }
+func containsNode(list []*node, n *node) bool {
+	for _, x := range list {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
 
-// step advances s by byte c; it returns the successor states (none when c
+// step advances s by byte c; it appends the successor stacks (none when c
 // is not allowed).
-func step(s state, c byte, out []state) []state {
-	if len(s) == 0 {
+func step(s *stack, c byte, out []*stack) []*stack {
+	if s == nil {
 		return out
 	}
-	top := len(s) - 1
-	f := s[top]
+	f := s.f
 	n := f.n
 	switch n.kind {
 	case kLit:
 		if n.lit[f.i] == c {
-			return closure(s.replaceTop(frame{n: n, i: f.i + 1}), out)
+			return closure(s.replace(frame{n: n, i: f.i + 1}), out)
 		}
 	case kStr:
-		switch f.phase {
-		case 0:
-			if c == '"' {
-				return append(out, s.replaceTop(frame{n: n, phase: 1}))
-			}
-		case 1:
-			switch {
-			case c == '"':
-				return closure(s[:top], out)
-			case c == '\\' && f.i+2 <= n.max:
-				return append(out, s.replaceTop(frame{n: n, i: f.i + 1, phase: 2}))
-			case c >= 0x20 && c != 0x7f && f.i < n.max:
-				return append(out, s.replaceTop(frame{n: n, i: f.i + 1, phase: 1}))
-			}
-		case 2: // after a backslash: the escapes Go's encoder writes
-			if strings.IndexByte(`"\nrt`, c) >= 0 {
-				return append(out, s.replaceTop(frame{n: n, i: f.i + 1, phase: 1}))
-			}
+		next, ok, closed := n.str.step(f, c)
+		switch {
+		case closed:
+			return closure(s.up, out)
+		case ok:
+			return append(out, s.replace(next))
 		}
 	case kNum:
-		digit := c >= '0' && c <= '9'
-		next := -1
-		const maxDigits = 12
-		switch f.phase {
-		case 0: // start
-			switch {
-			case c == '-':
-				next = 1
-			case c == '0':
-				next = 3
-			case digit:
-				next = 2
-			}
-		case 1: // after '-'
-			if c == '0' {
-				next = 3
-			} else if digit {
-				next = 2
-			}
-		case 2: // integer digits
-			if digit && f.i < maxDigits {
-				next = 2
-			} else if c == '.' && !n.integer {
-				next = 4
-			}
-		case 3: // a leading zero
-			if c == '.' && !n.integer {
-				next = 4
-			}
-		case 4: // after '.'
-			if digit {
-				next = 5
-			}
-		case 5: // fraction digits
-			if digit && f.i < maxDigits {
-				next = 5
-			}
+		if text, ok := n.num.step(f.s, c); ok {
+			out = append(out, s.replace(frame{n: n, s: text}))
 		}
-		if next >= 0 {
-			i := f.i + 1
-			if next == 4 {
-				i = 0
-			}
-			out = append(out, s.replaceTop(frame{n: n, i: i, phase: next}))
-		}
-		if numDone(f) {
-			for _, p := range closure(s[:top], nil) {
+		if n.num.complete(f.s) { // the number may end here: c belongs to what follows
+			for _, p := range closure(s.up, nil) {
 				out = step(p, c, out)
 			}
 		}
 		return out
+	case kSet:
+		lo, hi, d := int(f.a), int(f.b), int(f.i)
+		if len(n.set[lo]) == d {
+			lo++ // that value ended; the others go on
+		}
+		set := n.set
+		i := lo + sort.Search(hi-lo, func(k int) bool { return set[lo+k][d] >= c })
+		j := i + sort.Search(hi-i, func(k int) bool { return set[i+k][d] > c })
+		if i < j {
+			return closure(s.replace(frame{n: n, i: int32(d + 1), a: int32(i), b: int32(j)}), out)
+		}
 	case kRep:
 		switch f.phase {
 		case 0:
 			if c == n.open {
-				return append(out, s.replaceTop(frame{n: n, phase: 1}))
+				return append(out, s.replace(frame{n: n, phase: 1}))
 			}
 		case 1: // just opened: close, or the first item
 			if c == n.close && n.min == 0 {
-				return closure(s[:top], out)
+				return closure(s.up, out)
 			}
-			for _, p := range closure(s.replaceTop(frame{n: n, phase: 3}), nil) {
+			for _, p := range closure(s.replace(frame{n: n, phase: 3}), nil) {
 				out = step(p, c, out)
 			}
 		case 2: // after an item
-			if c == n.close && f.i >= n.min {
-				return closure(s[:top], out)
+			if c == n.close && int(f.i) >= n.min {
+				return closure(s.up, out)
 			}
-			if c == ',' && f.i < n.max {
-				return closure(s.replaceTop(frame{n: n, i: f.i, phase: 3}), out)
+			if c == ',' && int(f.i) < n.max {
+				return closure(s.replace(frame{n: n, i: f.i, phase: 3}), out)
 			}
 		}
 	}

@@ -103,9 +103,9 @@ func TestRefs(t *testing.T) {
 		t.Errorf("left-recursive schema: %v", err)
 	}
 	for schema, msg := range map[string]string{
-		`{"$ref":"#/$defs/Missing"}`:                     `schema $ref "#/$defs/Missing": nothing at "$defs"`,
-		`{"$ref":"https://example.com/s.json"}`:          `schema $ref "https://example.com/s.json" is not local; only #/… references are supported`,
-		`{"properties":{"a":{"$ref":"#/properties/b"}}}`: `property a: schema $ref "#/properties/b": nothing at "b"`,
+		`{"$ref":"#/$defs/Missing"}`:                     `schema #/$ref: "#/$defs/Missing": nothing at "$defs"`,
+		`{"$ref":"https://example.com/s.json"}`:          `schema #/$ref: "https://example.com/s.json" is not local; only #/… references are supported`,
+		`{"properties":{"a":{"$ref":"#/properties/b"}}}`: `schema #/properties/a/$ref: "#/properties/b": nothing at "b"`,
 	} {
 		if _, err := FromSchema([]byte(schema)); err == nil || err.Error() != msg {
 			t.Errorf("%s: %v, want %s", schema, err, msg)

@@ -152,7 +152,45 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	if c.Context == 0 {
 		c.Context = 2048
 	}
+	if err := c.fits(f); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", f.Path, err)
+	}
 	return c, nil
+}
+
+// layerTensors is how many tensors every block has (Layer's required tags).
+var layerTensors = func() int {
+	n := 0
+	t := reflect.TypeOf(Layer{})
+	for i := 0; i < t.NumField(); i++ {
+		if tag := t.Field(i).Tag.Get("gguf"); tag != "" && !strings.Contains(tag, ",optional") {
+			n++
+		}
+	}
+	return n
+}()
+
+// fits checks the metadata's counts against what the file holds, before
+// anything is allocated from them: a hostile block_count must be an error,
+// not an allocation of a billion layers. The exact shapes are checked once
+// the weights are bound (check).
+func (c Config) fits(f *gguf.File) error {
+	if c.Layers > len(f.Tensors)/layerTensors {
+		return fmt.Errorf("%s.block_count %d needs %d tensors per block, and the file holds %d tensors", c.Arch, c.Layers, layerTensors, len(f.Tensors))
+	}
+	var most uint64 // elements of the largest tensor
+	for i := range f.Tensors {
+		most = max(most, f.Tensors[i].Elems())
+	}
+	for _, d := range []struct {
+		key string
+		n   int
+	}{{"embedding_length", c.Dim}, {"feed_forward_length", c.FF}, {"attention.head_count × key_length", c.Heads * c.HeadDim}, {"attention.head_count_kv × key_length", c.KVHeads * c.HeadDim}} {
+		if uint64(d.n) > most {
+			return fmt.Errorf("%s.%s is %d, more than the %d elements of the file's largest tensor", c.Arch, d.key, d.n, most)
+		}
+	}
+	return nil
 }
 
 // Load binds a model's weights from f (which must stay open) and builds its
