@@ -265,6 +265,7 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 			calls = grammar.DefaultMaxItems
 		}
 		g, err = grammar.ToolCall(open, close, sep, tools, calls)
+		j.forced = true
 	case r.ResponseFormat != nil && r.ResponseFormat.Type == "json_object":
 		g = grammar.AnyJSON()
 	case r.ResponseFormat != nil && r.ResponseFormat.Type == "json_schema":

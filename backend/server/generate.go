@@ -16,7 +16,8 @@ type job struct {
 	req        engine.Request
 	stops      []string
 	parseTools bool
-	maxCalls   int // 1 when parallel_tool_calls is false
+	forced     bool // the output is calls only (tool_choice required or named)
+	maxCalls   int  // 1 when parallel_tool_calls is false
 	ids        func(i int) string
 	// reasoning splits a leading <think> block off the output; openThink
 	// says the prompt already opened it.
@@ -36,7 +37,7 @@ func (j job) splitter() *splitter {
 		sp.reason = chat.NewReasoning(j.openThink)
 	}
 	if j.parseTools {
-		sp.parser = &chat.Parser{IDFunc: j.ids, MaxCalls: j.maxCalls}
+		sp.parser = &chat.Parser{IDFunc: j.ids, MaxCalls: j.maxCalls, Forced: j.forced}
 	}
 	return sp
 }
@@ -57,8 +58,9 @@ func (sp *splitter) feed(text string) (d chat.Delta) {
 	return d
 }
 
-// finish flushes what the stages hold. A call cut short stays a call (its
-// arguments as far as they went); the finish reason, length, says why.
+// finish flushes what the stages hold. A call cut short after its name
+// stays a call (its arguments as far as they went; the finish reason,
+// length, says why); one cut before is dropped, never content.
 func (sp *splitter) finish() (d chat.Delta) {
 	if sp.reason != nil {
 		var text string
