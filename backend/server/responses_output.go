@@ -16,7 +16,8 @@ type responseBuilder struct {
 	created int64
 	model   string
 	req     *ResponsesRequest
-	sse     *sse // nil: not streaming
+	tools   *responseTools // splits a flattened namespace function's name
+	sse     *sse           // nil: not streaming
 	seq     int  // the next event's sequence_number
 	items   []map[string]any
 	open    *openItem
@@ -27,6 +28,7 @@ type openItem struct {
 	kind         string // reasoning, message or function_call
 	id           string
 	callID, name string
+	namespace    string // of a namespaced function
 	text         strings.Builder // reasoning or message text, or arguments
 }
 
@@ -65,7 +67,8 @@ func (b *responseBuilder) add(d chat.Delta) error {
 	}
 	for _, c := range d.Calls {
 		if c.Name != "" {
-			if err := b.begin(&openItem{kind: "function_call", id: newID("fc_"), callID: c.ID, name: c.Name}); err != nil {
+			n := b.tools.split(c.Name)
+			if err := b.begin(&openItem{kind: "function_call", id: newID("fc_"), callID: c.ID, name: n.name, namespace: n.namespace}); err != nil {
 				return err
 			}
 			continue
@@ -163,6 +166,9 @@ func (it *openItem) item(status string) map[string]any {
 		m["summary"], m["content"] = []any{}, content
 	case "function_call":
 		m["status"], m["call_id"], m["name"], m["arguments"] = status, it.callID, it.name, it.text.String()
+		if it.namespace != "" {
+			m["namespace"] = it.namespace
+		}
 	}
 	return m
 }

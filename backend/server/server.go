@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -34,6 +35,9 @@ type Options struct {
 	// "auto" (or empty) returns it as reasoning_content when the template
 	// writes such blocks, as llama.cpp does; "none" leaves it in content.
 	ReasoningFormat string
+	// Log receives what a request's answer does not say (tools a Responses
+	// request offers that this server cannot run); nil discards it.
+	Log io.Writer
 }
 
 // MaxBody bounds a request body: a long agent conversation with its tools
@@ -62,6 +66,9 @@ func New(e *engine.Engine, opt Options) *Server {
 	}
 	if opt.ServedName == "" {
 		opt.ServedName = "jspark"
+	}
+	if opt.Log == nil {
+		opt.Log = io.Discard
 	}
 	s := &Server{e: e, opt: opt}
 	tok := e.Model().Tok

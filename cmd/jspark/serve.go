@@ -158,7 +158,7 @@ func runServe(ctx context.Context, o *ServeOptions, log io.Writer) error {
 		return err
 	}
 	defer closeEngine()
-	sopt.APIKey, sopt.ServedName = o.APIKey, o.ServedName
+	sopt.APIKey, sopt.ServedName, sopt.Log = o.APIKey, o.ServedName, log
 	srv := newServer(e, sopt, log)
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, fmt.Sprint(o.Port)))
 	if err != nil {
