@@ -217,23 +217,25 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 	if err != nil {
 		return job{}, err
 	}
+	maxTok := r.MaxCompletionTokens
+	if maxTok == nil {
+		maxTok = r.MaxTokens
+	}
+	if maxTok != nil {
+		if err := s.maxTokens("max_tokens", *maxTok); err != nil {
+			return job{}, err
+		}
+	}
 	prompt, text, err := s.chatPrompt(r.Messages, r.Tools, true, r.ChatTemplateKwargs)
 	if err != nil {
-		return job{}, badRequest("messages", "%v", err)
+		return job{}, promptError(err)
 	}
 	j := job{stops: stops, parseTools: len(r.Tools) > 0 && mode != "none", ids: func(int) string { return newID("call_") }}
 	if r.ParallelToolCalls != nil && !*r.ParallelToolCalls {
 		j.maxCalls = 1
 	}
 	j.req = engine.Request{Prompt: prompt, Sampling: params, IgnoreEOS: r.IgnoreEOS, CacheSalt: r.CacheSalt}
-	maxTok := r.MaxCompletionTokens
-	if maxTok == nil {
-		maxTok = r.MaxTokens
-	}
 	if maxTok != nil {
-		if *maxTok <= 0 {
-			return job{}, badRequest("max_tokens", "max_tokens must be positive, got %d", *maxTok)
-		}
 		j.req.MaxTokens = *maxTok
 	}
 	if r.Logprobs {

@@ -18,7 +18,7 @@ type responseBuilder struct {
 	req     *ResponsesRequest
 	tools   *responseTools // splits a flattened namespace function's name
 	sse     *sse           // nil: not streaming
-	seq     int  // the next event's sequence_number
+	seq     int            // the next event's sequence_number
 	items   []map[string]any
 	open    *openItem
 }
@@ -28,7 +28,7 @@ type openItem struct {
 	kind         string // reasoning, message or function_call
 	id           string
 	callID, name string
-	namespace    string // of a namespaced function
+	namespace    string          // of a namespaced function
 	text         strings.Builder // reasoning or message text, or arguments
 }
 

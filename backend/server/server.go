@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"jspark/backend/chat"
@@ -35,14 +34,16 @@ type Options struct {
 	// "auto" (or empty) returns it as reasoning_content when the template
 	// writes such blocks, as llama.cpp does; "none" leaves it in content.
 	ReasoningFormat string
+	// MetricsOpen serves /metrics without the key (as vLLM does), for
+	// scrapers that send none.
+	MetricsOpen bool
+	// BodyTimeout bounds the arrival of a request body (408 past it);
+	// 0 takes DefaultBodyTimeout, negative none.
+	BodyTimeout time.Duration
 	// Log receives what a request's answer does not say (tools a Responses
 	// request offers that this server cannot run); nil discards it.
 	Log io.Writer
 }
-
-// MaxBody bounds a request body: a long agent conversation with its tools
-// is a few MiB at most; anything larger gets 413.
-const MaxBody = "32M"
 
 // Server is the HTTP front of one engine.
 type Server struct {
@@ -50,7 +51,10 @@ type Server struct {
 	opt    Options
 	tpl    chat.Template
 	tplErr error
-	echo   *echo.Echo
+	// maxPiece is the most bytes one token spans: the cheap bound on a
+	// prompt's token count.
+	maxPiece int
+	echo     *echo.Echo
 }
 
 // ChatTemplateOf reads tokenizer.chat_template from a GGUF file.
@@ -70,13 +74,16 @@ func New(e *engine.Engine, opt Options) *Server {
 	if opt.Log == nil {
 		opt.Log = io.Discard
 	}
-	s := &Server{e: e, opt: opt}
+	if opt.BodyTimeout == 0 {
+		opt.BodyTimeout = DefaultBodyTimeout
+	}
 	tok := e.Model().Tok
+	s := &Server{e: e, opt: opt, maxPiece: maxPieceBytes(tok)}
 	s.tpl, s.tplErr = chat.Load(opt.ChatTemplate, chat.Special{BOS: tok.Text(tok.BOS), EOS: tok.Text(tok.EOS)})
 	ec := echo.New()
 	ec.HideBanner, ec.HidePort = true, true
 	ec.HTTPErrorHandler = s.handleError
-	ec.Use(middleware.BodyLimit(MaxBody), s.auth)
+	ec.Use(s.auth, s.readBody)
 	ec.POST("/v1/chat/completions", s.chatCompletions)
 	ec.POST("/v1/completions", s.completions)
 	ec.POST("/v1/responses", s.responses)
@@ -111,6 +118,9 @@ func (s *Server) chatPrompt(msgs []chat.Message, tools []chat.Tool, addGeneratio
 	if bos := tok.Text(tok.BOS); tok.AddBOS && bos != "" {
 		text = strings.TrimPrefix(text, bos)
 	}
+	if err := s.fits("messages", text); err != nil {
+		return nil, "", err
+	}
 	return tok.Encode(text, true, true), text, nil
 }
 
@@ -129,6 +139,16 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string { return e.Message }
+
+// promptError is a 400 for a conversation that did not render, or the
+// bound's own error.
+func promptError(err error) error {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	return badRequest("messages", "%v", err)
+}
 
 func badRequest(param, format string, args ...any) *APIError {
 	e := &APIError{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...), Type: "invalid_request_error"}
@@ -153,8 +173,6 @@ func (s *Server) handleError(err error, c echo.Context) {
 		switch he.Code {
 		case http.StatusNotFound:
 			ae.Type, ae.Code = "not_found_error", strp("not_found")
-		case http.StatusRequestEntityTooLarge:
-			ae.Message = "the request body is over " + MaxBody + "B"
 		}
 	default:
 		ae = &APIError{Status: http.StatusInternalServerError, Message: err.Error(), Type: "server_error"}
@@ -163,22 +181,6 @@ func (s *Server) handleError(err error, c echo.Context) {
 		c.Response().Header().Set("Retry-After", fmt.Sprint(ae.RetryAfter))
 	}
 	c.JSON(ae.Status, map[string]*APIError{"error": ae})
-}
-
-func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if s.opt.APIKey == "" || c.Path() == "/health" {
-			return next(c)
-		}
-		h := c.Request().Header.Get("Authorization")
-		if h == "" {
-			return &APIError{Status: http.StatusUnauthorized, Message: "missing API key: send Authorization: Bearer KEY", Type: "authentication_error", Code: strp("invalid_api_key")}
-		}
-		if strings.TrimPrefix(h, "Bearer ") != s.opt.APIKey {
-			return &APIError{Status: http.StatusUnauthorized, Message: "incorrect API key", Type: "authentication_error", Code: strp("invalid_api_key")}
-		}
-		return next(c)
-	}
 }
 
 // decode reads a JSON body strictly enough to catch wrong types.
@@ -249,11 +251,14 @@ func (s *Server) tokenize(c echo.Context) error {
 	var ids []int
 	switch {
 	case req.Prompt != nil:
+		if err := s.fits("prompt", *req.Prompt); err != nil {
+			return err
+		}
 		ids = tok.Encode(*req.Prompt, req.AddSpecial == nil || *req.AddSpecial, true)
 	case len(req.Messages) > 0:
 		var err error
 		if ids, _, err = s.chatPrompt(req.Messages, req.Tools, req.AddGenerate == nil || *req.AddGenerate, req.Kwargs); err != nil {
-			return badRequest("messages", "%v", err)
+			return promptError(err)
 		}
 	default:
 		return badRequest("prompt", "give prompt or messages")
