@@ -237,6 +237,8 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 	j.req = engine.Request{Prompt: prompt, Sampling: params, IgnoreEOS: r.IgnoreEOS, CacheSalt: r.CacheSalt}
 	if maxTok != nil {
 		j.req.MaxTokens = *maxTok
+	} else if room := s.e.Options().MaxContext - len(prompt); room > 0 {
+		j.req.MaxTokens = min(s.opt.MaxTokensDefault, room)
 	}
 	if r.Logprobs {
 		j.req.TopLogprobs = 1

@@ -170,3 +170,22 @@ func TestTrickledBodyTimesOut(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, out)
 	}
 }
+
+// A request that names no output limit (as Codex sends them) stops at
+// --max-tokens-default, or earlier where the context leaves less room.
+func TestNoLimitIsCappedByMaxTokensDefault(t *testing.T) {
+	f := start(t, engine.Options{MaxContext: 40}, Options{MaxTokensDefault: 7})
+	for _, c := range []struct {
+		path, body, want string
+	}{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"ignore_eos":true}`, `"finish_reason":"length"}],"usage":{"prompt_tokens":17,"completion_tokens":7,`},
+		{"/v1/responses", `{"input":"x","ignore_eos":true}`, `"output_tokens":7,`},
+		// 40 - 37 prompt tokens leave 3.
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x x x x x x x x x x x"}],"ignore_eos":true}`, `"finish_reason":"length"}],"usage":{"prompt_tokens":37,"completion_tokens":3,`},
+	} {
+		resp, body := post(t, f.srv.URL+c.path, "", c.body)
+		if resp.StatusCode != 200 || !strings.Contains(body, c.want) {
+			t.Errorf("%s %s: %d %s", c.path, c.body, resp.StatusCode, body)
+		}
+	}
+}

@@ -34,6 +34,10 @@ type Options struct {
 	// "auto" (or empty) returns it as reasoning_content when the template
 	// writes such blocks, as llama.cpp does; "none" leaves it in content.
 	ReasoningFormat string
+	// MaxTokensDefault caps the output of a chat or Responses request that
+	// names no limit (Codex sends none), within what the context leaves;
+	// 0 takes DefaultMaxTokens.
+	MaxTokensDefault int
 	// MetricsOpen serves /metrics without the key (as vLLM does), for
 	// scrapers that send none.
 	MetricsOpen bool
@@ -44,6 +48,11 @@ type Options struct {
 	// request offers that this server cannot run); nil discards it.
 	Log io.Writer
 }
+
+// DefaultMaxTokens is the output limit of a request that names none: a
+// model that never ends its reply stops there, not at the context's end
+// minutes later.
+const DefaultMaxTokens = 4096
 
 // Server is the HTTP front of one engine.
 type Server struct {
@@ -73,6 +82,9 @@ func New(e *engine.Engine, opt Options) *Server {
 	}
 	if opt.Log == nil {
 		opt.Log = io.Discard
+	}
+	if opt.MaxTokensDefault <= 0 {
+		opt.MaxTokensDefault = DefaultMaxTokens
 	}
 	if opt.BodyTimeout == 0 {
 		opt.BodyTimeout = DefaultBodyTimeout

@@ -125,12 +125,13 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 // ServeOptions are the flags of `jspark serve`.
 type ServeOptions struct {
 	EngineFlags
-	Host        string
-	Port        int
-	APIKey      string
-	ServedName  string
-	MetricsOpen bool
-	BodyTimeout time.Duration
+	Host             string
+	Port             int
+	APIKey           string
+	ServedName       string
+	MetricsOpen      bool
+	BodyTimeout      time.Duration
+	MaxTokensDefault int
 }
 
 func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -151,6 +152,7 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.IntVar(&o.Port, "port", 8080, "port (0: any free port)")
 	f.StringVar(&o.APIKey, "api-key", "", "require this bearer key")
 	f.StringVar(&o.ServedName, "served-name", "", "model id clients use (default: the model's name)")
+	f.IntVar(&o.MaxTokensDefault, "max-tokens-default", server.DefaultMaxTokens, "output tokens of a request that names no limit (capped by the context)")
 	f.BoolVar(&o.MetricsOpen, "metrics-open", false, "serve /metrics without the API key (as vLLM does), for scrapers that send none")
 	f.DurationVar(&o.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "longest a request body may take to arrive (408 past it)")
 	return cmd
@@ -163,7 +165,7 @@ func runServe(ctx context.Context, o *ServeOptions, log io.Writer) error {
 	}
 	defer closeEngine()
 	sopt.APIKey, sopt.ServedName, sopt.Log = o.APIKey, o.ServedName, log
-	sopt.MetricsOpen, sopt.BodyTimeout = o.MetricsOpen, o.BodyTimeout
+	sopt.MetricsOpen, sopt.BodyTimeout, sopt.MaxTokensDefault = o.MetricsOpen, o.BodyTimeout, o.MaxTokensDefault
 	srv := newServer(e, sopt, log)
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, fmt.Sprint(o.Port)))
 	if err != nil {
