@@ -32,6 +32,45 @@ const DefaultBodyTimeout = 60 * time.Second
 // so one huge prompt would otherwise leave the process that large.
 const bigBody = 4 << 20
 
+// DefaultWriteTimeout bounds one write to a client: a stream nobody reads
+// pauses its request (the engine stops decoding it once its events back
+// up) and is aborted when a write has waited this long.
+const DefaultWriteTimeout = 30 * time.Second
+
+// writeDeadlines gives every write of a response (a stream's events, a
+// JSON body, an error) its own deadline, so a client that stops reading
+// cannot hold a request, its KV blocks and its slot for ever.
+func (s *Server) writeDeadlines(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.opt.WriteTimeout > 0 {
+			w := c.Response().Writer
+			c.Response().Writer = &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: s.opt.WriteTimeout}
+		}
+		return next(c)
+	}
+}
+
+// deadlineWriter sets the write deadline before each write and flush.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (w *deadlineWriter) Write(b []byte) (int, error) {
+	w.rc.SetWriteDeadline(time.Now().Add(w.d)) // unsupported by test recorders: no deadline there
+	return w.ResponseWriter.Write(b)
+}
+
+// FlushError flushes and says whether the bytes went out (echo's Flush
+// drops the error).
+func (w *deadlineWriter) FlushError() error {
+	w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	return w.rc.Flush()
+}
+
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // readBody reads a request's whole body before the handler runs, so that no
 // handler reads from the network: within the body timeout (a body trickled a
 // byte at a time cannot hold a connection and a handler for ever; 408), at

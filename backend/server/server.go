@@ -44,6 +44,10 @@ type Options struct {
 	// BodyTimeout bounds the arrival of a request body (408 past it);
 	// 0 takes DefaultBodyTimeout, negative none.
 	BodyTimeout time.Duration
+	// WriteTimeout bounds one write to a client (a stream's event, a body):
+	// past it the request is aborted; 0 takes DefaultWriteTimeout,
+	// negative none.
+	WriteTimeout time.Duration
 	// Log receives what a request's answer does not say (tools a Responses
 	// request offers that this server cannot run); nil discards it.
 	Log io.Writer
@@ -86,6 +90,9 @@ func New(e *engine.Engine, opt Options) *Server {
 	if opt.MaxTokensDefault <= 0 {
 		opt.MaxTokensDefault = DefaultMaxTokens
 	}
+	if opt.WriteTimeout == 0 {
+		opt.WriteTimeout = DefaultWriteTimeout
+	}
 	if opt.BodyTimeout == 0 {
 		opt.BodyTimeout = DefaultBodyTimeout
 	}
@@ -95,7 +102,7 @@ func New(e *engine.Engine, opt Options) *Server {
 	ec := echo.New()
 	ec.HideBanner, ec.HidePort = true, true
 	ec.HTTPErrorHandler = s.handleError
-	ec.Use(s.auth, s.readBody)
+	ec.Use(s.writeDeadlines, s.auth, s.readBody)
 	ec.POST("/v1/chat/completions", s.chatCompletions)
 	ec.POST("/v1/completions", s.completions)
 	ec.POST("/v1/responses", s.responses)

@@ -131,6 +131,7 @@ type ServeOptions struct {
 	ServedName       string
 	MetricsOpen      bool
 	BodyTimeout      time.Duration
+	WriteTimeout     time.Duration
 	MaxTokensDefault int
 }
 
@@ -155,6 +156,7 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.IntVar(&o.MaxTokensDefault, "max-tokens-default", server.DefaultMaxTokens, "output tokens of a request that names no limit (capped by the context)")
 	f.BoolVar(&o.MetricsOpen, "metrics-open", false, "serve /metrics without the API key (as vLLM does), for scrapers that send none")
 	f.DurationVar(&o.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "longest a request body may take to arrive (408 past it)")
+	f.DurationVar(&o.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "longest one write to a client may wait (a stream nobody reads is paused, then aborted past it)")
 	return cmd
 }
 
@@ -165,7 +167,7 @@ func runServe(ctx context.Context, o *ServeOptions, log io.Writer) error {
 	}
 	defer closeEngine()
 	sopt.APIKey, sopt.ServedName, sopt.Log = o.APIKey, o.ServedName, log
-	sopt.MetricsOpen, sopt.BodyTimeout, sopt.MaxTokensDefault = o.MetricsOpen, o.BodyTimeout, o.MaxTokensDefault
+	sopt.MetricsOpen, sopt.BodyTimeout, sopt.WriteTimeout, sopt.MaxTokensDefault = o.MetricsOpen, o.BodyTimeout, o.WriteTimeout, o.MaxTokensDefault
 	srv := newServer(e, sopt, log)
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, fmt.Sprint(o.Port)))
 	if err != nil {
