@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -187,5 +188,63 @@ func TestNoLimitIsCappedByMaxTokensDefault(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(body, c.want) {
 			t.Errorf("%s %s: %d %s", c.path, c.body, resp.StatusCode, body)
 		}
+	}
+}
+
+// TestAbortNeverClaimsANormalEnd: generations cut by Abort (a drain out of
+// time) end with an error in every shape, never a finish reason, and later
+// requests are refused.
+func TestAbortNeverClaimsANormalEnd(t *testing.T) {
+	f := start(t, engine.Options{}, Options{})
+	s := New(f.e, Options{})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	long := `"max_tokens":20000,"ignore_eos":true`
+	type answer struct {
+		status int
+		body   string
+	}
+	bodies := map[string]string{
+		"/v1/chat/completions stream": `{"messages":[{"role":"user","content":"x"}],"stream":true,` + long + `}`,
+		"/v1/chat/completions":        `{"messages":[{"role":"user","content":"x"}],` + long + `}`,
+		"/v1/responses stream":        `{"input":"x","stream":true,` + long + `}`,
+		"/v1/completions stream":      `{"prompt":"x","stream":true,` + long + `}`,
+	}
+	got := map[string]chan answer{}
+	for name, body := range bodies {
+		got[name] = make(chan answer, 1)
+		go func() {
+			req, _ := http.NewRequest("POST", srv.URL+strings.Fields(name)[0], strings.NewReader(body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				got[name] <- answer{body: err.Error()}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			got[name] <- answer{resp.StatusCode, string(b)}
+		}()
+	}
+	guard := time.Now().Add(30 * time.Second) // a hang guard, not a timing
+	for s.Running() < len(bodies) || f.e.Metrics().Snapshot().Running < int64(len(bodies)) {
+		if time.Now().After(guard) {
+			t.Fatalf("%d generations running", s.Running())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.Abort()
+	for name, ch := range got {
+		a := <-ch
+		switch {
+		case strings.Contains(a.body, `finish_reason":"`) || strings.Contains(a.body, `"type":"response.completed"`) || strings.Contains(a.body, `"type":"response.incomplete"`):
+			t.Errorf("%s claims an end: ...%s", name, a.body[max(0, len(a.body)-400):])
+		case !strings.Contains(a.body, `"server_shutdown"`):
+			t.Errorf("%s: %d ...%s", name, a.status, a.body[max(0, len(a.body)-400):])
+		case !strings.Contains(name, "stream") && a.status != 503:
+			t.Errorf("%s: status %d", name, a.status)
+		}
+	}
+	if resp, body := post(t, srv.URL+"/v1/completions", "", `{"prompt":"x","max_tokens":2}`); resp.StatusCode != 503 {
+		t.Fatalf("after Abort: %d %s", resp.StatusCode, body)
 	}
 }

@@ -240,6 +240,11 @@ func (b *responseBuilder) fail(err error) {
 	b.end("incomplete")
 	resp := b.response(nil)
 	resp["status"] = "failed"
-	resp["error"] = map[string]any{"code": "server_error", "message": err.Error()}
+	code := "server_error"
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Code != nil {
+		code = *ae.Code
+	}
+	resp["error"] = map[string]any{"code": code, "message": err.Error()}
 	b.event("response.failed", map[string]any{"response": resp})
 }

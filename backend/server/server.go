@@ -4,6 +4,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -68,6 +70,11 @@ type Server struct {
 	// prompt's token count.
 	maxPiece int
 	echo     *echo.Echo
+	// stop ends the generations still running when a drain runs out of
+	// time (Abort); running counts them.
+	stop    context.Context
+	abort   context.CancelFunc
+	running atomic.Int64
 }
 
 // ChatTemplateOf reads tokenizer.chat_template from a GGUF file.
@@ -98,6 +105,7 @@ func New(e *engine.Engine, opt Options) *Server {
 	}
 	tok := e.Model().Tok
 	s := &Server{e: e, opt: opt, maxPiece: maxPieceBytes(tok)}
+	s.stop, s.abort = context.WithCancel(context.Background())
 	s.tpl, s.tplErr = chat.Load(opt.ChatTemplate, chat.Special{BOS: tok.Text(tok.BOS), EOS: tok.Text(tok.EOS)})
 	ec := echo.New()
 	ec.HideBanner, ec.HidePort = true, true
@@ -115,6 +123,18 @@ func New(e *engine.Engine, opt Options) *Server {
 	s.echo = ec
 	return s
 }
+
+// Running is the number of generations in progress.
+func (s *Server) Running() int { return int(s.running.Load()) }
+
+// Abort ends every generation in progress with an error (a stream gets an
+// error event, never a finish that claims a normal end) and every later one
+// at once: the last step of a drain whose time ran out.
+func (s *Server) Abort() { s.abort() }
+
+// errShuttingDown is how a generation cut by Abort ends.
+var errShuttingDown = &APIError{Status: http.StatusServiceUnavailable, Message: "the server is shutting down; the response was cut before its end",
+	Type: "server_error", Code: strp("server_shutdown")}
 
 // Handler is the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
