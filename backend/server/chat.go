@@ -250,8 +250,10 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 		}
 	}
 	var g *grammar.Grammar
+	param := "response_format" // what a grammar error is about
 	switch {
 	case mode == "required" || mode == "named":
+		param = "tools"
 		var tools []grammar.Tool
 		for _, t := range r.Tools {
 			if mode == "required" || t.Function.Name == name {
@@ -281,7 +283,7 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 		return job{}, badRequest("response_format", "response_format type %q is not text, json_object or json_schema", r.ResponseFormat.Type)
 	}
 	if err != nil {
-		return job{}, badRequest("tools", "%v", err)
+		return job{}, schemaError(param, err)
 	}
 	if g != nil {
 		j.req.Constraint = g.NewConstraint(tok)
@@ -291,6 +293,12 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 		j.reasoning, j.openThink = true, chat.OpenThink(text)
 	}
 	return j, nil
+}
+
+// schemaError is a 400 for a schema the grammar compiler refused, naming
+// the field it came from.
+func schemaError(param string, err error) error {
+	return badRequest(param, "%s: %v", param, err)
 }
 
 // ChatChoice, ChatResponse and ChatChunk follow OpenAI's shapes.
