@@ -102,18 +102,43 @@ func run(parts []string) parsed {
 	return out
 }
 
-func TestTruncatedCallIsKept(t *testing.T) {
-	// Cut before the arguments began: not yet a call, so it stays content.
-	p := &Parser{}
-	d := p.Feed("ok <tool_call>{\"name\":\"bash\",\"argu")
-	f, truncated := p.Finish()
-	if !truncated || d.Content+f.Content != "ok <tool_call>{\"name\":\"bash\",\"argu" || len(d.Calls)+len(f.Calls) != 0 {
-		t.Fatalf("truncated %v, content %q", truncated, d.Content+f.Content)
-	}
-	// Cut inside the arguments: the call was streaming, and stays a call.
-	got := run([]string{"<tool_call>{\"name\":\"bash\",\"arguments\":{\"command\":\"ls"})
-	if got.content != "" || len(got.calls) != 1 || got.calls[0].Arguments != `{"command":"ls` {
-		t.Fatalf("%+v", got)
+// A call cut short never leaves markup in content: cut before its name is
+// complete it is dropped, after it the call keeps what arrived of its
+// arguments. In any split.
+func TestTruncatedCallNeverLeaksMarkup(t *testing.T) {
+	bash := func(args string) []call { return []call{{0, "call_a", "bash", args}} }
+	for _, c := range []struct {
+		out    string
+		forced bool
+		want   parsed
+	}{
+		{"ok <tool_call>{\"na", false, parsed{content: "ok "}},
+		{"ok <tool_call>\n{\"name\":\"ba", false, parsed{content: "ok "}},
+		{"ok <tool_call>{\"name\":\"bash\",\"argu", false, parsed{content: "ok ", calls: bash("")}},
+		{"<tool_call>{\"name\":\"bash\",\"arguments\":{\"command\":\"ls", false, parsed{calls: bash(`{"command":"ls`)}},
+		{"<tool_call>{\"arguments\":{\"b\":1},\"name\":\"bash\"}", false, parsed{calls: bash(`{"b":1}`)}}, // complete but for its closing marker
+		{"done <tool_ca", false, parsed{content: "done <tool_ca"}},                                        // not yet known to be markup
+		// Forced (the output is calls only): whatever is unfinished is markup.
+		{"<tool_ca", true, parsed{}},
+		{"<tool_call>\n{\"name\":\"ba", true, parsed{}},
+		{"<tool_call>\n{\"name\":\"bash\"", true, parsed{calls: bash("")}},
+		{`{"na`, true, parsed{}},         // a bare call (no markup) cut in its name
+		{`{"name": "ba`, true, parsed{}}, // the same, decided
+		{`{"name": "bash", "par`, true, parsed{calls: bash("")}},
+		{`{"name": "bash", "parameters": {"a`, true, parsed{calls: bash(`{"a`)}},
+		{"<tool_call>\n{\"name\":\"bash\",\"arguments\":{}}\n</tool_call>\n<tool_call>\n{\"n", true, parsed{calls: bash("{}")}},
+	} {
+		for cut := 0; cut <= len(c.out); cut++ {
+			p := &Parser{IDFunc: letterIDs, Forced: c.forced}
+			var got parsed
+			got.add(p.Feed(c.out[:cut]))
+			got.add(p.Feed(c.out[cut:]))
+			d, _ := p.Finish()
+			got.add(d)
+			if !cmp.Equal(got, c.want, cmp.AllowUnexported(parsed{})) || p.Calls() != len(c.want.calls) {
+				t.Fatalf("%q (forced %v) split at %d: %+v (%d calls), want %+v", c.out, c.forced, cut, got, p.Calls(), c.want)
+			}
+		}
 	}
 }
 

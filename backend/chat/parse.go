@@ -48,7 +48,10 @@ type Parser struct {
 	// parallel_tool_calls false gets one): whatever follows is dropped and
 	// Done reports true, so generation can stop.
 	MaxCalls int
-	done     bool
+	// Forced says the output is nothing but calls (a forced call, decoded
+	// under its grammar): text left unfinished at the end is markup.
+	Forced bool
+	done   bool
 
 	// A streaming call: its arguments are being emitted (args) or are
 	// complete and the rest up to the closing marker is dropped (argsDone).
@@ -86,23 +89,39 @@ func (p *Parser) callEnded() bool {
 	return p.done
 }
 
-// Finish flushes what is held. An unterminated call that was not streaming
-// is returned as content so that nothing is lost; a streaming one keeps what
-// was sent of it. truncated reports either.
+// Finish flushes what is held. A call cut short never leaves its markup in
+// content: cut before its name is complete it is dropped; with its name
+// complete it is a call with the arguments that arrived (none, or a
+// prefix: the finish reason says why). truncated reports a cut call.
 func (p *Parser) Finish() (d Delta, truncated bool) {
 	if p.done {
 		return Delta{}, false
 	}
+	if p.inCall && !p.streaming && !p.list && (!p.bare || p.Forced) {
+		body := strings.TrimSpace(p.buf.String())
+		if name, args, ok := ParseCall(body); ok { // complete, only its closing marker missing
+			d.Calls = append(d.Calls, CallDelta{Index: p.calls, ID: p.id(p.calls), Type: "function", Name: name},
+				CallDelta{Index: p.calls, Arguments: args})
+			p.calls++
+		} else if m := nameOnly.FindStringSubmatch(body); m != nil {
+			d.Calls = append(d.Calls, CallDelta{Index: p.calls, ID: p.id(p.calls), Type: "function", Name: m[1]})
+			p.calls++
+		}
+		p.reset("")
+		p.inCall, p.bare = false, false
+		return d, true
+	}
 	d = p.drain(true)
+	if p.Forced {
+		// The output is calls only: text left at the end is the start of
+		// a call's markup (a partial marker, an undecided opening brace).
+		d.Content = ""
+	}
 	if p.truncated {
 		return d, true
 	}
-	if p.inCall {
-		if !p.streaming {
-			d.Content += ToolCallOpen + p.buf.String()
-		} else {
-			p.calls++
-		}
+	if p.inCall { // a streaming call cut in its arguments
+		p.calls++
 		p.buf.Reset()
 		p.inCall, p.streaming, p.argsDone = false, false, false
 		truncated = true
@@ -117,6 +136,10 @@ func (p *Parser) Calls() int { return p.calls }
 // nameFirst matches the start of a name-first call body up to the opening
 // brace of its arguments.
 var nameFirst = regexp.MustCompile(`^\s*\{\s*"name"\s*:\s*"([^"\\]+)"\s*,\s*"(?:arguments|parameters)"\s*:\s*\{`)
+
+// nameOnly matches a call body whose name is complete (its closing quote
+// arrived) and whose arguments have not begun.
+var nameOnly = regexp.MustCompile(`^\{\s*"name"\s*:\s*"([^"\\]+)"`)
 
 func (p *Parser) drain(final bool) Delta {
 	var d Delta

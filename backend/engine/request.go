@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"jspark/backend/sample"
@@ -126,13 +127,23 @@ func (s *seq) left() int { return len(s.tokens) - s.computed }
 func (s *seq) decoding() bool { return s.generated > 0 && s.left() == 1 }
 
 // outbox decouples the engine loop from slow consumers: the loop appends
-// without blocking, a pump goroutine delivers in order.
+// without blocking, a pump goroutine delivers in order. A consumer that
+// falls a window behind (a client not reading its stream) pauses its own
+// request: the scheduler skips its decode until it catches up.
 type outbox struct {
-	mu     sync.Mutex
-	queue  []Event
-	wake   chan struct{}
-	closed bool
+	mu      sync.Mutex
+	queue   []Event
+	wake    chan struct{}
+	closed  bool
+	pending atomic.Int64 // pushed, not yet taken by the consumer's channel
 }
+
+// outboxWindow is how many events a consumer may leave untaken before its
+// request pauses.
+const outboxWindow = 64
+
+// backlogged reports that the consumer is a window behind.
+func (o *outbox) backlogged() bool { return o.pending.Load() > outboxWindow }
 
 func newOutbox(ctx context.Context) (*outbox, <-chan Event) {
 	o := &outbox{wake: make(chan struct{}, 1)}
@@ -142,6 +153,7 @@ func newOutbox(ctx context.Context) (*outbox, <-chan Event) {
 }
 
 func (o *outbox) push(e Event) {
+	o.pending.Add(1)
 	o.mu.Lock()
 	o.queue = append(o.queue, e)
 	if e.Finish != "" {
@@ -172,6 +184,7 @@ func (o *outbox) pump(ctx context.Context, ch chan<- Event) {
 		for _, e := range batch {
 			select {
 			case ch <- e:
+				o.pending.Add(-1)
 				continue
 			case <-ctx.Done():
 			}

@@ -51,7 +51,7 @@ func (e *Engine) stepOnce() bool {
 	// Decode tokens first: every running stream gets its next token.
 	for i := 0; i < len(e.running); i++ {
 		s := e.running[i]
-		if !s.decoding() {
+		if !s.decoding() || s.out.backlogged() { // a consumer behind pauses its request
 			continue
 		}
 		drafts := e.propose(s)

@@ -217,24 +217,28 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 	if err != nil {
 		return job{}, err
 	}
+	maxTok := r.MaxCompletionTokens
+	if maxTok == nil {
+		maxTok = r.MaxTokens
+	}
+	if maxTok != nil {
+		if err := s.maxTokens("max_tokens", *maxTok); err != nil {
+			return job{}, err
+		}
+	}
 	prompt, text, err := s.chatPrompt(r.Messages, r.Tools, true, r.ChatTemplateKwargs)
 	if err != nil {
-		return job{}, badRequest("messages", "%v", err)
+		return job{}, promptError(err)
 	}
 	j := job{stops: stops, parseTools: len(r.Tools) > 0 && mode != "none", ids: func(int) string { return newID("call_") }}
 	if r.ParallelToolCalls != nil && !*r.ParallelToolCalls {
 		j.maxCalls = 1
 	}
 	j.req = engine.Request{Prompt: prompt, Sampling: params, IgnoreEOS: r.IgnoreEOS, CacheSalt: r.CacheSalt}
-	maxTok := r.MaxCompletionTokens
-	if maxTok == nil {
-		maxTok = r.MaxTokens
-	}
 	if maxTok != nil {
-		if *maxTok <= 0 {
-			return job{}, badRequest("max_tokens", "max_tokens must be positive, got %d", *maxTok)
-		}
 		j.req.MaxTokens = *maxTok
+	} else if room := s.e.Options().MaxContext - len(prompt); room > 0 {
+		j.req.MaxTokens = min(s.opt.MaxTokensDefault, room)
 	}
 	if r.Logprobs {
 		j.req.TopLogprobs = 1
@@ -246,8 +250,10 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 		}
 	}
 	var g *grammar.Grammar
+	param := "response_format" // what a grammar error is about
 	switch {
 	case mode == "required" || mode == "named":
+		param = "tools"
 		var tools []grammar.Tool
 		for _, t := range r.Tools {
 			if mode == "required" || t.Function.Name == name {
@@ -265,6 +271,7 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 			calls = grammar.DefaultMaxItems
 		}
 		g, err = grammar.ToolCall(open, close, sep, tools, calls)
+		j.forced = true
 	case r.ResponseFormat != nil && r.ResponseFormat.Type == "json_object":
 		g = grammar.AnyJSON()
 	case r.ResponseFormat != nil && r.ResponseFormat.Type == "json_schema":
@@ -276,7 +283,7 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 		return job{}, badRequest("response_format", "response_format type %q is not text, json_object or json_schema", r.ResponseFormat.Type)
 	}
 	if err != nil {
-		return job{}, badRequest("tools", "%v", err)
+		return job{}, schemaError(param, err)
 	}
 	if g != nil {
 		j.req.Constraint = g.NewConstraint(tok)
@@ -286,6 +293,12 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 		j.reasoning, j.openThink = true, chat.OpenThink(text)
 	}
 	return j, nil
+}
+
+// schemaError is a 400 for a schema the grammar compiler refused, naming
+// the field it came from.
+func schemaError(param string, err error) error {
+	return badRequest(param, "%s: %v", param, err)
 }
 
 // ChatChoice, ChatResponse and ChatChunk follow OpenAI's shapes.

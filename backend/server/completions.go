@@ -79,12 +79,22 @@ func (s *Server) completions(c echo.Context) error {
 	if r.N != nil && *r.N != 1 {
 		return badRequest("n", "n must be 1 (got %d)", *r.N)
 	}
+	maxTok := 16 // OpenAI's default for this API
+	if r.MaxTokens != nil {
+		if err := s.maxTokens("max_tokens", *r.MaxTokens); err != nil {
+			return err
+		}
+		maxTok = *r.MaxTokens
+	}
 	tok := s.e.Model().Tok
 	var prompt []int
 	var text string
 	var ids []int
 	switch {
 	case json.Unmarshal(r.Prompt, &text) == nil:
+		if err := s.fits("prompt", text); err != nil {
+			return err
+		}
 		prompt = tok.Encode(text, true, true)
 	case json.Unmarshal(r.Prompt, &ids) == nil && len(ids) > 0:
 		prompt = ids
@@ -98,13 +108,6 @@ func (s *Server) completions(c echo.Context) error {
 	stops, err := parseStop(r.Stop)
 	if err != nil {
 		return err
-	}
-	maxTok := 16
-	if r.MaxTokens != nil {
-		if *r.MaxTokens <= 0 {
-			return badRequest("max_tokens", "max_tokens must be positive, got %d", *r.MaxTokens)
-		}
-		maxTok = *r.MaxTokens
 	}
 	j := job{stops: stops, req: engine.Request{Prompt: prompt, MaxTokens: maxTok, Sampling: params, IgnoreEOS: r.IgnoreEOS, CacheSalt: r.CacheSalt}}
 	if r.Logprobs != nil {

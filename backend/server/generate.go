@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -16,7 +17,8 @@ type job struct {
 	req        engine.Request
 	stops      []string
 	parseTools bool
-	maxCalls   int // 1 when parallel_tool_calls is false
+	forced     bool // the output is calls only (tool_choice required or named)
+	maxCalls   int  // 1 when parallel_tool_calls is false
 	ids        func(i int) string
 	// reasoning splits a leading <think> block off the output; openThink
 	// says the prompt already opened it.
@@ -36,7 +38,7 @@ func (j job) splitter() *splitter {
 		sp.reason = chat.NewReasoning(j.openThink)
 	}
 	if j.parseTools {
-		sp.parser = &chat.Parser{IDFunc: j.ids, MaxCalls: j.maxCalls}
+		sp.parser = &chat.Parser{IDFunc: j.ids, MaxCalls: j.maxCalls, Forced: j.forced}
 	}
 	return sp
 }
@@ -57,8 +59,9 @@ func (sp *splitter) feed(text string) (d chat.Delta) {
 	return d
 }
 
-// finish flushes what the stages hold. A call cut short stays a call (its
-// arguments as far as they went); the finish reason, length, says why.
+// finish flushes what the stages hold. A call cut short after its name
+// stays a call (its arguments as far as they went; the finish reason,
+// length, says why); one cut before is dropped, never content.
 func (sp *splitter) finish() (d chat.Delta) {
 	if sp.reason != nil {
 		var text string
@@ -123,6 +126,12 @@ func bytesOf(s string) []int {
 func (s *Server) run(ctx context.Context, j job, emit func(output) error) (result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer context.AfterFunc(s.stop, cancel)() // Abort ends it too
+	if s.stop.Err() != nil {
+		return result{}, errShuttingDown
+	}
+	s.running.Add(1)
+	defer s.running.Add(-1)
 	events, err := s.e.Submit(ctx, j.req)
 	if err != nil {
 		return result{}, engineError(err)
@@ -140,7 +149,9 @@ func (s *Server) run(ctx context.Context, j job, emit func(output) error) (resul
 	var emitErr error
 	send := func(d chat.Delta, lps []LogprobEntry) {
 		if emitErr == nil && (d.Reasoning != "" || d.Content != "" || len(d.Calls) > 0 || len(lps) > 0) {
-			emitErr = emit(output{delta: d, logprobs: lps})
+			if emitErr = emit(output{delta: d, logprobs: lps}); emitErr != nil {
+				cancel() // nobody will read the rest
+			}
 		}
 	}
 	var res result
@@ -154,11 +165,14 @@ func (s *Server) run(ctx context.Context, j job, emit func(output) error) (resul
 				res.finish = "length"
 			case ev.Finish == engine.FinishStop:
 				res.finish = "stop"
-			case ev.Finish == engine.FinishAbort:
-				if ctx.Err() != nil && !stopped {
-					return res, ctx.Err()
-				}
-				res.finish = "stop"
+			case ev.Finish == engine.FinishAbort && emitErr != nil: // the client is gone or stopped reading
+				return res, emitErr
+			case ev.Finish == engine.FinishAbort && s.stop.Err() != nil:
+				return res, errShuttingDown
+			case ev.Finish == engine.FinishAbort && ctx.Err() != nil:
+				return res, ctx.Err()
+			case ev.Finish == engine.FinishAbort: // the engine closed under it: never a normal end
+				return res, engineError(cmp.Or(ev.Err, engine.ErrClosed))
 			default:
 				return res, ev.Err
 			}
@@ -257,6 +271,8 @@ func engineError(err error) error {
 			ce.Context, ce.Prompt, ce.MaxTokens, ce.Prompt+ce.MaxTokens)
 		e.Code = strp("context_length_exceeded") // OpenAI's code: clients trim history on it
 		return e
+	case errors.Is(err, engine.ErrClosed):
+		return errShuttingDown
 	case errors.Is(err, engine.ErrQueueFull):
 		return &APIError{Status: 429, Message: "the engine's queue is full; retry shortly", Type: "rate_limit_error", Code: strp("queue_full"), RetryAfter: 1}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -49,6 +50,7 @@ type responseInput struct {
 	Role      string          `json:"role"`
 	Content   json.RawMessage `json:"content"`
 	CallID    string          `json:"call_id"`
+	Namespace string          `json:"namespace"` // of a namespaced function's call (Codex sends it back)
 	Name      string          `json:"name"`
 	Arguments string          `json:"arguments"`
 	Output    chat.Content    `json:"output"`
@@ -61,16 +63,17 @@ type responsePart struct {
 	Text string `json:"text"`
 }
 
-// chatRequest is the chat request that r asks for.
-func (r *ResponsesRequest) chatRequest() (*ChatRequest, error) {
+// chatRequest is the chat request that r asks for, and what became of its
+// tools.
+func (r *ResponsesRequest) chatRequest() (*ChatRequest, *responseTools, error) {
 	if r.PreviousResponseID != "" {
-		return nil, badRequest("previous_response_id", "previous_response_id needs stored responses, which this server does not keep; send the whole conversation as input")
+		return nil, nil, badRequest("previous_response_id", "previous_response_id needs stored responses, which this server does not keep; send the whole conversation as input")
 	}
 	if c := bytes.TrimSpace(r.Conversation); len(c) > 0 && string(c) != "null" {
-		return nil, badRequest("conversation", "conversations need stored state, which this server does not keep; send the whole conversation as input")
+		return nil, nil, badRequest("conversation", "conversations need stored state, which this server does not keep; send the whole conversation as input")
 	}
 	if r.Background {
-		return nil, badRequest("background", "background responses are not supported")
+		return nil, nil, badRequest("background", "background responses are not supported")
 	}
 	cr := &ChatRequest{Model: r.Model, ParallelToolCalls: r.ParallelToolCalls, MaxCompletionTokens: r.MaxOutputTokens,
 		Sampling: r.Sampling, ChatTemplateKwargs: r.ChatTemplateKwargs, CacheSalt: r.CacheSalt}
@@ -79,31 +82,17 @@ func (r *ResponsesRequest) chatRequest() (*ChatRequest, error) {
 	}
 	msgs, err := inputMessages(r.Input)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cr.Messages = append(cr.Messages, msgs...)
-	for i, raw := range r.Tools {
-		var t struct {
-			Type        string          `json:"type"`
-			Name        string          `json:"name"`
-			Description string          `json:"description"`
-			Parameters  json.RawMessage `json:"parameters"`
-			Strict      bool            `json:"strict"`
-		}
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return nil, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d]: %v", i, err)
-		}
-		// Hosted tools (web search, file search, …) need executors this
-		// server does not have; the model is offered the function tools.
-		if t.Type != "function" {
-			continue
-		}
-		cr.Tools = append(cr.Tools, chat.Tool{Type: "function", Function: chat.Function{
-			Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}})
+	rt, err := translateTools(r.Tools)
+	if err != nil {
+		return nil, nil, err
 	}
+	cr.Tools = rt.tools
 	tc, err := chatToolChoice(r.ToolChoice)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cr.ToolChoice = tc
 	if r.Text != nil && r.Text.Format != nil {
@@ -114,24 +103,30 @@ func (r *ResponsesRequest) chatRequest() (*ChatRequest, error) {
 			cr.ResponseFormat.JSONSchema = &js
 		}
 	}
-	return cr, nil
+	return cr, &rt, nil
 }
 
 // chatToolChoice turns the Responses API's tool_choice ("auto", "none",
-// "required" or {"type":"function","name":…}) into chat's.
+// "required" or {"type":"function","name":…}, with the namespace of a
+// namespaced function) into chat's.
 func chatToolChoice(raw json.RawMessage) (json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
 		return raw, nil
 	}
 	var named struct {
-		Type string `json:"type"`
-		Name string `json:"name"`
+		Type      string `json:"type"`
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
 	}
 	if err := json.Unmarshal(raw, &named); err != nil || named.Type != "function" || named.Name == "" {
 		return nil, badRequest("tool_choice", `tool_choice must be "auto", "none", "required" or {"type":"function","name":…}`)
 	}
-	b, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": named.Name}})
+	name := named.Name
+	if named.Namespace != "" {
+		name = flatName(named.Namespace, name)
+	}
+	b, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": name}})
 	return b, nil
 }
 
@@ -203,9 +198,13 @@ func inputMessages(raw json.RawMessage) ([]chat.Message, error) {
 			if it.CallID == "" || it.Name == "" {
 				return nil, badRequest(param, "%s: a function_call needs call_id and name", param)
 			}
+			name := it.Name
+			if it.Namespace != "" { // the name the model was offered and wrote
+				name = flatName(it.Namespace, name)
+			}
 			m := assistant()
 			m.ToolCalls = append(m.ToolCalls, chat.ToolCall{ID: it.CallID, Type: "function",
-				Function: chat.FunctionCall{Name: it.Name, Arguments: it.Arguments}})
+				Function: chat.FunctionCall{Name: name, Arguments: it.Arguments}})
 			continue
 		case "function_call_output":
 			if it.CallID == "" {
@@ -225,15 +224,18 @@ func (s *Server) responses(c echo.Context) error {
 	if err := decode(c, &r); err != nil {
 		return err
 	}
-	cr, err := r.chatRequest()
+	cr, rt, err := r.chatRequest()
 	if err != nil {
 		return err
+	}
+	if len(rt.skipped) > 0 {
+		fmt.Fprintf(s.opt.Log, "jspark serve: responses: tools not offered to the model (no executor here): %s\n", strings.Join(rt.skipped, ", "))
 	}
 	j, err := s.prepare(cr)
 	if err != nil {
 		return err
 	}
-	b := &responseBuilder{id: newID("resp_"), created: now(), req: &r, model: s.opt.ServedName}
+	b := &responseBuilder{id: newID("resp_"), created: now(), req: &r, tools: rt, model: s.opt.ServedName}
 	if !r.Stream {
 		res, err := s.run(c.Request().Context(), j, func(o output) error { return b.add(o.delta) })
 		if err != nil {

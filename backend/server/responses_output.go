@@ -16,8 +16,9 @@ type responseBuilder struct {
 	created int64
 	model   string
 	req     *ResponsesRequest
-	sse     *sse // nil: not streaming
-	seq     int  // the next event's sequence_number
+	tools   *responseTools // splits a flattened namespace function's name
+	sse     *sse           // nil: not streaming
+	seq     int            // the next event's sequence_number
 	items   []map[string]any
 	open    *openItem
 }
@@ -27,6 +28,7 @@ type openItem struct {
 	kind         string // reasoning, message or function_call
 	id           string
 	callID, name string
+	namespace    string          // of a namespaced function
 	text         strings.Builder // reasoning or message text, or arguments
 }
 
@@ -65,7 +67,8 @@ func (b *responseBuilder) add(d chat.Delta) error {
 	}
 	for _, c := range d.Calls {
 		if c.Name != "" {
-			if err := b.begin(&openItem{kind: "function_call", id: newID("fc_"), callID: c.ID, name: c.Name}); err != nil {
+			n := b.tools.split(c.Name)
+			if err := b.begin(&openItem{kind: "function_call", id: newID("fc_"), callID: c.ID, name: n.name, namespace: n.namespace}); err != nil {
 				return err
 			}
 			continue
@@ -163,6 +166,9 @@ func (it *openItem) item(status string) map[string]any {
 		m["summary"], m["content"] = []any{}, content
 	case "function_call":
 		m["status"], m["call_id"], m["name"], m["arguments"] = status, it.callID, it.name, it.text.String()
+		if it.namespace != "" {
+			m["namespace"] = it.namespace
+		}
 	}
 	return m
 }
@@ -234,6 +240,11 @@ func (b *responseBuilder) fail(err error) {
 	b.end("incomplete")
 	resp := b.response(nil)
 	resp["status"] = "failed"
-	resp["error"] = map[string]any{"code": "server_error", "message": err.Error()}
+	code := "server_error"
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Code != nil {
+		code = *ae.Code
+	}
+	resp["error"] = map[string]any{"code": code, "message": err.Error()}
 	b.event("response.failed", map[string]any{"response": resp})
 }

@@ -182,7 +182,7 @@ func TestResponsesReasoning(t *testing.T) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}
-	cr, err := r.chatRequest()
+	cr, _, err := r.chatRequest()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,17 +4,19 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"jspark/backend/chat"
@@ -34,11 +36,29 @@ type Options struct {
 	// "auto" (or empty) returns it as reasoning_content when the template
 	// writes such blocks, as llama.cpp does; "none" leaves it in content.
 	ReasoningFormat string
+	// MaxTokensDefault caps the output of a chat or Responses request that
+	// names no limit (Codex sends none), within what the context leaves;
+	// 0 takes DefaultMaxTokens.
+	MaxTokensDefault int
+	// MetricsOpen serves /metrics without the key (as vLLM does), for
+	// scrapers that send none.
+	MetricsOpen bool
+	// BodyTimeout bounds the arrival of a request body (408 past it);
+	// 0 takes DefaultBodyTimeout, negative none.
+	BodyTimeout time.Duration
+	// WriteTimeout bounds one write to a client (a stream's event, a body):
+	// past it the request is aborted; 0 takes DefaultWriteTimeout,
+	// negative none.
+	WriteTimeout time.Duration
+	// Log receives what a request's answer does not say (tools a Responses
+	// request offers that this server cannot run); nil discards it.
+	Log io.Writer
 }
 
-// MaxBody bounds a request body: a long agent conversation with its tools
-// is a few MiB at most; anything larger gets 413.
-const MaxBody = "32M"
+// DefaultMaxTokens is the output limit of a request that names none: a
+// model that never ends its reply stops there, not at the context's end
+// minutes later.
+const DefaultMaxTokens = 4096
 
 // Server is the HTTP front of one engine.
 type Server struct {
@@ -46,7 +66,15 @@ type Server struct {
 	opt    Options
 	tpl    chat.Template
 	tplErr error
-	echo   *echo.Echo
+	// maxPiece is the most bytes one token spans: the cheap bound on a
+	// prompt's token count.
+	maxPiece int
+	echo     *echo.Echo
+	// stop ends the generations still running when a drain runs out of
+	// time (Abort); running counts them.
+	stop    context.Context
+	abort   context.CancelFunc
+	running atomic.Int64
 }
 
 // ChatTemplateOf reads tokenizer.chat_template from a GGUF file.
@@ -63,13 +91,26 @@ func New(e *engine.Engine, opt Options) *Server {
 	if opt.ServedName == "" {
 		opt.ServedName = "jspark"
 	}
-	s := &Server{e: e, opt: opt}
+	if opt.Log == nil {
+		opt.Log = io.Discard
+	}
+	if opt.MaxTokensDefault <= 0 {
+		opt.MaxTokensDefault = DefaultMaxTokens
+	}
+	if opt.WriteTimeout == 0 {
+		opt.WriteTimeout = DefaultWriteTimeout
+	}
+	if opt.BodyTimeout == 0 {
+		opt.BodyTimeout = DefaultBodyTimeout
+	}
 	tok := e.Model().Tok
+	s := &Server{e: e, opt: opt, maxPiece: maxPieceBytes(tok)}
+	s.stop, s.abort = context.WithCancel(context.Background())
 	s.tpl, s.tplErr = chat.Load(opt.ChatTemplate, chat.Special{BOS: tok.Text(tok.BOS), EOS: tok.Text(tok.EOS)})
 	ec := echo.New()
 	ec.HideBanner, ec.HidePort = true, true
 	ec.HTTPErrorHandler = s.handleError
-	ec.Use(middleware.BodyLimit(MaxBody), s.auth)
+	ec.Use(s.writeDeadlines, s.auth, s.readBody)
 	ec.POST("/v1/chat/completions", s.chatCompletions)
 	ec.POST("/v1/completions", s.completions)
 	ec.POST("/v1/responses", s.responses)
@@ -82,6 +123,18 @@ func New(e *engine.Engine, opt Options) *Server {
 	s.echo = ec
 	return s
 }
+
+// Running is the number of generations in progress.
+func (s *Server) Running() int { return int(s.running.Load()) }
+
+// Abort ends every generation in progress with an error (a stream gets an
+// error event, never a finish that claims a normal end) and every later one
+// at once: the last step of a drain whose time ran out.
+func (s *Server) Abort() { s.abort() }
+
+// errShuttingDown is how a generation cut by Abort ends.
+var errShuttingDown = &APIError{Status: http.StatusServiceUnavailable, Message: "the server is shutting down; the response was cut before its end",
+	Type: "server_error", Code: strp("server_shutdown")}
 
 // Handler is the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
@@ -104,6 +157,9 @@ func (s *Server) chatPrompt(msgs []chat.Message, tools []chat.Tool, addGeneratio
 	if bos := tok.Text(tok.BOS); tok.AddBOS && bos != "" {
 		text = strings.TrimPrefix(text, bos)
 	}
+	if err := s.fits("messages", text); err != nil {
+		return nil, "", err
+	}
 	return tok.Encode(text, true, true), text, nil
 }
 
@@ -122,6 +178,16 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string { return e.Message }
+
+// promptError is a 400 for a conversation that did not render, or the
+// bound's own error.
+func promptError(err error) error {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	return badRequest("messages", "%v", err)
+}
 
 func badRequest(param, format string, args ...any) *APIError {
 	e := &APIError{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...), Type: "invalid_request_error"}
@@ -146,8 +212,6 @@ func (s *Server) handleError(err error, c echo.Context) {
 		switch he.Code {
 		case http.StatusNotFound:
 			ae.Type, ae.Code = "not_found_error", strp("not_found")
-		case http.StatusRequestEntityTooLarge:
-			ae.Message = "the request body is over " + MaxBody + "B"
 		}
 	default:
 		ae = &APIError{Status: http.StatusInternalServerError, Message: err.Error(), Type: "server_error"}
@@ -156,22 +220,6 @@ func (s *Server) handleError(err error, c echo.Context) {
 		c.Response().Header().Set("Retry-After", fmt.Sprint(ae.RetryAfter))
 	}
 	c.JSON(ae.Status, map[string]*APIError{"error": ae})
-}
-
-func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if s.opt.APIKey == "" || c.Path() == "/health" {
-			return next(c)
-		}
-		h := c.Request().Header.Get("Authorization")
-		if h == "" {
-			return &APIError{Status: http.StatusUnauthorized, Message: "missing API key: send Authorization: Bearer KEY", Type: "authentication_error", Code: strp("invalid_api_key")}
-		}
-		if strings.TrimPrefix(h, "Bearer ") != s.opt.APIKey {
-			return &APIError{Status: http.StatusUnauthorized, Message: "incorrect API key", Type: "authentication_error", Code: strp("invalid_api_key")}
-		}
-		return next(c)
-	}
 }
 
 // decode reads a JSON body strictly enough to catch wrong types.
@@ -242,11 +290,14 @@ func (s *Server) tokenize(c echo.Context) error {
 	var ids []int
 	switch {
 	case req.Prompt != nil:
+		if err := s.fits("prompt", *req.Prompt); err != nil {
+			return err
+		}
 		ids = tok.Encode(*req.Prompt, req.AddSpecial == nil || *req.AddSpecial, true)
 	case len(req.Messages) > 0:
 		var err error
 		if ids, _, err = s.chatPrompt(req.Messages, req.Tools, req.AddGenerate == nil || *req.AddGenerate, req.Kwargs); err != nil {
-			return badRequest("messages", "%v", err)
+			return promptError(err)
 		}
 	default:
 		return badRequest("prompt", "give prompt or messages")

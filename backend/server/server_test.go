@@ -381,7 +381,7 @@ func TestErrors(t *testing.T) {
 		{"wrong type", "k", `{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}`, 400, `"param":"temperature"`},
 		{"unknown model", "k", `{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}`, 404, `"code":"model_not_found"`},
 		{"n", "k", `{"messages":[{"role":"user","content":"x"}],"n":2}`, 400, `n must be 1`},
-		{"context", "k", `{"messages":[{"role":"user","content":"x"}],"max_tokens":500}`, 400, `maximum context length is 200 tokens; the prompt has 17 tokens and max_tokens is 500`},
+		{"context", "k", `{"messages":[{"role":"user","content":"x"}],"max_tokens":190}`, 400, `maximum context length is 200 tokens; the prompt has 17 tokens and max_tokens is 190`},
 		{"bad role", "k", `{"messages":[{"role":"wizard","content":"x"}]}`, 400, `role \"wizard\"`},
 		{"presence", "k", `{"messages":[{"role":"user","content":"x"}],"presence_penalty":2.5}`, 400, `presence_penalty 2.5 is outside [-2, 2]`},
 		{"frequency", "k", `{"messages":[{"role":"user","content":"x"}],"frequency_penalty":-3}`, 400, `"param":"frequency_penalty"`},
@@ -389,7 +389,7 @@ func TestErrors(t *testing.T) {
 		{"top_k", "k", `{"messages":[{"role":"user","content":"x"}],"top_k":-2}`, 400, `"param":"top_k"`},
 		{"repetition", "k", `{"messages":[{"role":"user","content":"x"}],"repetition_penalty":0}`, 400, `repetition_penalty 0 must be positive`},
 		{"bias key", "k", `{"messages":[{"role":"user","content":"x"}],"logit_bias":{"512":1}}`, 400, `logit_bias key \"512\" is not a token id in [0, 512)`},
-		{"too large", "k", `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 33<<20) + `"}]}`, 413, `the request body is over 32MB`},
+		{"too large", "k", `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 33<<20) + `"}]}`, 413, `the request body is over 32 MiB`},
 		{"bias value", "k", `{"messages":[{"role":"user","content":"x"}],"logit_bias":{"5":101}}`, 400, `outside [-100, 100]`},
 	}
 	for _, c := range []struct {

@@ -33,13 +33,17 @@ func (s *sse) open() {
 	w.Flush()
 }
 
+// write sends b at once; an error (the client gone, or not reading within
+// the write timeout) ends the request.
 func (s *sse) write(b []byte) error {
 	s.open()
 	w := s.c.Response()
 	if _, err := w.Write(b); err != nil {
 		return err
 	}
-	w.Flush()
+	if err := http.NewResponseController(w).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
 	return nil
 }
 

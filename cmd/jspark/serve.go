@@ -125,10 +125,15 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 // ServeOptions are the flags of `jspark serve`.
 type ServeOptions struct {
 	EngineFlags
-	Host       string
-	Port       int
-	APIKey     string
-	ServedName string
+	Host             string
+	Port             int
+	APIKey           string
+	ServedName       string
+	MetricsOpen      bool
+	BodyTimeout      time.Duration
+	WriteTimeout     time.Duration
+	MaxTokensDefault int
+	ShutdownTimeout  time.Duration
 }
 
 func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -140,6 +145,7 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			go func() { <-ctx.Done(); stop() }() // the drain starts; a second signal ends the process at once
 			return runServe(ctx, o, stderr)
 		},
 	}
@@ -149,6 +155,11 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.IntVar(&o.Port, "port", 8080, "port (0: any free port)")
 	f.StringVar(&o.APIKey, "api-key", "", "require this bearer key")
 	f.StringVar(&o.ServedName, "served-name", "", "model id clients use (default: the model's name)")
+	f.IntVar(&o.MaxTokensDefault, "max-tokens-default", server.DefaultMaxTokens, "output tokens of a request that names no limit (capped by the context)")
+	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long running requests may go on before they are ended with an error")
+	f.BoolVar(&o.MetricsOpen, "metrics-open", false, "serve /metrics without the API key (as vLLM does), for scrapers that send none")
+	f.DurationVar(&o.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "longest a request body may take to arrive (408 past it)")
+	f.DurationVar(&o.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "longest one write to a client may wait (a stream nobody reads is paused, then aborted past it)")
 	return cmd
 }
 
@@ -158,20 +169,45 @@ func runServe(ctx context.Context, o *ServeOptions, log io.Writer) error {
 		return err
 	}
 	defer closeEngine()
-	sopt.APIKey, sopt.ServedName = o.APIKey, o.ServedName
+	sopt.APIKey, sopt.ServedName, sopt.Log = o.APIKey, o.ServedName, log
+	sopt.MetricsOpen, sopt.BodyTimeout, sopt.WriteTimeout, sopt.MaxTokensDefault = o.MetricsOpen, o.BodyTimeout, o.WriteTimeout, o.MaxTokensDefault
 	srv := newServer(e, sopt, log)
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, fmt.Sprint(o.Port)))
 	if err != nil {
 		return err
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	drained := make(chan struct{})
 	go func() {
+		defer close(drained)
 		<-ctx.Done()
-		hs.Shutdown(context.Background())
+		drain(hs, srv, o.ShutdownTimeout, log)
 	}()
 	fmt.Fprintf(log, "jspark serve: ready at http://%s/v1 (model %q, template %s)\n", ln.Addr(), e.Options().ModelName, srv.Template().Name)
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	<-drained // Serve returns as soon as the drain starts; the engine closes after it
 	return nil
+}
+
+// drain ends serving on a signal: it stops accepting, lets the requests in
+// progress finish for up to timeout, then ends the rest with an error (a
+// stream gets an error event, never a normal finish) and waits for their
+// handlers to send it.
+func drain(hs *http.Server, srv *server.Server, timeout time.Duration, log io.Writer) {
+	fmt.Fprintf(log, "jspark serve: draining: %d requests running, up to %s\n", srv.Running(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if hs.Shutdown(ctx) == nil {
+		fmt.Fprintln(log, "jspark serve: drained")
+		return
+	}
+	n := srv.Running()
+	srv.Abort()
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	hs.Shutdown(ctx2)
+	hs.Close()
+	fmt.Fprintf(log, "jspark serve: drained; %d requests still running at the timeout were ended with an error\n", n)
 }
