@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -64,20 +65,22 @@ type Sample struct {
 
 // Summary is the round's line of the Work table.
 type Summary struct {
-	BackendTokS     float64 `json:"backend_tok_s"`     // accepted output tokens / window
-	OutputTokens    float64 `json:"output_tokens"`     // the counter's delta over the window
-	InitialTTFT     float64 `json:"initial_ttft"`      // mean over sessions' first requests, seconds
-	LaterMedianTTFT float64 `json:"later_median_ttft"` // median over every later request
-	ToolCalls       int     `json:"tool_calls"`
-	NonzeroExits    int     `json:"nonzero_shell_exits"`
-	APIErrors       int     `json:"api_errors"`
-	PendingAtCut    int     `json:"first_output_pending_at_cut"`
-	WaitingMax      float64 `json:"waiting_max"`
-	RunningMax      float64 `json:"running_max"`
-	Preemptions     float64 `json:"preemptions"`
-	CountedBy       string  `json:"counted_by"` // engine, prometheus or stream
-	ChecksPassed    int     `json:"checks_passed"`
-	Checks          int     `json:"checks"`
+	BackendTokS  float64 `json:"backend_tok_s"` // accepted output tokens / window
+	OutputTokens float64 `json:"output_tokens"` // the counter's delta over the window
+	// TTFTs in seconds; nil (null) when no such request had a first output:
+	// a mean over nothing is not 0.
+	InitialTTFT     *float64 `json:"initial_ttft"`      // mean over sessions' first requests
+	LaterMedianTTFT *float64 `json:"later_median_ttft"` // median over every later request
+	ToolCalls       int      `json:"tool_calls"`
+	NonzeroExits    int      `json:"nonzero_shell_exits"`
+	APIErrors       int      `json:"api_errors"`
+	PendingAtCut    int      `json:"first_output_pending_at_cut"`
+	WaitingMax      float64  `json:"waiting_max"`
+	RunningMax      float64  `json:"running_max"`
+	Preemptions     float64  `json:"preemptions"`
+	CountedBy       string   `json:"counted_by"` // engine, prometheus or stream
+	ChecksPassed    int      `json:"checks_passed"`
+	Checks          int      `json:"checks"`
 }
 
 // RoundResult is everything a round recorded.
@@ -210,6 +213,7 @@ sampling:
 	if kind == "stream" {
 		last.Generation = streamTokens
 	}
+	var errs []error
 
 	for i := range sessions {
 		sr := &res.Sessions[i]
@@ -217,7 +221,12 @@ sampling:
 		sr.payload = sessions[i].payload.first
 		sum := sha256.Sum256(sr.payload)
 		sr.InitialPayload = hex.EncodeToString(sum[:])
-		os.WriteFile(filepath.Join(o.Out, sr.Name, "initial_request.json"), sr.payload, 0o644)
+		if err := os.WriteFile(filepath.Join(o.Out, sr.Name, "initial_request.json"), sr.payload, 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: %w", sr.Name, err))
+		}
+		if err := sessions[i].logErr; err != nil {
+			errs = append(errs, fmt.Errorf("session %s: trajectory.jsonl: %w", sr.Name, err))
+		}
 		for _, r := range sr.Requests {
 			if r.Error != "" && !r.Trimmed {
 				sr.APIErrors++
@@ -237,7 +246,8 @@ sampling:
 		}
 	}
 	res.Summary = summarize(res, first, last, kind)
-	return res, nil
+	// A record that could not be written is a failed run, not a quiet gap.
+	return res, errors.Join(errs...)
 }
 
 func counterSources(bs []Backend) ([]Source, string) {
@@ -292,28 +302,31 @@ func summarize(r *RoundResult, first, last Sample, kind string) Summary {
 	return s
 }
 
-func mean(xs []float64) float64 {
+// mean is nil over no samples.
+func mean(xs []float64) *float64 {
 	if len(xs) == 0 {
-		return 0
+		return nil
 	}
 	t := 0.0
 	for _, x := range xs {
 		t += x
 	}
-	return t / float64(len(xs))
+	t /= float64(len(xs))
+	return &t
 }
 
-func median(xs []float64) float64 {
+// median is nil over no samples.
+func median(xs []float64) *float64 {
 	if len(xs) == 0 {
-		return 0
+		return nil
 	}
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
-	if n := len(s); n%2 == 1 {
-		return s[n/2]
-	} else {
-		return (s[n/2-1] + s[n/2]) / 2
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + m) / 2
 	}
+	return &m
 }
 
 // Progress is told about every step and every second.

@@ -137,7 +137,7 @@ func Table(w io.Writer, res *WorkResult) {
 	fmt.Fprintln(tw, "Round\tBackend tok/s\tInitial TTFT, s\tLater median TTFT, s\tTools\tNonzero exits\tAPI errors\tPending at cut\tWaiting max\tRunning max\tPreemptions\t")
 	for _, r := range res.Rounds {
 		s := r.Summary
-		fmt.Fprintf(tw, "%s\t%.2f\t%.3f\t%.3f\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t\n", r.Name, s.BackendTokS, s.InitialTTFT, s.LaterMedianTTFT,
+		fmt.Fprintf(tw, "%s\t%.2f\t%s\t%s\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t\n", r.Name, s.BackendTokS, seconds(s.InitialTTFT), seconds(s.LaterMedianTTFT),
 			s.ToolCalls, s.NonzeroExits, s.APIErrors, s.PendingAtCut, s.WaitingMax, s.RunningMax, s.Preemptions)
 	}
 	tw.Flush()
@@ -153,6 +153,14 @@ func Table(w io.Writer, res *WorkResult) {
 	if res.RepeatPairs.Total > 0 {
 		fmt.Fprintf(w, "initial payloads: %d/%d repeat pairs byte-identical\n", res.RepeatPairs.Identical, res.RepeatPairs.Total)
 	}
+}
+
+// seconds is a table cell: "–" when nothing was measured.
+func seconds(v *float64) string {
+	if v == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.3f", *v)
 }
 
 // settle waits (up to a minute) until no backend has requests running or

@@ -112,8 +112,17 @@ func TestWorkC3RepeatIdenticalAndCached(t *testing.T) {
 			t.Errorf("%s first request: cached %d of %d prompt tokens, ttft %.3f", s.Name, q.CachedTokens, q.PromptTokens, q.TTFT)
 		}
 	}
-	if repeat.Summary.InitialTTFT >= first.Summary.InitialTTFT {
-		t.Errorf("repeat initial TTFT %.3f s, first %.3f s", repeat.Summary.InitialTTFT, first.Summary.InitialTTFT)
+	// Which round's first outputs came sooner is a timing, not an invariant
+	// (the cached tokens above are); the summary only has to be honest: a
+	// TTFT exactly when some first request had a first output.
+	for _, r := range res.Rounds {
+		measured := false
+		for _, s := range r.Sessions {
+			measured = measured || len(s.Requests) > 0 && s.Requests[0].TTFT >= 0
+		}
+		if (r.Summary.InitialTTFT != nil) != measured {
+			t.Errorf("%s: initial TTFT %v, first outputs measured: %v", r.Name, r.Summary.InitialTTFT, measured)
+		}
 	}
 }
 
