@@ -125,9 +125,9 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 // ServeOptions are the flags of `jspark serve`.
 type ServeOptions struct {
 	EngineFlags
-	Host       string
-	Port       int
-	APIKey     string
+	Host string
+	Port int
+	APIKeyFlags
 	ServedName string
 }
 
@@ -147,18 +147,22 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Host, "host", "127.0.0.1", "address to bind (loopback by default)")
 	f.IntVar(&o.Port, "port", 8080, "port (0: any free port)")
-	f.StringVar(&o.APIKey, "api-key", "", "require this bearer key")
+	addAPIKeyFlags(cmd, &o.APIKeyFlags, "require this bearer key")
 	f.StringVar(&o.ServedName, "served-name", "", "model id clients use (default: the model's name)")
 	return cmd
 }
 
 func runServe(ctx context.Context, o *ServeOptions, log io.Writer) error {
+	key, err := o.resolve(os.Getenv)
+	if err != nil {
+		return err
+	}
 	e, sopt, closeEngine, err := openEngine(&o.EngineFlags, log)
 	if err != nil {
 		return err
 	}
 	defer closeEngine()
-	sopt.APIKey, sopt.ServedName = o.APIKey, o.ServedName
+	sopt.APIKey, sopt.ServedName = key, o.ServedName
 	srv := newServer(e, sopt, log)
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, fmt.Sprint(o.Port)))
 	if err != nil {

@@ -25,10 +25,10 @@ import (
 // WorkOptions are the flags of `jspark work`.
 type WorkOptions struct {
 	EngineFlags
-	Round        string
-	Recipe       string
-	Endpoints    []string
-	APIKey       string
+	Round     string
+	Recipe    string
+	Endpoints []string
+	APIKeyFlags
 	ServedModel  string
 	Window       time.Duration
 	Out          string
@@ -56,7 +56,7 @@ model (--model, or the embedded default) over loopback HTTP.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Recipe, "recipe", "work", "built-in recipe name or YAML file")
 	f.StringArrayVar(&o.Endpoints, "endpoint", nil, "OpenAI-compatible base URL (http://host:port/v1) instead of the in-process engine; repeat to spread sessions")
-	f.StringVar(&o.APIKey, "api-key", "", "bearer key for --endpoint")
+	addAPIKeyFlags(cmd, &o.APIKeyFlags, "bearer key for --endpoint (its /metrics too)")
 	f.StringVar(&o.ServedModel, "served-model", "", "model id to request from --endpoint (default: its first /v1/models entry)")
 	f.DurationVar(&o.Window, "window", 0, "session window (default: the recipe's, 180s for work)")
 	f.StringVar(&o.Out, "out", "", "output folder (default: results/RECIPE-ROUND-TIME)")
@@ -75,10 +75,14 @@ func runWork(ctx context.Context, o *WorkOptions, stdout, stderr io.Writer) erro
 	if o.Out == "" {
 		o.Out = filepath.Join("results", fmt.Sprintf("%s-%s-%s", r.Name, o.Round, time.Now().Format("20060102-150405")))
 	}
+	key, err := o.resolve(os.Getenv)
+	if err != nil {
+		return err
+	}
 	var backends []agent.Backend
 	if len(o.Endpoints) > 0 {
 		for _, u := range o.Endpoints {
-			b, err := endpointBackend(ctx, u, o.APIKey, o.ServedModel, stderr)
+			b, err := endpointBackend(ctx, u, key, o.ServedModel, stderr)
 			if err != nil {
 				return err
 			}
@@ -170,7 +174,7 @@ func endpointBackend(ctx context.Context, base, key, modelID string, log io.Writ
 		}
 		b.Model = models.Data[0].ID
 	}
-	p := &agent.Prometheus{URL: agent.MetricsURL(base), Client: http.DefaultClient}
+	p := &agent.Prometheus{URL: agent.MetricsURL(base), APIKey: key, Client: http.DefaultClient}
 	if _, err := p.Read(ctx); err != nil {
 		fmt.Fprintf(log, "jspark work: %s: no usable /metrics (%v): counting streamed tokens instead\n", base, err)
 	} else {
