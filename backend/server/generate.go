@@ -120,7 +120,9 @@ func bytesOf(s string) []int {
 
 // run submits j and calls emit for each piece of output until the end,
 // first with an empty output once the engine has accepted the request.
-func (s *Server) run(ctx context.Context, j job, emit func(output) error) (result, error) {
+func (s *Server) run(ctx context.Context, j job, emit func(output) error) (res result, err error) {
+	emit, observed := observe(ctx, emit)
+	defer func() { observed(res, err) }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events, err := s.e.Submit(ctx, j.req)
@@ -143,7 +145,6 @@ func (s *Server) run(ctx context.Context, j job, emit func(output) error) (resul
 			emitErr = emit(output{delta: d, logprobs: lps})
 		}
 	}
-	var res result
 	for ev := range events {
 		if ev.Finish != "" {
 			res.usage = ev.Usage
