@@ -79,14 +79,15 @@ func TestSixtyFiveCallsInOneReplyIsAnAPIError(t *testing.T) {
 
 func TestSixtyFourCallsInOneReplyRun(t *testing.T) {
 	t.Parallel()
+	// Calls of a tool that does not exist: each runs at once (and fails).
 	var chunks []string
 	for i := range MaxCallsPerReply {
-		chunks = append(chunks, callDelta(i, "bash", `{"command":"true"}`))
+		chunks = append(chunks, callDelta(i, "nosuch", `{}`))
 	}
 	b := &scripted{replies: []func(http.ResponseWriter, openai.ChatCompletionRequest){hostile(chunks...)}}
-	res, _ := runOne(t, b, 5*time.Second)
+	res, _ := runOne(t, b, 3*time.Second)
 	s := res.Rounds[0].Sessions[0]
-	if q := s.Requests[0]; q.Error != "" || len(q.Calls) != MaxCallsPerReply || q.Calls[63].ExitCode == nil {
+	if q := s.Requests[0]; q.Error != "" || len(q.Calls) != MaxCallsPerReply || !q.Calls[63].Failed {
 		t.Errorf("first request: error %q, %d calls", q.Error, len(q.Calls))
 	}
 }
