@@ -63,6 +63,16 @@ type Session struct {
 	OnStep  func(*Request)  // progress
 	payload *payloadCapture // the first request's bytes
 	logErr  error           // the trajectory's first write error
+	final   string          // the last reply's text
+}
+
+func (s *Session) begin(_ context.Context, start time.Time, onStep func(*Request)) {
+	s.Start, s.OnStep = start, onStep
+}
+
+func (s *Session) finish(sr *SessionResult) error {
+	sr.payload, sr.final = s.payload.first, s.final
+	return s.logErr
 }
 
 // End says why a session stopped.
@@ -73,6 +83,8 @@ const (
 	EndNoToolCall  End = "no_tool_call" // the nudges ran out
 	EndContextFull End = "context_full"
 	EndAPIErrors   End = "api_errors"
+	EndAgentDone   End = "agent_done"   // an external agent exited 0 before the cut
+	EndAgentFailed End = "agent_failed" // it exited otherwise, or could not start
 )
 
 // maxConsecutiveErrors ends a session whose backend keeps failing.
@@ -119,6 +131,7 @@ func (s *Session) Run(ctx context.Context) ([]Request, End) {
 			continue
 		}
 		errs = 0
+		s.final = reply.message.Content
 		msgs = append(msgs, reply.message)
 		if len(reply.message.ToolCalls) == 0 {
 			s.write(&reqs[len(reqs)-1], &reply.message, nil)

@@ -33,6 +33,7 @@ type WorkOptions struct {
 	Window       time.Duration
 	Out          string
 	NoNamespaces bool
+	AgentCache   string
 }
 
 func newWorkCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -61,6 +62,7 @@ model (--model, or the embedded default) over loopback HTTP.`,
 	f.DurationVar(&o.Window, "window", 0, "session window (default: the recipe's, 180s for work)")
 	f.StringVar(&o.Out, "out", "", "output folder (default: results/RECIPE-ROUND-TIME)")
 	f.BoolVar(&o.NoNamespaces, "no-namespaces", false, "do not isolate shells in namespaces (rlimits and process groups only)")
+	f.StringVar(&o.AgentCache, "agent-cache", "", "where a recipe's external agents (pi, codex, opencode) are installed with npm (default "+agent.DefaultAgentCache()+")")
 	return cmd
 }
 
@@ -102,7 +104,8 @@ func runWork(ctx context.Context, o *WorkOptions, stdout, stderr io.Writer) erro
 	}
 	res, err := agent.Work(ctx, agent.WorkOptions{
 		Recipe: r, Round: o.Round, Backends: backends, Window: o.Window, Out: o.Out,
-		Sandbox: sandbox.Options{NoNamespaces: o.NoNamespaces, Log: stderr},
+		Sandbox:    sandbox.Options{NoNamespaces: o.NoNamespaces, Log: stderr},
+		AgentCache: o.AgentCache, Log: stderr,
 		Progress: func(round string, n int) agent.Progress {
 			if tty {
 				return agent.NewLiveView(stdout, round, n)
@@ -141,8 +144,11 @@ func inProcessBackend(ef *EngineFlags, log io.Writer) (agent.Backend, func(), er
 		Model: e.Options().ModelName,
 		Counter: agent.FuncSource(func() agent.Counters {
 			s := e.Metrics().Snapshot()
-			return agent.Counters{Generation: float64(s.GenerationTokens), Running: float64(s.Running), Waiting: float64(s.Waiting), Preemptions: float64(s.Preemptions)}
+			return agent.Counters{Generation: float64(s.GenerationTokens), Running: float64(s.Running), Waiting: float64(s.Waiting),
+				Preemptions: float64(s.Preemptions), PrefixHits: float64(s.CacheHits)}
 		}),
+		Handler: srv.Handler(),
+		Context: e.Options().MaxContext,
 	}
 	return b, func() {
 		hs.Close()
@@ -197,7 +203,11 @@ func newRecipesCmd(stdout io.Writer) *cobra.Command {
 				}
 				fmt.Fprintf(stdout, "%s\twindow %s, %d tasks, rounds:", name, r.Window.D(), len(r.Tasks))
 				for _, rd := range r.Rounds {
-					fmt.Fprintf(stdout, " %s(c%d)", rd.Name, rd.Concurrency)
+					if a := r.AgentOf(&rd); a.External() {
+						fmt.Fprintf(stdout, " %s(c%d, %s %s)", rd.Name, rd.Concurrency, a.Kind, a.Version)
+					} else {
+						fmt.Fprintf(stdout, " %s(c%d)", rd.Name, rd.Concurrency)
+					}
 				}
 				fmt.Fprintln(stdout)
 			}
