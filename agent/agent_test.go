@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	openai "github.com/sashabaranov/go-openai"
 
 	"jspark/recipes"
@@ -234,10 +235,53 @@ func TestSummary(t *testing.T) {
 			{APIErrors: 1, Requests: []Request{{TTFT: 4}, {TTFT: 5}}},
 		}}
 	got := summarize(r, r.Samples[0], r.Samples[2], "engine")
-	want := Summary{BackendTokS: 10, OutputTokens: 100, InitialTTFT: 3, LaterMedianTTFT: 3, ToolCalls: 2, NonzeroExits: 1, APIErrors: 1,
+	ttft := 3.0
+	want := Summary{BackendTokS: 10, OutputTokens: 100, InitialTTFT: &ttft, LaterMedianTTFT: &ttft, ToolCalls: 2, NonzeroExits: 1, APIErrors: 1,
 		PendingAtCut: 1, WaitingMax: 2, RunningMax: 3, Preemptions: 1, CountedBy: "engine", Checks: 2}
-	if got != want {
-		t.Errorf("got  %+v\nwant %+v", got, want)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("summary (-want +got):\n%s", d)
+	}
+}
+
+// A round whose sessions never saw a first output has no TTFT to report: the
+// summary says null and the table "–", never a mean of 0 over nothing.
+func TestSummaryWithoutFirstOutputSaysSo(t *testing.T) {
+	r := &RoundResult{Name: "c3-first", Window: 10, Samples: []Sample{{}, {T: 10}},
+		Sessions: []SessionResult{{FirstOutputPending: true, Requests: []Request{{TTFT: -1, Cut: true}}}, {FirstOutputPending: true}}}
+	r.Summary = summarize(r, r.Samples[0], r.Samples[1], "engine")
+	if r.Summary.InitialTTFT != nil || r.Summary.LaterMedianTTFT != nil || r.Summary.PendingAtCut != 2 {
+		t.Fatalf("summary %+v", r.Summary)
+	}
+	b, _ := json.Marshal(r.Summary)
+	if !strings.Contains(string(b), `"initial_ttft":null,"later_median_ttft":null`) {
+		t.Errorf("JSON %s", b)
+	}
+	var table strings.Builder
+	Table(&table, &WorkResult{Window: 10, Rounds: []*RoundResult{r}})
+	if !strings.Contains(table.String(), "c3-first           0.00                –                     –      0") {
+		t.Errorf("table:\n%s", table.String())
+	}
+	if html := Report(&WorkResult{Window: 10, Rounds: []*RoundResult{r}}); !strings.Contains(html, "<td>c3-first</td><td>0.00</td><td>–</td><td>–</td>") {
+		t.Errorf("report row missing")
+	}
+}
+
+// The error of writing a session's initial_request.json is the round's.
+func TestInitialRequestWriteErrorIsReported(t *testing.T) {
+	srv := httptest.NewServer(&scripted{replies: []func(http.ResponseWriter, openai.ChatCompletionRequest){text("x"), text("y")}})
+	defer srv.Close()
+	r, err := recipes.Parse("t.yaml", []byte(recipeYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	// A directory where the file goes: the write fails, even as root.
+	if err := os.MkdirAll(filepath.Join(out, "one", "s0-a", "initial_request.json"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Work(context.Background(), WorkOptions{Recipe: r, Round: "one", Backends: []Backend{{URL: srv.URL + "/v1", Model: "m"}}, Window: 2 * time.Second, Out: out})
+	if err == nil || !strings.Contains(err.Error(), "round one: session s0-a: open ") || !strings.Contains(err.Error(), "initial_request.json: is a directory") {
+		t.Errorf("error %v", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -17,6 +18,7 @@ type Counters struct {
 	Running     float64 `json:"running"`
 	Waiting     float64 `json:"waiting"`
 	Preemptions float64 `json:"preemptions"` // cumulative
+	PrefixHits  float64 `json:"prefix_hits"` // prompt tokens found in the prefix cache, cumulative
 }
 
 // Source reads a backend's counters.
@@ -35,6 +37,7 @@ func (FuncSource) Kind() string                             { return "engine" }
 // jspark serve exports too.
 type Prometheus struct {
 	URL    string
+	APIKey string // sent as a bearer key: servers that require one for /v1 may for /metrics too
 	Client *http.Client
 }
 
@@ -44,14 +47,27 @@ const (
 	metricRunning     = "vllm:num_requests_running"
 	metricWaiting     = "vllm:num_requests_waiting"
 	metricPreemptions = "vllm:num_preemptions_total"
+	metricPrefixHits  = "vllm:prefix_cache_hits_total"
 )
+
+// maxMetricsBytes bounds one /metrics page (vLLM's is tens of KiB).
+const maxMetricsBytes = 16 << 20
+
+// readTimeout bounds one reading: a backend that stops answering costs the
+// round a missed sample, never its end.
+const readTimeout = 2 * time.Second
 
 func (p *Prometheus) Kind() string { return "prometheus" }
 
 func (p *Prometheus) Read(ctx context.Context) (Counters, error) {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL, nil)
 	if err != nil {
 		return Counters{}, err
+	}
+	if p.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+p.APIKey)
 	}
 	resp, err := p.Client.Do(req)
 	if err != nil {
@@ -62,7 +78,7 @@ func (p *Prometheus) Read(ctx context.Context) (Counters, error) {
 		return Counters{}, fmt.Errorf("%s: %s", p.URL, resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
+	fams, err := parser.TextToMetricFamilies(bounded(resp.Body, maxMetricsBytes, fmt.Errorf("%s is over %d bytes", p.URL, maxMetricsBytes)))
 	if err != nil {
 		return Counters{}, fmt.Errorf("%s: %w", p.URL, err)
 	}
@@ -71,7 +87,7 @@ func (p *Prometheus) Read(ctx context.Context) (Counters, error) {
 	}
 	return Counters{
 		Generation: sum(fams[metricGeneration]), Running: sum(fams[metricRunning]),
-		Waiting: sum(fams[metricWaiting]), Preemptions: sum(fams[metricPreemptions]),
+		Waiting: sum(fams[metricWaiting]), Preemptions: sum(fams[metricPreemptions]), PrefixHits: sum(fams[metricPrefixHits]),
 	}, nil
 }
 

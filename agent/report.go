@@ -19,8 +19,8 @@ th{background:#f4f4f4}td:first-child{text-align:left}svg{background:#fafafa;bord
 	b.WriteString("<table><tr><th>Round</th><th>Backend tok/s</th><th>Initial TTFT, s</th><th>Later median TTFT, s</th><th>Tools</th><th>Nonzero exits</th><th>API errors</th><th>Pending at cut</th><th>Waiting max</th><th>Running max</th><th>Preemptions</th><th>Checks passed</th></tr>")
 	for _, r := range res.Rounds {
 		s := r.Summary
-		fmt.Fprintf(&b, "<tr><td>%s</td><td>%.2f</td><td>%.3f</td><td>%.3f</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%d/%d</td></tr>",
-			html.EscapeString(r.Name), s.BackendTokS, s.InitialTTFT, s.LaterMedianTTFT, s.ToolCalls, s.NonzeroExits, s.APIErrors, s.PendingAtCut, s.WaitingMax, s.RunningMax, s.Preemptions, s.ChecksPassed, s.Checks)
+		fmt.Fprintf(&b, "<tr><td>%s</td><td>%.2f</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%d/%d</td></tr>",
+			html.EscapeString(r.Name), s.BackendTokS, seconds(s.InitialTTFT), seconds(s.LaterMedianTTFT), s.ToolCalls, s.NonzeroExits, s.APIErrors, s.PendingAtCut, s.WaitingMax, s.RunningMax, s.Preemptions, s.ChecksPassed, s.Checks)
 	}
 	b.WriteString("</table>")
 	if res.RepeatPairs.Total > 0 {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +27,10 @@ type Backend struct {
 	APIKey  string
 	Model   string
 	Counter Source // nil: count streamed tokens
+	// Handler is the in-process engine's HTTP server (nil for an endpoint):
+	// external agents reach it through their sandbox's door.
+	Handler http.Handler
+	Context int // the engine's context window in tokens (0: unknown)
 }
 
 // RoundOptions say what to run and where.
@@ -35,7 +41,8 @@ type RoundOptions struct {
 	Window   time.Duration
 	Out      string // the round's folder
 	Sandbox  sandbox.Options
-	Progress Progress // nil: none
+	Progress Progress      // nil: none
+	Agent    *Installation // the round's external agent; nil: jspark's own loop
 }
 
 // SessionResult is one session's record.
@@ -51,9 +58,27 @@ type SessionResult struct {
 	FirstOutputPending bool      `json:"first_output_pending"`
 	InitialPayload     string    `json:"initial_payload_sha256"`
 	CheckExit          *int      `json:"check_exit,omitempty"`
+	ExpectMet          *bool     `json:"expect_met,omitempty"` // the final reply holds the task's expected text
 	Isolated           bool      `json:"isolated"`
+	// An external agent's run: which, its exit status and time (both nil
+	// when cut), why it could not run, and its printed answer (clipped).
+	Agent        string   `json:"agent,omitempty"`
+	AgentExit    *int     `json:"agent_exit,omitempty"`
+	AgentSeconds *float64 `json:"agent_seconds,omitempty"`
+	AgentError   string   `json:"agent_error,omitempty"`
+	AgentOutput  string   `json:"agent_output,omitempty"`
 
 	payload []byte
+	final   string
+}
+
+// worker is one session of a round: jspark's own loop or an external agent.
+type worker interface {
+	begin(window context.Context, start time.Time, onStep func(*Request))
+	Run(ctx context.Context) ([]Request, End)
+	// finish fills in what only the worker knows and reports any record it
+	// could not write.
+	finish(sr *SessionResult) error
 }
 
 // Sample is one reading of the backend counters, summed over backends.
@@ -64,20 +89,23 @@ type Sample struct {
 
 // Summary is the round's line of the Work table.
 type Summary struct {
-	BackendTokS     float64 `json:"backend_tok_s"`     // accepted output tokens / window
-	OutputTokens    float64 `json:"output_tokens"`     // the counter's delta over the window
-	InitialTTFT     float64 `json:"initial_ttft"`      // mean over sessions' first requests, seconds
-	LaterMedianTTFT float64 `json:"later_median_ttft"` // median over every later request
-	ToolCalls       int     `json:"tool_calls"`
-	NonzeroExits    int     `json:"nonzero_shell_exits"`
-	APIErrors       int     `json:"api_errors"`
-	PendingAtCut    int     `json:"first_output_pending_at_cut"`
-	WaitingMax      float64 `json:"waiting_max"`
-	RunningMax      float64 `json:"running_max"`
-	Preemptions     float64 `json:"preemptions"`
-	CountedBy       string  `json:"counted_by"` // engine, prometheus or stream
-	ChecksPassed    int     `json:"checks_passed"`
-	Checks          int     `json:"checks"`
+	BackendTokS  float64 `json:"backend_tok_s"` // accepted output tokens / window
+	OutputTokens float64 `json:"output_tokens"` // the counter's delta over the window
+	// TTFTs in seconds; nil (null) when no such request had a first output:
+	// a mean over nothing is not 0.
+	InitialTTFT     *float64 `json:"initial_ttft"`      // mean over sessions' first requests
+	LaterMedianTTFT *float64 `json:"later_median_ttft"` // median over every later request
+	ToolCalls       int      `json:"tool_calls"`
+	NonzeroExits    int      `json:"nonzero_shell_exits"`
+	APIErrors       int      `json:"api_errors"`
+	PendingAtCut    int      `json:"first_output_pending_at_cut"`
+	WaitingMax      float64  `json:"waiting_max"`
+	RunningMax      float64  `json:"running_max"`
+	Preemptions     float64  `json:"preemptions"`
+	PrefixHits      float64  `json:"prefix_hits"` // the counter's delta: prompt tokens the prefix cache served
+	CountedBy       string   `json:"counted_by"`  // engine, prometheus or stream
+	ChecksPassed    int      `json:"checks_passed"`
+	Checks          int      `json:"checks"`
 }
 
 // RoundResult is everything a round recorded.
@@ -101,7 +129,7 @@ func RunRound(ctx context.Context, o RoundOptions) (*RoundResult, error) {
 		return nil, err
 	}
 	res := &RoundResult{Name: o.Round.Name, RepeatOf: o.Round.RepeatOf, Concurrency: len(plan), Window: o.Window.Seconds()}
-	sessions := make([]*Session, len(plan))
+	sessions := make([]worker, len(plan))
 	boxes := make([]*sandbox.Sandbox, len(plan))
 	logs := make([]*os.File, len(plan))
 	defer func() {
@@ -114,10 +142,20 @@ func RunRound(ctx context.Context, o RoundOptions) (*RoundResult, error) {
 			}
 		}
 	}()
+	sopt := o.Sandbox
+	if o.Agent != nil {
+		// Node reserves tens of GiB of address space (WebAssembly memories
+		// with their guard regions): an address-space rlimit kills it at its
+		// first fetch. Its memory is the sandbox's memory bound instead.
+		if sopt.Limits == (sandbox.Limits{}) {
+			sopt.Limits = sandbox.DefaultLimits
+		}
+		sopt.Limits.AddressSpace = 0
+	}
 	for i, task := range plan {
 		name := fmt.Sprintf("s%d-%s", i, task.ID)
 		dir := filepath.Join(o.Out, name)
-		box, err := sandbox.New(filepath.Join(dir, "workspace"), task.Files, o.Sandbox)
+		box, err := sandbox.New(filepath.Join(dir, "workspace"), task.Files, sopt)
 		if err != nil {
 			return nil, fmt.Errorf("session %s: %w", name, err)
 		}
@@ -126,6 +164,13 @@ func RunRound(ctx context.Context, o RoundOptions) (*RoundResult, error) {
 			return nil, err
 		}
 		b := o.Backends[i%len(o.Backends)]
+		res.Sessions = append(res.Sessions, SessionResult{Name: name, Task: task.ID, Backend: b.URL, Isolated: box.Isolated()})
+		if o.Agent != nil {
+			if sessions[i], err = newExternalSession(name, dir, task, o.Agent, box, logs[i], b, o.Recipe.Sampling.MaxTokens); err != nil {
+				return nil, fmt.Errorf("session %s: %w", name, err)
+			}
+			continue
+		}
 		capture := &payloadCapture{next: http.DefaultTransport}
 		cfg := openai.DefaultConfig(b.APIKey)
 		cfg.BaseURL = b.URL
@@ -135,7 +180,6 @@ func RunRound(ctx context.Context, o RoundOptions) (*RoundResult, error) {
 			Tools: ts, Env: &tools.Env{Box: box, Timeout: o.Recipe.Shell.Timeout.D(), OutputLimit: o.Recipe.Shell.OutputLimit},
 			Log: logs[i], payload: capture,
 		}
-		res.Sessions = append(res.Sessions, SessionResult{Name: name, Task: task.ID, Backend: b.URL, Isolated: box.Isolated()})
 	}
 
 	sources, kind := counterSources(o.Backends)
@@ -150,6 +194,7 @@ func RunRound(ctx context.Context, o RoundOptions) (*RoundResult, error) {
 			s.Running += c.Running
 			s.Waiting += c.Waiting
 			s.Preemptions += c.Preemptions
+			s.PrefixHits += c.PrefixHits
 		}
 		return s
 	}
@@ -168,17 +213,17 @@ func RunRound(ctx context.Context, o RoundOptions) (*RoundResult, error) {
 	results := make([][]Request, len(sessions))
 	ends := make([]End, len(sessions))
 	for i, s := range sessions {
-		s.Start = start
-		s.OnStep = func(r *Request) {
+		name := res.Sessions[i].Name
+		s.begin(wctx, start, func(r *Request) {
 			if kind == "stream" {
 				streamed.Lock()
 				streamTokens += float64(max(r.CompletionTokens, r.StreamedTokens))
 				streamed.Unlock()
 			}
 			if o.Progress != nil {
-				o.Progress.Step(i, s.Name, r)
+				o.Progress.Step(i, name, r)
 			}
-		}
+		})
 		wg.Go(func() { results[i], ends[i] = s.Run(wctx) })
 	}
 
@@ -210,14 +255,19 @@ sampling:
 	if kind == "stream" {
 		last.Generation = streamTokens
 	}
+	var errs []error
 
 	for i := range sessions {
 		sr := &res.Sessions[i]
 		sr.Requests, sr.End = results[i], ends[i]
-		sr.payload = sessions[i].payload.first
+		if err := sessions[i].finish(sr); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: %w", sr.Name, err))
+		}
 		sum := sha256.Sum256(sr.payload)
 		sr.InitialPayload = hex.EncodeToString(sum[:])
-		os.WriteFile(filepath.Join(o.Out, sr.Name, "initial_request.json"), sr.payload, 0o644)
+		if err := os.WriteFile(filepath.Join(o.Out, sr.Name, "initial_request.json"), sr.payload, 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: %w", sr.Name, err))
+		}
 		for _, r := range sr.Requests {
 			if r.Error != "" && !r.Trimmed {
 				sr.APIErrors++
@@ -235,9 +285,14 @@ sampling:
 				sr.CheckExit = &r.ExitCode
 			}
 		}
+		if want := plan[i].Expect; want != "" {
+			met := strings.Contains(sr.final, want)
+			sr.ExpectMet = &met
+		}
 	}
 	res.Summary = summarize(res, first, last, kind)
-	return res, nil
+	// A record that could not be written is a failed run, not a quiet gap.
+	return res, errors.Join(errs...)
 }
 
 func counterSources(bs []Backend) ([]Source, string) {
@@ -258,6 +313,7 @@ func summarize(r *RoundResult, first, last Sample, kind string) Summary {
 	s.OutputTokens = last.Generation - first.Generation
 	s.BackendTokS = s.OutputTokens / r.Window
 	s.Preemptions = last.Preemptions - first.Preemptions
+	s.PrefixHits = last.PrefixHits - first.PrefixHits
 	for _, x := range r.Samples {
 		s.WaitingMax = max(s.WaitingMax, x.Waiting)
 		s.RunningMax = max(s.RunningMax, x.Running)
@@ -280,9 +336,11 @@ func summarize(r *RoundResult, first, last Sample, kind string) Summary {
 				later = append(later, q.TTFT)
 			}
 		}
-		if sr.CheckExit != nil {
+		// A task's check passes when its command exits 0 and its final
+		// reply holds the expected text, each where the task has one.
+		if sr.CheckExit != nil || sr.ExpectMet != nil {
 			s.Checks++
-			if *sr.CheckExit == 0 {
+			if (sr.CheckExit == nil || *sr.CheckExit == 0) && (sr.ExpectMet == nil || *sr.ExpectMet) {
 				s.ChecksPassed++
 			}
 		}
@@ -292,28 +350,31 @@ func summarize(r *RoundResult, first, last Sample, kind string) Summary {
 	return s
 }
 
-func mean(xs []float64) float64 {
+// mean is nil over no samples.
+func mean(xs []float64) *float64 {
 	if len(xs) == 0 {
-		return 0
+		return nil
 	}
 	t := 0.0
 	for _, x := range xs {
 		t += x
 	}
-	return t / float64(len(xs))
+	t /= float64(len(xs))
+	return &t
 }
 
-func median(xs []float64) float64 {
+// median is nil over no samples.
+func median(xs []float64) *float64 {
 	if len(xs) == 0 {
-		return 0
+		return nil
 	}
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
-	if n := len(s); n%2 == 1 {
-		return s[n/2]
-	} else {
-		return (s[n/2-1] + s[n/2]) / 2
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + m) / 2
 	}
+	return &m
 }
 
 // Progress is told about every step and every second.

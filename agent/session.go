@@ -23,11 +23,12 @@ import (
 
 // Call is one tool call of a response.
 type Call struct {
-	ID       string `json:"id"`
-	Name     string `json:"name"`
-	Args     string `json:"arguments"`
-	ExitCode *int   `json:"exit_code,omitempty"` // bash only
-	Failed   bool   `json:"failed,omitempty"`    // the call was wrong: bad arguments, unknown tool, no match
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Args      string `json:"arguments"`           // clipped (see RecordLimit)
+	ArgsBytes int    `json:"arguments_bytes"`     // the arguments' full length
+	ExitCode  *int   `json:"exit_code,omitempty"` // bash only
+	Failed    bool   `json:"failed,omitempty"`    // the call was wrong: bad arguments, unknown tool, no match
 }
 
 // Request is what one model request of a session did. Times are seconds
@@ -61,6 +62,17 @@ type Session struct {
 	Log     io.Writer       // the trajectory, one JSON line per step
 	OnStep  func(*Request)  // progress
 	payload *payloadCapture // the first request's bytes
+	logErr  error           // the trajectory's first write error
+	final   string          // the last reply's text
+}
+
+func (s *Session) begin(_ context.Context, start time.Time, onStep func(*Request)) {
+	s.Start, s.OnStep = start, onStep
+}
+
+func (s *Session) finish(sr *SessionResult) error {
+	sr.payload, sr.final = s.payload.first, s.final
+	return s.logErr
 }
 
 // End says why a session stopped.
@@ -71,6 +83,8 @@ const (
 	EndNoToolCall  End = "no_tool_call" // the nudges ran out
 	EndContextFull End = "context_full"
 	EndAPIErrors   End = "api_errors"
+	EndAgentDone   End = "agent_done"   // an external agent exited 0 before the cut
+	EndAgentFailed End = "agent_failed" // it exited otherwise, or could not start
 )
 
 // maxConsecutiveErrors ends a session whose backend keeps failing.
@@ -117,6 +131,7 @@ func (s *Session) Run(ctx context.Context) ([]Request, End) {
 			continue
 		}
 		errs = 0
+		s.final = reply.message.Content
 		msgs = append(msgs, reply.message)
 		if len(reply.message.ToolCalls) == 0 {
 			s.write(&reqs[len(reqs)-1], &reply.message, nil)
@@ -152,27 +167,46 @@ type reply struct {
 	err     error
 }
 
-// send streams one request and assembles the assistant's message.
+// send streams one request and assembles the assistant's message; a stream
+// that breaks its contract (see assembler) is an error of that request.
 func (s *Session) send(ctx context.Context, turn int, msgs []openai.ChatCompletionMessage) (Request, reply) {
 	req := s.request(msgs)
 	r := Request{Turn: turn, Sent: s.since(time.Now()), TTFT: -1}
-	var rep reply
 	stream, err := s.Client.CreateChatCompletionStream(ctx, req)
 	if err != nil {
 		r.End = s.since(time.Now())
 		return s.failed(ctx, r, err), reply{err: err}
 	}
 	defer stream.Close()
-	msg := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant}
-	var content []byte
+	a := newAssembler()
 	for {
 		chunk, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		if err == nil && chunk.Usage != nil {
+			err = checkUsage(chunk.Usage)
+		}
+		for i := 0; err == nil && i < len(chunk.Choices); i++ {
+			ch := chunk.Choices[i]
+			if err = a.choice(ch); err != nil {
+				break
+			}
+			// Reasoning is output too: a thinking model's first token is
+			// reasoning.
+			if d := ch.Delta; d.Content != "" || d.ReasoningContent != "" || len(d.ToolCalls) > 0 {
+				if r.TTFT < 0 {
+					r.TTFT = s.since(time.Now()) - r.Sent
+				}
+				r.StreamedTokens++
+			}
+			if ch.FinishReason != "" {
+				r.Finish = clip(string(ch.FinishReason))
+			}
+		}
 		if err != nil {
 			r.End = s.since(time.Now())
-			s.finishCalls(&r, &msg, content)
+			r.recordCalls(a.message(turn))
 			return s.failed(ctx, r, err), reply{err: err}
 		}
 		if chunk.Usage != nil {
@@ -181,57 +215,17 @@ func (s *Session) send(ctx context.Context, turn int, msgs []openai.ChatCompleti
 				r.CachedTokens = d.CachedTokens
 			}
 		}
-		for _, ch := range chunk.Choices {
-			d := ch.Delta
-			// Reasoning is output too: a thinking model's first token is
-			// reasoning.
-			if d.Content != "" || d.ReasoningContent != "" || len(d.ToolCalls) > 0 {
-				if r.TTFT < 0 {
-					r.TTFT = s.since(time.Now()) - r.Sent
-				}
-				r.StreamedTokens++
-			}
-			content = append(content, d.Content...)
-			// Sent back with the turn, so templates that keep reasoning
-			// (Qwen3) render the prompt the model produced and the prefix
-			// cache holds.
-			msg.ReasoningContent += d.ReasoningContent
-			for _, tc := range d.ToolCalls {
-				i := len(msg.ToolCalls)
-				if tc.Index != nil {
-					i = *tc.Index
-				}
-				for len(msg.ToolCalls) <= i {
-					msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{Type: openai.ToolTypeFunction})
-				}
-				c := &msg.ToolCalls[i]
-				if tc.ID != "" {
-					c.ID = tc.ID
-				}
-				c.Function.Name += tc.Function.Name
-				c.Function.Arguments += tc.Function.Arguments
-			}
-			if ch.FinishReason != "" {
-				r.Finish = string(ch.FinishReason)
-			}
-		}
 	}
 	r.End = s.since(time.Now())
-	s.finishCalls(&r, &msg, content)
-	rep.message = msg
-	return r, rep
+	msg := a.message(turn)
+	r.recordCalls(msg)
+	return r, reply{message: msg}
 }
 
-// finishCalls sets the message's text and names calls without ids, then
-// mirrors the calls into the record.
-func (s *Session) finishCalls(r *Request, msg *openai.ChatCompletionMessage, content []byte) {
-	msg.Content = string(content)
-	for i := range msg.ToolCalls {
-		if msg.ToolCalls[i].ID == "" {
-			msg.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", r.Turn, i)
-		}
-		c := msg.ToolCalls[i]
-		r.Calls = append(r.Calls, Call{ID: c.ID, Name: c.Function.Name, Args: c.Function.Arguments})
+// recordCalls mirrors the message's calls into the record, arguments clipped.
+func (r *Request) recordCalls(msg openai.ChatCompletionMessage) {
+	for _, c := range msg.ToolCalls {
+		r.Calls = append(r.Calls, Call{ID: clip(c.ID), Name: clip(c.Function.Name), Args: clip(c.Function.Arguments), ArgsBytes: len(c.Function.Arguments)})
 	}
 }
 
@@ -320,10 +314,23 @@ type step struct {
 	Results []openai.ChatCompletionMessage `json:"tool_results,omitempty"`
 }
 
+// write appends the step to the trajectory, texts clipped; the first write
+// error is kept for the round to report.
 func (s *Session) write(r *Request, msg *openai.ChatCompletionMessage, results []openai.ChatCompletionMessage) {
-	if s.Log != nil {
-		b, _ := json.Marshal(step{Session: s.Name, Request: r, Reply: msg, Results: results})
-		s.Log.Write(append(b, '\n'))
+	if s.Log != nil && s.logErr == nil {
+		st := step{Session: s.Name, Request: r}
+		if msg != nil {
+			m := clipMessage(*msg)
+			st.Reply = &m
+		}
+		for _, res := range results {
+			st.Results = append(st.Results, clipMessage(res))
+		}
+		b, err := json.Marshal(st)
+		if err == nil {
+			_, err = s.Log.Write(append(b, '\n'))
+		}
+		s.logErr = err
 	}
 	if s.OnStep != nil {
 		s.OnStep(r)
@@ -346,5 +353,6 @@ func (p *payloadCapture) RoundTrip(req *http.Request) (*http.Response, error) {
 		p.first = b
 		req.Body = io.NopCloser(bytes.NewReader(b))
 	}
-	return p.next.RoundTrip(req)
+	resp, err := p.next.RoundTrip(req)
+	return bound(resp), err
 }

@@ -25,6 +25,10 @@ type WorkOptions struct {
 	Out      string
 	Sandbox  sandbox.Options
 	Progress func(round string, sessions int) Progress // nil: none
+	// AgentCache is where external agents are installed ("": DefaultAgentCache);
+	// Log is told about installations (nil: discarded).
+	AgentCache string
+	Log        io.Writer
 }
 
 // RepeatPairs is how many repeat sessions sent exactly their twin's first request.
@@ -89,6 +93,12 @@ func Work(ctx context.Context, o WorkOptions) (*WorkResult, error) {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
 	}
+	// External agents are installed before the first round: npm's time is
+	// not any window's.
+	agents, err := installAgents(ctx, o, rounds)
+	if err != nil {
+		return nil, err
+	}
 	res := &WorkResult{Recipe: o.Recipe.File, Window: window.Seconds()}
 	for _, b := range o.Backends {
 		res.Backends = append(res.Backends, b.URL)
@@ -96,7 +106,8 @@ func Work(ctx context.Context, o WorkOptions) (*WorkResult, error) {
 	byName := map[string]*RoundResult{}
 	for _, rd := range rounds {
 		settle(ctx, o.Backends)
-		ro := RoundOptions{Recipe: o.Recipe, Round: rd, Backends: o.Backends, Window: window, Out: filepath.Join(o.Out, rd.Name), Sandbox: o.Sandbox}
+		ro := RoundOptions{Recipe: o.Recipe, Round: rd, Backends: o.Backends, Window: window, Out: filepath.Join(o.Out, rd.Name), Sandbox: o.Sandbox,
+			Agent: agents[o.Recipe.AgentOf(rd)]}
 		if o.Progress != nil {
 			ro.Progress = o.Progress(rd.Name, len(o.Recipe.Plan(rd)))
 		}
@@ -131,13 +142,43 @@ func Work(ctx context.Context, o WorkOptions) (*WorkResult, error) {
 	return res, nil
 }
 
+// installAgents installs each external agent the rounds name, once.
+func installAgents(ctx context.Context, o WorkOptions, rounds []*recipes.Round) (map[recipes.Agent]*Installation, error) {
+	out := map[recipes.Agent]*Installation{}
+	log := o.Log
+	if log == nil {
+		log = io.Discard
+	}
+	cache := o.AgentCache
+	if cache == "" {
+		cache = DefaultAgentCache()
+	}
+	for _, rd := range rounds {
+		a := o.Recipe.AgentOf(rd)
+		if !a.External() || out[a] != nil {
+			continue
+		}
+		for _, b := range o.Backends {
+			if b.Handler == nil {
+				return nil, fmt.Errorf("round %s: agent %s: %w", rd.Name, a.Kind, errNoEngine)
+			}
+		}
+		in, err := Install(ctx, a, cache, log)
+		if err != nil {
+			return nil, fmt.Errorf("round %s: %w", rd.Name, err)
+		}
+		out[a] = in
+	}
+	return out, nil
+}
+
 // Table writes the seed's Work table for the result.
 func Table(w io.Writer, res *WorkResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "Round\tBackend tok/s\tInitial TTFT, s\tLater median TTFT, s\tTools\tNonzero exits\tAPI errors\tPending at cut\tWaiting max\tRunning max\tPreemptions\t")
 	for _, r := range res.Rounds {
 		s := r.Summary
-		fmt.Fprintf(tw, "%s\t%.2f\t%.3f\t%.3f\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t\n", r.Name, s.BackendTokS, s.InitialTTFT, s.LaterMedianTTFT,
+		fmt.Fprintf(tw, "%s\t%.2f\t%s\t%s\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t\n", r.Name, s.BackendTokS, seconds(s.InitialTTFT), seconds(s.LaterMedianTTFT),
 			s.ToolCalls, s.NonzeroExits, s.APIErrors, s.PendingAtCut, s.WaitingMax, s.RunningMax, s.Preemptions)
 	}
 	tw.Flush()
@@ -153,6 +194,49 @@ func Table(w io.Writer, res *WorkResult) {
 	if res.RepeatPairs.Total > 0 {
 		fmt.Fprintf(w, "initial payloads: %d/%d repeat pairs byte-identical\n", res.RepeatPairs.Identical, res.RepeatPairs.Total)
 	}
+	for _, r := range res.Rounds {
+		for _, s := range r.Sessions {
+			if s.Agent != "" {
+				fmt.Fprintf(w, "%s %s: %s\n", r.Name, s.Name, AgentLine(r, &s))
+			}
+		}
+	}
+}
+
+// AgentLine is the seed's Pi-validation line for an external agent's session:
+// how it ended and when, its requests and reads, the engine's prefix hits.
+func AgentLine(r *RoundResult, s *SessionResult) string {
+	reads, cached := 0, 0
+	for _, q := range s.Requests {
+		cached += q.CachedTokens
+		for _, c := range q.Calls {
+			if c.Name == "read" {
+				reads++
+			}
+		}
+	}
+	var b strings.Builder
+	switch {
+	case s.AgentExit != nil:
+		fmt.Fprintf(&b, "%s exited %d after %.3f s", s.Agent, *s.AgentExit, *s.AgentSeconds)
+	case s.AgentError != "":
+		fmt.Fprintf(&b, "%s could not run: %s", s.Agent, s.AgentError)
+	default:
+		fmt.Fprintf(&b, "%s cut at %.0f s", s.Agent, r.Window)
+	}
+	fmt.Fprintf(&b, ": %d requests, %d reads, %d tool calls, %d cached prompt tokens; engine prefix hits %.0f tokens in the round", len(s.Requests), reads, s.ToolCalls, cached, r.Summary.PrefixHits)
+	if s.ExpectMet != nil {
+		fmt.Fprintf(&b, "; expected answer %s", map[bool]string{true: "found", false: "NOT found"}[*s.ExpectMet])
+	}
+	return b.String()
+}
+
+// seconds is a table cell: "–" when nothing was measured.
+func seconds(v *float64) string {
+	if v == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.3f", *v)
 }
 
 // settle waits (up to a minute) until no backend has requests running or

@@ -30,6 +30,7 @@ type Recipe struct {
 	Nudge    Nudge    `yaml:"nudge" json:"nudge"`
 	Shell    Shell    `yaml:"shell" json:"shell"`
 	Context  Context  `yaml:"context" json:"context"`
+	Agent    Agent    `yaml:"agent" json:"agent"`
 	Tasks    []Task   `yaml:"tasks" json:"tasks"`
 	Rounds   []Round  `yaml:"rounds" json:"rounds"`
 
@@ -65,6 +66,20 @@ type Context struct {
 	OnFull string `yaml:"on_full" json:"on_full"`
 }
 
+// Agent says who works a session: jspark's own tool loop (kind jspark, the
+// default), or an external coding agent installed from npm at an exact
+// version and run in the session's sandbox against the engine.
+type Agent struct {
+	Kind    string `yaml:"kind" json:"kind"`                 // jspark, pi, codex or opencode
+	Version string `yaml:"version" json:"version,omitempty"` // the npm package's exact version, like 0.73.1
+}
+
+// AgentKinds are the agents a recipe may name; all but jspark are external.
+var AgentKinds = []string{"jspark", "pi", "codex", "opencode"}
+
+// External reports whether the agent is not jspark's own loop.
+func (a Agent) External() bool { return a.Kind != "" && a.Kind != "jspark" }
+
 // Task is one piece of work a session is given.
 type Task struct {
 	ID     string            `yaml:"id" json:"id"`
@@ -72,16 +87,21 @@ type Task struct {
 	Prompt string            `yaml:"prompt" json:"prompt"`
 	Files  map[string]string `yaml:"files" json:"files,omitempty"` // seed files: relative path → content
 	Check  string            `yaml:"check" json:"check,omitempty"` // shell command a finished solution passes
+	// Expect is text the session's final reply must contain (checked with
+	// Check: an external agent's answer is not in its workspace).
+	Expect string `yaml:"expect" json:"expect,omitempty"`
 }
 
 // Round is a set of sessions started together: session i works on
-// Tasks[i % len(Tasks)]. A repeat round replays RepeatOf's tasks and
-// concurrency on the same backend, with byte-identical initial requests.
+// Tasks[i % len(Tasks)]. A repeat round replays RepeatOf's tasks,
+// concurrency and agent on the same backend, with byte-identical initial
+// requests. Agent, when set, replaces the recipe's for this round.
 type Round struct {
 	Name        string   `yaml:"name" json:"name"`
 	Concurrency int      `yaml:"concurrency" json:"concurrency"`
 	Tasks       []string `yaml:"tasks" json:"tasks"`
 	RepeatOf    string   `yaml:"repeat_of" json:"repeat_of,omitempty"`
+	Agent       *Agent   `yaml:"agent" json:"agent,omitempty"`
 }
 
 // Duration is a time.Duration written as "180s" in YAML and JSON.
@@ -121,6 +141,18 @@ func (r *Recipe) Round(name string) *Round {
 		}
 	}
 	return nil
+}
+
+// AgentOf is who works rd's sessions: its own agent, its first round's for a
+// repeat, else the recipe's.
+func (r *Recipe) AgentOf(rd *Round) Agent {
+	if rd.RepeatOf != "" {
+		rd = r.Round(rd.RepeatOf)
+	}
+	if rd.Agent != nil {
+		return *rd.Agent
+	}
+	return r.Agent
 }
 
 // Plan is a round with its repeat resolved: the tasks of each session.
@@ -273,6 +305,9 @@ func (r *Recipe) defaults() {
 	}
 	if r.Context.OnFull == "" {
 		r.Context.OnFull = "trim"
+	}
+	if r.Agent.Kind == "" {
+		r.Agent.Kind = "jspark"
 	}
 	for i := range r.Rounds {
 		if rd := &r.Rounds[i]; rd.RepeatOf != "" {

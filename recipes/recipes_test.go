@@ -32,6 +32,9 @@ func TestBuiltinWork(t *testing.T) {
 			}
 		}
 	}
+	if a := r.AgentOf(r.Round("pi-validation")); a != (Agent{"pi", "0.73.1"}) || r.AgentOf(r.Round("c6-repeat")).External() {
+		t.Errorf("pi-validation agent %+v", a)
+	}
 	if got := Builtin(); len(got) != 1 || got[0] != "work" {
 		t.Errorf("builtin %v", got)
 	}
@@ -74,7 +77,13 @@ func TestBadRecipes(t *testing.T) {
 		{"round task", strings.Replace(good, "tasks: [a]", "tasks: [a, b]", 1), `bad.yaml:12: rounds[0].tasks[1]: no task has id "b"`},
 		{"concurrency", strings.Replace(good, "concurrency: 2", "concurrency: 0", 1), "bad.yaml:11: rounds[0].concurrency: must be at least 1"},
 		{"repeat of nothing", good + "  - name: r2\n    repeat_of: r9\n", `bad.yaml:14: rounds[1].repeat_of: no round is named "r9"`},
-		{"repeat with tasks", good + "  - name: r2\n    repeat_of: r1\n    tasks: [a]\n", `bad.yaml:13: rounds[1]: a repeat round takes its concurrency and tasks from "r1"; leave them out`},
+		{"repeat with tasks", good + "  - name: r2\n    repeat_of: r1\n    tasks: [a]\n", `bad.yaml:13: rounds[1]: a repeat round takes its concurrency, tasks and agent from "r1"; leave them out`},
+		{"repeat with agent", good + "  - name: r2\n    repeat_of: r1\n    agent: {kind: pi, version: 1.0.0}\n", `bad.yaml:13: rounds[1]: a repeat round takes its concurrency, tasks and agent from "r1"; leave them out`},
+		{"agent kind", "agent: {kind: claude}\n" + good, `bad.yaml:1: agent.kind: "claude" is not an agent (known: jspark, pi, codex, opencode)`},
+		{"agent version missing", "agent: {kind: pi}\n" + good, "bad.yaml:1: agent.version: is required for pi: the npm package's exact version, like 1.2.3"},
+		{"agent version range", "agent:\n  kind: codex\n  version: ^0.171.0\n" + good, `bad.yaml:3: agent.version: "^0.171.0" is not an exact version (like 1.2.3; no ranges or tags)`},
+		{"agent version tag", strings.Replace(good, "    tasks: [a]\n", "    tasks: [a]\n    agent: {kind: opencode, version: latest}\n", 1), `bad.yaml:13: rounds[0].agent.version: "latest" is not an exact version (like 1.2.3; no ranges or tags)`},
+		{"jspark version", "agent: {kind: jspark, version: 1.0.0}\n" + good, "bad.yaml:1: agent.version: jspark's own loop has no version; leave it out"},
 		{"duplicate round", good + "  - name: r1\n    concurrency: 1\n    tasks: [a]\n", `bad.yaml:13: rounds[1].name: "r1" is used by an earlier round`},
 		{"empty", "", "bad.yaml:1: empty recipe"},
 	}
@@ -91,6 +100,24 @@ func TestBadRecipes(t *testing.T) {
 	}
 	if _, err := Parse("good.yaml", []byte(good)); err != nil {
 		t.Fatalf("good recipe: %v", err)
+	}
+}
+
+// A round's agent replaces the recipe's; a repeat takes its first round's.
+func TestAgentOfRound(t *testing.T) {
+	y := "agent: {kind: opencode, version: 1.18.0}\n" + good + "    agent: {kind: pi, version: 0.73.1}\n  - {name: r2, repeat_of: r1}\n  - {name: r3, concurrency: 1, tasks: [a]}\n"
+	r, err := Parse("a.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]Agent{"r1": {"pi", "0.73.1"}, "r2": {"pi", "0.73.1"}, "r3": {"opencode", "1.18.0"}} {
+		if got := r.AgentOf(r.Round(name)); got != want || !got.External() {
+			t.Errorf("%s: agent %+v, want %+v", name, got, want)
+		}
+	}
+	plain, _ := Parse("good.yaml", []byte(good))
+	if a := plain.AgentOf(plain.Round("r1")); a != (Agent{Kind: "jspark"}) || a.External() {
+		t.Errorf("default agent %+v", a)
 	}
 }
 

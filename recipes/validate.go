@@ -3,6 +3,7 @@ package recipes
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -80,6 +81,7 @@ func (r *Recipe) validate(file string, lines map[string]int) Errors {
 	if o := r.Context.OnFull; o != "" && o != "trim" && o != "stop" {
 		bad("context.on_full", "%q is neither trim nor stop", o)
 	}
+	checkAgent("agent", r.Agent, bad)
 
 	if len(r.Tasks) == 0 {
 		bad("tasks", "list at least one task")
@@ -144,10 +146,13 @@ func (r *Recipe) validate(file string, lines map[string]int) Errors {
 			case src == rd:
 				bad(at+".repeat_of", "a round cannot repeat itself")
 			}
-			if rd.Concurrency != 0 || len(rd.Tasks) != 0 {
-				bad(at, "a repeat round takes its concurrency and tasks from %q; leave them out", rd.RepeatOf)
+			if rd.Concurrency != 0 || len(rd.Tasks) != 0 || rd.Agent != nil {
+				bad(at, "a repeat round takes its concurrency, tasks and agent from %q; leave them out", rd.RepeatOf)
 			}
 			continue
+		}
+		if rd.Agent != nil {
+			checkAgent(at+".agent", *rd.Agent, bad)
 		}
 		if rd.Concurrency < 1 {
 			bad(at+".concurrency", "must be at least 1")
@@ -163,6 +168,25 @@ func (r *Recipe) validate(file string, lines map[string]int) Errors {
 	}
 	sort.SliceStable(es, func(i, j int) bool { return es[i].Line < es[j].Line })
 	return es
+}
+
+// exactVersion is an npm version without ranges or tags: the same recipe
+// installs the same agent.
+var exactVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
+
+func checkAgent(at string, a Agent, bad func(field, format string, args ...any)) {
+	if a.Kind != "" && !slices.Contains(AgentKinds, a.Kind) {
+		bad(at+".kind", "%q is not an agent (known: %s)", a.Kind, strings.Join(AgentKinds, ", "))
+		return
+	}
+	switch {
+	case !a.External() && a.Version != "":
+		bad(at+".version", "jspark's own loop has no version; leave it out")
+	case a.External() && a.Version == "":
+		bad(at+".version", "is required for %s: the npm package's exact version, like 1.2.3", a.Kind)
+	case a.External() && !exactVersion.MatchString(a.Version):
+		bad(at+".version", "%q is not an exact version (like 1.2.3; no ranges or tags)", a.Version)
+	}
 }
 
 func toolNames() string {

@@ -123,7 +123,9 @@ func bytesOf(s string) []int {
 
 // run submits j and calls emit for each piece of output until the end,
 // first with an empty output once the engine has accepted the request.
-func (s *Server) run(ctx context.Context, j job, emit func(output) error) (result, error) {
+func (s *Server) run(ctx context.Context, j job, emit func(output) error) (res result, err error) {
+	emit, observed := observe(ctx, emit)
+	defer func() { observed(res, err) }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.stop, cancel)() // Abort ends it too
@@ -154,7 +156,6 @@ func (s *Server) run(ctx context.Context, j job, emit func(output) error) (resul
 			}
 		}
 	}
-	var res result
 	for ev := range events {
 		if ev.Finish != "" {
 			res.usage = ev.Usage

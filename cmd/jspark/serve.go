@@ -125,9 +125,9 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 // ServeOptions are the flags of `jspark serve`.
 type ServeOptions struct {
 	EngineFlags
+	APIKeyFlags
 	Host             string
 	Port             int
-	APIKey           string
 	ServedName       string
 	MetricsOpen      bool
 	BodyTimeout      time.Duration
@@ -153,7 +153,7 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Host, "host", "127.0.0.1", "address to bind (loopback by default)")
 	f.IntVar(&o.Port, "port", 8080, "port (0: any free port)")
-	f.StringVar(&o.APIKey, "api-key", "", "require this bearer key")
+	addAPIKeyFlags(cmd, &o.APIKeyFlags, "require this bearer key")
 	f.StringVar(&o.ServedName, "served-name", "", "model id clients use (default: the model's name)")
 	f.IntVar(&o.MaxTokensDefault, "max-tokens-default", server.DefaultMaxTokens, "output tokens of a request that names no limit (capped by the context)")
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long running requests may go on before they are ended with an error")
@@ -164,12 +164,16 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 }
 
 func runServe(ctx context.Context, o *ServeOptions, log io.Writer) error {
+	key, err := o.resolve(os.Getenv)
+	if err != nil {
+		return err
+	}
 	e, sopt, closeEngine, err := openEngine(&o.EngineFlags, log)
 	if err != nil {
 		return err
 	}
 	defer closeEngine()
-	sopt.APIKey, sopt.ServedName, sopt.Log = o.APIKey, o.ServedName, log
+	sopt.APIKey, sopt.ServedName, sopt.Log = key, o.ServedName, log
 	sopt.MetricsOpen, sopt.BodyTimeout, sopt.WriteTimeout, sopt.MaxTokensDefault = o.MetricsOpen, o.BodyTimeout, o.WriteTimeout, o.MaxTokensDefault
 	srv := newServer(e, sopt, log)
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, fmt.Sprint(o.Port)))

@@ -25,14 +25,15 @@ import (
 // WorkOptions are the flags of `jspark work`.
 type WorkOptions struct {
 	EngineFlags
-	Round        string
-	Recipe       string
-	Endpoints    []string
-	APIKey       string
+	Round     string
+	Recipe    string
+	Endpoints []string
+	APIKeyFlags
 	ServedModel  string
 	Window       time.Duration
 	Out          string
 	NoNamespaces bool
+	AgentCache   string
 }
 
 func newWorkCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -56,11 +57,12 @@ model (--model, or the embedded default) over loopback HTTP.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Recipe, "recipe", "work", "built-in recipe name or YAML file")
 	f.StringArrayVar(&o.Endpoints, "endpoint", nil, "OpenAI-compatible base URL (http://host:port/v1) instead of the in-process engine; repeat to spread sessions")
-	f.StringVar(&o.APIKey, "api-key", "", "bearer key for --endpoint")
+	addAPIKeyFlags(cmd, &o.APIKeyFlags, "bearer key for --endpoint (its /metrics too)")
 	f.StringVar(&o.ServedModel, "served-model", "", "model id to request from --endpoint (default: its first /v1/models entry)")
 	f.DurationVar(&o.Window, "window", 0, "session window (default: the recipe's, 180s for work)")
 	f.StringVar(&o.Out, "out", "", "output folder (default: results/RECIPE-ROUND-TIME)")
 	f.BoolVar(&o.NoNamespaces, "no-namespaces", false, "do not isolate shells in namespaces (rlimits and process groups only)")
+	f.StringVar(&o.AgentCache, "agent-cache", "", "where a recipe's external agents (pi, codex, opencode) are installed with npm (default "+agent.DefaultAgentCache()+")")
 	return cmd
 }
 
@@ -75,10 +77,14 @@ func runWork(ctx context.Context, o *WorkOptions, stdout, stderr io.Writer) erro
 	if o.Out == "" {
 		o.Out = filepath.Join("results", fmt.Sprintf("%s-%s-%s", r.Name, o.Round, time.Now().Format("20060102-150405")))
 	}
+	key, err := o.resolve(os.Getenv)
+	if err != nil {
+		return err
+	}
 	var backends []agent.Backend
 	if len(o.Endpoints) > 0 {
 		for _, u := range o.Endpoints {
-			b, err := endpointBackend(ctx, u, o.APIKey, o.ServedModel, stderr)
+			b, err := endpointBackend(ctx, u, key, o.ServedModel, stderr)
 			if err != nil {
 				return err
 			}
@@ -98,7 +104,8 @@ func runWork(ctx context.Context, o *WorkOptions, stdout, stderr io.Writer) erro
 	}
 	res, err := agent.Work(ctx, agent.WorkOptions{
 		Recipe: r, Round: o.Round, Backends: backends, Window: o.Window, Out: o.Out,
-		Sandbox: sandbox.Options{NoNamespaces: o.NoNamespaces, Log: stderr},
+		Sandbox:    sandbox.Options{NoNamespaces: o.NoNamespaces, Log: stderr},
+		AgentCache: o.AgentCache, Log: stderr,
 		Progress: func(round string, n int) agent.Progress {
 			if tty {
 				return agent.NewLiveView(stdout, round, n)
@@ -137,8 +144,11 @@ func inProcessBackend(ef *EngineFlags, log io.Writer) (agent.Backend, func(), er
 		Model: e.Options().ModelName,
 		Counter: agent.FuncSource(func() agent.Counters {
 			s := e.Metrics().Snapshot()
-			return agent.Counters{Generation: float64(s.GenerationTokens), Running: float64(s.Running), Waiting: float64(s.Waiting), Preemptions: float64(s.Preemptions)}
+			return agent.Counters{Generation: float64(s.GenerationTokens), Running: float64(s.Running), Waiting: float64(s.Waiting),
+				Preemptions: float64(s.Preemptions), PrefixHits: float64(s.CacheHits)}
 		}),
+		Handler: srv.Handler(),
+		Context: e.Options().MaxContext,
 	}
 	return b, func() {
 		hs.Close()
@@ -170,7 +180,7 @@ func endpointBackend(ctx context.Context, base, key, modelID string, log io.Writ
 		}
 		b.Model = models.Data[0].ID
 	}
-	p := &agent.Prometheus{URL: agent.MetricsURL(base), Client: http.DefaultClient}
+	p := &agent.Prometheus{URL: agent.MetricsURL(base), APIKey: key, Client: http.DefaultClient}
 	if _, err := p.Read(ctx); err != nil {
 		fmt.Fprintf(log, "jspark work: %s: no usable /metrics (%v): counting streamed tokens instead\n", base, err)
 	} else {
@@ -193,7 +203,11 @@ func newRecipesCmd(stdout io.Writer) *cobra.Command {
 				}
 				fmt.Fprintf(stdout, "%s\twindow %s, %d tasks, rounds:", name, r.Window.D(), len(r.Tasks))
 				for _, rd := range r.Rounds {
-					fmt.Fprintf(stdout, " %s(c%d)", rd.Name, rd.Concurrency)
+					if a := r.AgentOf(&rd); a.External() {
+						fmt.Fprintf(stdout, " %s(c%d, %s %s)", rd.Name, rd.Concurrency, a.Kind, a.Version)
+					} else {
+						fmt.Fprintf(stdout, " %s(c%d)", rd.Name, rd.Concurrency)
+					}
 				}
 				fmt.Fprintln(stdout)
 			}

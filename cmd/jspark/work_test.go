@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -112,8 +113,17 @@ func TestWorkC3RepeatIdenticalAndCached(t *testing.T) {
 			t.Errorf("%s first request: cached %d of %d prompt tokens, ttft %.3f", s.Name, q.CachedTokens, q.PromptTokens, q.TTFT)
 		}
 	}
-	if repeat.Summary.InitialTTFT >= first.Summary.InitialTTFT {
-		t.Errorf("repeat initial TTFT %.3f s, first %.3f s", repeat.Summary.InitialTTFT, first.Summary.InitialTTFT)
+	// Which round's first outputs came sooner is a timing, not an invariant
+	// (the cached tokens above are); the summary only has to be honest: a
+	// TTFT exactly when some first request had a first output.
+	for _, r := range res.Rounds {
+		measured := false
+		for _, s := range r.Sessions {
+			measured = measured || len(s.Requests) > 0 && s.Requests[0].TTFT >= 0
+		}
+		if (r.Summary.InitialTTFT != nil) != measured {
+			t.Errorf("%s: initial TTFT %v, first outputs measured: %v", r.Name, r.Summary.InitialTTFT, measured)
+		}
 	}
 }
 
@@ -161,7 +171,7 @@ func TestWorkAgainstServeEndpoint(t *testing.T) {
 
 func TestRecipesCLI(t *testing.T) {
 	stdout, _, code := jspark(t, "recipes", "list")
-	if code != 0 || !strings.HasPrefix(stdout, "work\twindow 3m0s, 6 tasks, rounds: c3-first(c3) c3-repeat(c3) c6-first(c6) c6-repeat(c6)") {
+	if code != 0 || !strings.HasPrefix(stdout, "work\twindow 3m0s, 7 tasks, rounds: c3-first(c3) c3-repeat(c3) c6-first(c6) c6-repeat(c6) pi-validation(c1, pi 0.73.1)") {
 		t.Errorf("list: %d %q", code, stdout)
 	}
 	dir := t.TempDir()
@@ -172,7 +182,61 @@ func TestRecipesCLI(t *testing.T) {
 		t.Errorf("validate: %d %q %q", code, stdout, stderr)
 	}
 	_, stderr, code = jspark(t, "work", "c9", "--window", "1s")
-	if code == 0 || !strings.Contains(stderr, `recipe work has no round "c9" (rounds: c3-first, c3-repeat, c6-first, c6-repeat, or all)`) {
+	if code == 0 || !strings.Contains(stderr, `recipe work has no round "c9" (rounds: c3-first, c3-repeat, c6-first, c6-repeat, pi-validation, or all)`) {
 		t.Errorf("unknown round: %d %q", code, stderr)
+	}
+}
+
+// `jspark work pi-validation`: Pi itself (installed with npm into the agent
+// cache) runs in the session's sandbox against the in-process engine, through
+// the sandbox's door, and its requests are recorded from the server side.
+func TestWorkPiValidationRunsPiInTheSandbox(t *testing.T) {
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not on PATH, so Pi cannot be installed: %v", tool, err)
+		}
+	}
+	out := t.TempDir()
+	stdout, stderr, code := jspark(t, "work", "pi-validation", "--window", "120s", "--out", out, "--kv-memory", "64")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !tableRow(stdout, "pi-validation") || !strings.Contains(stdout, "pi-validation s0-pi_two_reads: pi 0.73.1 ") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	r := readResults(t, out).Rounds[0]
+	s := r.Sessions[0]
+	if s.Agent != "pi 0.73.1" || (s.End != agent.EndAgentDone && s.End != agent.EndCut) || s.AgentError != "" {
+		t.Fatalf("session: agent %q ended %s (%s): %s", s.Agent, s.End, s.AgentError, s.AgentOutput)
+	}
+	if len(s.Requests) == 0 {
+		t.Fatalf("no request of Pi's was recorded; it printed:\n%s", s.AgentOutput)
+	}
+	// Pi's own prompt (its system prompt and tools), as the engine counted it.
+	q := s.Requests[0]
+	dir := filepath.Join(out, "pi-validation", s.Name)
+	payload, _ := os.ReadFile(filepath.Join(dir, "initial_request.json"))
+	if q.PromptTokens < 1000 || q.Error != "" || !strings.Contains(string(payload), "operating inside pi") || !strings.Contains(string(payload), `"model":"llama"`) {
+		t.Errorf("first request %+v; payload %.300s", q, payload)
+	}
+	finished := 0
+	for _, q := range s.Requests {
+		if !q.Cut && q.Error == "" {
+			finished += q.CompletionTokens
+		}
+	}
+	if r.Summary.OutputTokens < float64(finished) || r.Summary.CountedBy != "engine" {
+		t.Errorf("engine counted %v output tokens, Pi's finished requests %d", r.Summary.OutputTokens, finished)
+	}
+	config, err := os.ReadFile(filepath.Join(dir, "agent-models.json"))
+	want := `"baseUrl": "http://127.0.0.1:40000/v1"` // the door, inside the sandbox's network namespace
+	if !s.Isolated {
+		want = `"baseUrl": "http://127.0.0.1:`
+	}
+	if err != nil || !strings.Contains(string(config), want) {
+		t.Errorf("Pi's models.json (isolated %v): %s %v", s.Isolated, config, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "workspace", "first.txt")); err != nil {
+		t.Error(err)
 	}
 }

@@ -1,0 +1,164 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	openai "github.com/sashabaranov/go-openai"
+	"github.com/sashabaranov/go-openai/jsonschema"
+
+	"jspark/backend/engine"
+	"jspark/backend/model"
+	"jspark/backend/server"
+	"jspark/kernels/cpu"
+)
+
+// The recorder in front of the real engine's server records what a client
+// (here a scripted one standing in for an external agent) did: the server's
+// times and token counts, the calls its outputs made, their exit codes from
+// the agent's next history, a call the agent added itself, and an error.
+func TestRecorderRecordsFromTheServerSide(t *testing.T) {
+	m, _, err := model.Open("", cpu.New(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(m, engine.Options{Log: io.Discard, KVBlocks: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var traj bytes.Buffer
+	start := time.Now()
+	rec := newRecorder(server.New(e, server.Options{}).Handler(), "s0", start, func() bool { return false }, &traj)
+	var steps []Request
+	rec.onStep = func(r *Request) { steps = append(steps, *r) }
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	cfg := openai.DefaultConfig("")
+	cfg.BaseURL = srv.URL + "/v1"
+	client := openai.NewClientWithConfig(cfg)
+	ctx := context.Background()
+
+	bash := openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{Name: "bash",
+		Parameters: jsonschema.Definition{Type: jsonschema.Object, Required: []string{"command"}, Properties: map[string]jsonschema.Definition{"command": {Type: jsonschema.String}}}}}
+	msgs := []openai.ChatCompletionMessage{{Role: "system", Content: "You are a coding agent."}, {Role: "user", Content: "List the files."}}
+	stream := func(req openai.ChatCompletionRequest) (openai.ChatCompletionMessage, *openai.Usage, error) {
+		req.Stream, req.StreamOptions = true, &openai.StreamOptions{IncludeUsage: true}
+		st, err := client.CreateChatCompletionStream(ctx, req)
+		if err != nil {
+			return openai.ChatCompletionMessage{}, nil, err
+		}
+		defer st.Close()
+		a := newAssembler()
+		var u *openai.Usage
+		for {
+			ch, err := st.Recv()
+			if errors.Is(err, io.EOF) {
+				return a.message(0), u, nil
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ch.Usage != nil {
+				u = ch.Usage
+			}
+			for _, c := range ch.Choices {
+				a.choice(c)
+			}
+		}
+	}
+	seed := 1
+	reply, u1, err := stream(openai.ChatCompletionRequest{Messages: msgs, Tools: []openai.Tool{bash}, ToolChoice: "required", MaxTokens: 60, Seed: &seed})
+	if err != nil || len(reply.ToolCalls) != 1 {
+		t.Fatalf("first request: %v %+v", err, reply)
+	}
+	made := reply.ToolCalls[0]
+	// The agent ran the call (exit 2) and one more of its own making.
+	reply.ToolCalls = append(reply.ToolCalls, openai.ToolCall{ID: "own-1", Type: "function", Function: openai.FunctionCall{Name: "read", Arguments: `{"path":"a"}`}})
+	msgs = append(msgs, reply,
+		openai.ChatCompletionMessage{Role: "tool", ToolCallID: made.ID, Content: "ls: x: No such file\nCommand exited with code 2"},
+		openai.ChatCompletionMessage{Role: "tool", ToolCallID: "own-1", Content: "hello"})
+	_, u2, err := stream(openai.ChatCompletionRequest{Messages: msgs, Tools: []openai.Tool{bash}, ToolChoice: "none", MaxTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := stream(openai.ChatCompletionRequest{Messages: msgs, MaxTokens: 1 << 30}); err == nil {
+		t.Fatal("a request past the context was accepted")
+	}
+
+	got := rec.requests()
+	if len(got) != 3 || len(steps) != 3 {
+		t.Fatalf("%d requests, %d steps", len(got), len(steps))
+	}
+	two := 2
+	wantCalls := []Call{
+		{ID: made.ID, Name: "bash", Args: made.Function.Arguments, ArgsBytes: len(made.Function.Arguments), ExitCode: &two},
+		{ID: "own-1", Name: "read", Args: `{"path":"a"}`, ArgsBytes: 12},
+	}
+	if d := cmp.Diff(wantCalls, got[0].Calls); d != "" {
+		t.Errorf("first request's calls (-want +got):\n%s", d)
+	}
+	for i, u := range []*openai.Usage{u1, u2} {
+		q := got[i]
+		if q.Turn != i || q.PromptTokens != u.PromptTokens || q.CompletionTokens != u.CompletionTokens || q.CachedTokens != u.PromptTokensDetails.CachedTokens || q.Error != "" {
+			t.Errorf("request %d: %+v, the client's usage %+v", i, q, u)
+		}
+		if q.TTFT < 0 || q.Sent < 0 || q.End < q.Sent+q.TTFT {
+			t.Errorf("request %d times: sent %.3f ttft %.3f end %.3f", i, q.Sent, q.TTFT, q.End)
+		}
+	}
+	if got[1].CachedTokens == 0 || got[0].Finish == "" {
+		t.Errorf("second request reused no prefix (%d cached) or the first has no finish (%q)", got[1].CachedTokens, got[0].Finish)
+	}
+	if q := got[2]; !strings.HasPrefix(q.Error, "HTTP 400: ") || !strings.Contains(q.Error, "maximum context length") || q.TTFT != -1 {
+		t.Errorf("refused request: %+v", q)
+	}
+	var first map[string]any
+	if json.Unmarshal(rec.first, &first) != nil || first["tool_choice"] != "required" {
+		t.Errorf("first payload %s", rec.first)
+	}
+	lines := strings.Split(strings.TrimSpace(traj.String()), "\n")
+	var st externalStep
+	if len(lines) != 3 || json.Unmarshal([]byte(lines[1]), &st) != nil {
+		t.Fatalf("trajectory:\n%s", traj.String())
+	}
+	if len(st.History) != 3 || st.History[0].Role != "assistant" || len(st.History[0].Calls) != 2 || st.History[1].CallID != made.ID || st.History[2].Text != "hello" {
+		t.Errorf("second step's history %+v", st.History)
+	}
+}
+
+// A Responses API history (what Codex sends) reads the same way.
+func TestResponsesHistory(t *testing.T) {
+	body := `{"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"fix it"}]},
+		{"type":"function_call","call_id":"c1","name":"shell","arguments":"{\"command\":[\"ls\"]}"},
+		{"type":"function_call_output","call_id":"c1","output":"{\"output\":\"x\",\"metadata\":{\"exit_code\":1}}"}]}`
+	items := parseHistory([]byte(body))
+	want := []historyItem{
+		{Role: "user", Text: "fix it"},
+		{Role: "assistant", Calls: []Call{{ID: "c1", Name: "shell", Args: `{"command":["ls"]}`, ArgsBytes: 18}}},
+		{Role: "tool", Text: `{"output":"x","metadata":{"exit_code":1}}`, CallID: "c1"},
+	}
+	if d := cmp.Diff(want, items); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	if c := shellExit("shell", items[2].Text); c == nil || *c != 1 {
+		t.Errorf("exit %v", c)
+	}
+	if c := shellExit("bash", "all good"); c == nil || *c != 0 {
+		t.Errorf("a shell result stating no code: %v", c)
+	}
+	if shellExit("read", "exit code 3") != nil {
+		t.Error("a read has an exit code")
+	}
+	if got := parseHistory([]byte(`{"input":"just text"}`)); len(got) != 1 || got[0].Text != "just text" {
+		t.Errorf("string input: %+v", got)
+	}
+}

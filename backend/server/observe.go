@@ -1,0 +1,62 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"jspark/backend/chat"
+	"jspark/backend/engine"
+)
+
+// Observation is what the server saw of one generation request (chat,
+// completions or responses, streamed or not): what a harness that cannot
+// instrument its client (an external coding agent) records from the server
+// side.
+type Observation struct {
+	Accepted    time.Time // the engine took the request; zero: it never did
+	FirstOutput time.Time // the first reasoning, content or tool-call output; zero: none
+	End         time.Time
+	Usage       engine.Usage
+	Finish      string          // stop, length or tool_calls; empty after an error
+	Calls       []chat.ToolCall // the tool calls of the output, arguments as far as they went
+	Err         error
+}
+
+// Observer receives one Observation per generation request, when it ends.
+type Observer func(Observation)
+
+type observerKey struct{}
+
+// WithObserver makes the server report the generation request that carries
+// ctx to o (a handler in front of the server's sets it per request).
+func WithObserver(ctx context.Context, o Observer) context.Context {
+	return context.WithValue(ctx, observerKey{}, o)
+}
+
+// observe wraps a job's emit to note its times and calls; done reports the
+// end. Without an observer in ctx both do nothing more.
+func observe(ctx context.Context, emit func(output) error) (func(output) error, func(result, error)) {
+	o, _ := ctx.Value(observerKey{}).(Observer)
+	if o == nil {
+		return emit, func(result, error) {}
+	}
+	var ob Observation
+	wrapped := func(out output) error {
+		t := time.Now()
+		if ob.Accepted.IsZero() {
+			ob.Accepted = t
+		}
+		if d := out.delta; ob.FirstOutput.IsZero() && (d.Reasoning != "" || d.Content != "" || len(d.Calls) > 0) {
+			ob.FirstOutput = t
+		}
+		ob.Calls = appendCalls(ob.Calls, out.delta.Calls)
+		return emit(out)
+	}
+	return wrapped, func(res result, err error) {
+		ob.End, ob.Usage, ob.Err = time.Now(), res.usage, err
+		if err == nil {
+			ob.Finish = res.finish
+		}
+		o(ob)
+	}
+}
