@@ -2,15 +2,18 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Options configure a sandbox.
@@ -23,6 +26,8 @@ type Options struct {
 // Sandbox is one session's workspace and shell. Commands run one at a time.
 type Sandbox struct {
 	root      string
+	rootFD    int // the workspace directory, which every host-side file access starts from
+	id        *uidLock
 	uid       int
 	dedicated bool
 	ns        bool
@@ -52,7 +57,10 @@ func New(dir string, files map[string]string, o Options) (*Sandbox, error) {
 	if s.limits == (Limits{}) {
 		s.limits = DefaultLimits
 	}
-	s.uid, s.dedicated = hostUser()
+	if s.id, err = allocUID(); err != nil {
+		return nil, err
+	}
+	s.uid, s.dedicated = s.id.uid, s.id.f != nil
 	ok, why := false, "disabled by option"
 	if !o.NoNamespaces {
 		ok, why = namespaces()
@@ -69,8 +77,13 @@ func New(dir string, files map[string]string, o Options) (*Sandbox, error) {
 	}
 	if s.dedicated {
 		if err := chownTree(root, s.uid); err != nil {
+			s.id.release()
 			return nil, err
 		}
+	}
+	if s.rootFD, err = unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		s.id.release()
+		return nil, err
 	}
 	return s, nil
 }
@@ -83,50 +96,6 @@ func (s *Sandbox) Isolated() bool { return s.ns }
 
 // Path maps a workspace-relative path to its host path (see resolve).
 func (s *Sandbox) Path(rel string) (string, error) { return resolve(s.root, rel) }
-
-// WriteFile writes a workspace file, making its directories, owned by the
-// sandbox's user so its shell can change it.
-func (s *Sandbox) WriteFile(rel string, data []byte) error {
-	p, err := s.Path(rel)
-	if err != nil {
-		return err
-	}
-	if p == s.root {
-		return fmt.Errorf("%q: is the workspace itself", rel)
-	}
-	if err := s.mkdirAll(filepath.Dir(p)); err != nil {
-		return err
-	}
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		return err
-	}
-	if s.dedicated {
-		return os.Chown(p, s.uid, s.uid)
-	}
-	return nil
-}
-
-func (s *Sandbox) mkdirAll(dir string) error {
-	if dir == s.root {
-		return nil
-	}
-	if fi, err := os.Stat(dir); err == nil {
-		if !fi.IsDir() {
-			return fmt.Errorf("%s: not a directory", dir)
-		}
-		return nil
-	}
-	if err := s.mkdirAll(filepath.Dir(dir)); err != nil {
-		return err
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	if s.dedicated {
-		return os.Chown(dir, s.uid, s.uid)
-	}
-	return nil
-}
 
 func chownTree(root string, uid int) error {
 	return filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
@@ -155,10 +124,10 @@ func (s *Sandbox) Exec(ctx context.Context, command string, timeout time.Duratio
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return Result{}, errors.New("sandbox is closed")
+		return Result{}, errClosed
 	}
 	if s.sh == nil {
-		sh, err := s.start()
+		sh, err := s.start(ctx)
 		if err != nil {
 			return Result{}, err
 		}
@@ -179,8 +148,13 @@ func (s *Sandbox) Exec(ctx context.Context, command string, timeout time.Duratio
 func (s *Sandbox) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
 	s.closed = true
 	s.stopShell()
+	unix.Close(s.rootFD)
+	s.id.release()
 	return nil
 }
 
@@ -197,10 +171,14 @@ func (s *Sandbox) stopShell() {
 // sweep kills every process of the sandbox but keep, stopping them first so
 // that a fork bomb cannot outrun the scan, until two scans in a row find none.
 func (s *Sandbox) sweep(keep int) {
+	shell := 0
+	if s.sh != nil {
+		shell = s.sh.pid()
+	}
 	empty := 0
 	for range 400 {
 		var stopped []int
-		for _, pid := range members(s.sh.pid(), s.uid, s.dedicated) {
+		for _, pid := range members(shell, s.uid, s.dedicated) {
 			if pid != keep {
 				syscall.Kill(pid, syscall.SIGSTOP)
 				stopped = append(stopped, pid)
@@ -223,3 +201,63 @@ func (s *Sandbox) sweep(keep int) {
 // waitGone is how long a killed command's shell gets to report back before
 // the shell itself is replaced.
 const waitGone = 2 * time.Second
+
+// child is one started init of the sandbox (a shell) and what it opened.
+type child struct {
+	cmd       *exec.Cmd
+	listeners []net.Listener // listening sockets it opened
+}
+
+func (c *child) close() {
+	for _, l := range c.listeners {
+		l.Close()
+	}
+}
+
+// spawn starts argv confined in the sandbox, with extra as its descriptors
+// from controlFD on; prepare sets up the rest of cmd (stdio) before it starts.
+func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, prepare func(*exec.Cmd)) (*child, error) {
+	home := s.root
+	if s.ns {
+		home = Home
+	}
+	c := childConfig{
+		Namespaces: s.ns,
+		Limits:     s.limits,
+		Argv:       argv,
+		Env: []string{
+			"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "TERM=dumb", "LANG=C.UTF-8",
+			"USER=agent", "TMPDIR=/tmp", "PAGER=cat", "GIT_PAGER=cat",
+		},
+	}
+	cmd, sync, err := childCommand(s.root, c, s.uid, extra)
+	if err != nil {
+		return nil, err
+	}
+	prepare(cmd)
+	if err := cmd.Start(); err != nil {
+		closeChildFiles(cmd)
+		sync.Close()
+		return nil, err
+	}
+	closeChildFiles(cmd)
+	ch := &child{cmd: cmd}
+	files, err := handshake(ctx, sync, 0)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, err
+	}
+	for _, f := range files {
+		l, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			ch.close()
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, err
+		}
+		ch.listeners = append(ch.listeners, l)
+	}
+	return ch, nil
+}

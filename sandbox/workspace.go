@@ -1,7 +1,3 @@
-// Package sandbox owns a session's workspace and the shell that runs its
-// commands: isolation (user, mount, pid and network namespaces where the kernel
-// allows, rlimits always), PTY shells, per-command timeouts and the cleanup of
-// every process a session started.
 package sandbox
 
 import (
