@@ -19,4 +19,29 @@
 // workspace's descriptor with no symlinks, O_NONBLOCK, regular files only (a
 // FIFO, socket or device is refused, never waited on), and WriteFile writes no
 // more than the file-size limit.
+//
+// # Doors: a host service inside the sandbox
+//
+// A namespaced sandbox has no network, but a process in it may need one host
+// service (an external agent such as Pi needs the in-process engine). Listen
+// opens a door for it:
+//
+//	l, err := box.Listen(0)            // before the first command
+//	go http.Serve(l, engineHandler)    // the caller serves what comes in
+//	url := "http://" + l.Addr().String() + "/v1" // as the sandbox sees it
+//	box.Exec(ctx, "pi -p ... --base-url "+url, timeout, limit)
+//
+// Each shell's init opens a listening socket on 127.0.0.1:PORT inside the
+// sandbox's own network namespace (bringing its loopback up) before the shell
+// exists, and hands it to jspark over a socket pair; jspark accepts on it, so
+// the connections of the sandbox's processes arrive on l. No process inside
+// relays anything (nothing there for the sandbox to kill or impersonate), no
+// socket file appears in its filesystem, and no other host address becomes
+// reachable. The address stays the same across shell restarts (each shell
+// is a new namespace; its init opens the same port again); port 0 numbers
+// the doors from 40000. At most 64 connections per door are open at once.
+// Without namespaces a door is a plain listener on the host's loopback (port
+// 0: any free port). Close closes every door. What the service's client needs
+// on disk (an agent installed with npm outside the workspace) is named in
+// Options.ReadOnly and appears read-only at the same path.
 package sandbox

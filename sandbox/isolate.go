@@ -41,6 +41,7 @@ type childConfig struct {
 	Tree       bool     `json:"tree"`      // workspaceFD is a detached mount of the workspace
 	Workspace  string   `json:"workspace"` // host path, bound when there is no tree
 	Limits     Limits   `json:"limits"`
+	Listen     []int    `json:"listen"` // loopback ports to listen on inside the network namespace
 	Argv       []string `json:"argv"`
 	Env        []string `json:"env"`
 }
@@ -96,6 +97,16 @@ func setup(c childConfig) ([]int, error) {
 	if c.Namespaces {
 		if err := confine(c); err != nil {
 			return nil, err
+		}
+		if err := loopbackUp(); err != nil {
+			return nil, err
+		}
+		for _, port := range c.Listen {
+			fd, err := listenLoopback(port)
+			if err != nil {
+				return nil, err
+			}
+			fds = append(fds, fd)
 		}
 		if err := unix.Chdir(Home); err != nil {
 			return nil, err

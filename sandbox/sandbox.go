@@ -21,6 +21,9 @@ type Options struct {
 	Limits       Limits    // zero: DefaultLimits
 	NoNamespaces bool      // run with rlimits and process groups only, even where namespaces work
 	Log          io.Writer // where the once-per-process isolation warning goes (nil: stderr)
+	// ReadOnly are host folders the sandbox sees read-only at the same path
+	// (an external agent's install folder, say); absolute paths.
+	ReadOnly []string
 }
 
 // Sandbox is one session's workspace and shell. Commands run one at a time.
@@ -35,6 +38,7 @@ type Sandbox struct {
 
 	mu     sync.Mutex
 	sh     *shell
+	doors  []*door
 	closed bool
 }
 
@@ -46,6 +50,14 @@ func New(dir string, files map[string]string, o Options) (*Sandbox, error) {
 	root, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
+	}
+	for _, p := range o.ReadOnly {
+		if !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("sandbox: read-only path %q is not absolute", p)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("sandbox: read-only path: %w", err)
+		}
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
@@ -153,6 +165,9 @@ func (s *Sandbox) Close() error {
 	}
 	s.closed = true
 	s.stopShell()
+	for _, d := range s.doors {
+		d.Close()
+	}
 	unix.Close(s.rootFD)
 	s.id.release()
 	return nil
@@ -205,7 +220,7 @@ const waitGone = 2 * time.Second
 // child is one started init of the sandbox (a shell) and what it opened.
 type child struct {
 	cmd       *exec.Cmd
-	listeners []net.Listener // listening sockets it opened
+	listeners []net.Listener // one per door, inside the sandbox's network namespace
 }
 
 func (c *child) close() {
@@ -230,6 +245,11 @@ func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, pr
 			"USER=agent", "TMPDIR=/tmp", "PAGER=cat", "GIT_PAGER=cat",
 		},
 	}
+	if s.ns {
+		for _, d := range s.doors {
+			c.Listen = append(c.Listen, d.addr.Port)
+		}
+	}
 	cmd, sync, err := childCommand(s.root, c, s.uid, extra)
 	if err != nil {
 		return nil, err
@@ -242,13 +262,13 @@ func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, pr
 	}
 	closeChildFiles(cmd)
 	ch := &child{cmd: cmd}
-	files, err := handshake(ctx, sync, 0)
+	files, err := handshake(ctx, sync, len(c.Listen))
 	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
 		return nil, err
 	}
-	for _, f := range files {
+	for i, f := range files {
 		l, err := net.FileListener(f)
 		f.Close()
 		if err != nil {
@@ -258,6 +278,7 @@ func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, pr
 			return nil, err
 		}
 		ch.listeners = append(ch.listeners, l)
+		go s.doors[i].serve(l)
 	}
 	return ch, nil
 }
