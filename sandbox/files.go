@@ -109,7 +109,11 @@ func (s *Sandbox) FileSizeLimit() int64 { return int64(s.limits.FileSize) }
 // WriteFile writes a workspace file, making its directories, owned by the
 // sandbox's user so its shell can change it. It refuses content over the
 // file-size limit and any existing path that is not a regular file.
-func (s *Sandbox) WriteFile(rel string, data []byte) error {
+func (s *Sandbox) WriteFile(rel string, data []byte) error { return s.writeFile(rel, data, true) }
+
+// writeFile writes a file, within the file-size limit when capped (the
+// recipe's seed files are not the session's to bound).
+func (s *Sandbox) writeFile(rel string, data []byte, capped bool) error {
 	p, err := s.Path(rel)
 	if err != nil {
 		return err
@@ -117,7 +121,7 @@ func (s *Sandbox) WriteFile(rel string, data []byte) error {
 	if p == s.root {
 		return fmt.Errorf("%q: is the workspace itself", rel)
 	}
-	if lim := s.FileSizeLimit(); lim > 0 && int64(len(data)) > lim {
+	if lim := s.FileSizeLimit(); capped && lim > 0 && int64(len(data)) > lim {
 		return fmt.Errorf("%q: %d bytes is over the sandbox's file-size limit of %d bytes", rel, len(data), lim)
 	}
 	clean := cleanRel(rel)
@@ -182,6 +186,16 @@ func (s *Sandbox) mkdirAll(rel string) (int, error) {
 		}
 	}
 	return fd, nil
+}
+
+// Walk calls fn for rel and everything under it, in lexical order, with
+// workspace-relative paths, as fs.WalkDir does (SkipDir and SkipAll work);
+// symlinks are reported, never followed.
+func (s *Sandbox) Walk(rel string, fn fs.WalkDirFunc) error {
+	if _, err := s.Path(rel); err != nil {
+		return err
+	}
+	return fs.WalkDir(os.DirFS(s.Root()), cleanRel(rel), fn)
 }
 
 // cleanRel is rel as openat2 takes it under the workspace ("." for the root).

@@ -16,17 +16,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Limits are the rlimits every sandboxed process starts with.
+// Limits bound a sandbox: rlimits for each of its processes and, where the
+// machine gives a cgroup, its processes together.
 type Limits struct {
 	CPUSeconds   uint64 `json:"cpu_seconds"`   // per process
 	AddressSpace uint64 `json:"address_space"` // bytes, per process
 	Processes    uint64 `json:"processes"`     // per sandbox user, and the cgroup's pids.max
 	FileSize     uint64 `json:"file_size"`     // bytes, per file written (the write tool's bound too)
 	OpenFiles    uint64 `json:"open_files"`
+	Memory       uint64 `json:"memory"`     // bytes, all processes and their tmpfs pages together (cgroup)
+	CPUWeight    uint64 `json:"cpu_weight"` // cgroup v2 cpu.weight (1..10000, 100 is a plain process's share)
+	Workspace    uint64 `json:"workspace"`  // bytes the workspace may hold (a tmpfs of that size, as root)
 }
 
 // DefaultLimits suit compiling and testing small programs.
-var DefaultLimits = Limits{CPUSeconds: 300, AddressSpace: 8 << 30, Processes: 256, FileSize: 256 << 20, OpenFiles: 1024}
+var DefaultLimits = Limits{CPUSeconds: 300, AddressSpace: 8 << 30, Processes: 256, FileSize: 256 << 20, OpenFiles: 1024,
+	Memory: 4 << 30, CPUWeight: 100, Workspace: 1 << 30}
 
 // Home is where the workspace appears inside a namespaced sandbox.
 const Home = "/home/agent"
@@ -242,7 +247,12 @@ var namespaces = sync.OnceValues(func() (bool, string) {
 	}
 	defer os.RemoveAll(dir)
 	os.Chown(dir, id.uid, id.uid)
-	cmd, sync, err := childCommand(dir, childConfig{Namespaces: true, Argv: []string{"/bin/sh", "-c", "exit 0"}}, id.uid, nil)
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, err.Error()
+	}
+	defer unix.Close(fd)
+	cmd, sync, err := childCommand(fd, dir, childConfig{Namespaces: true, Argv: []string{"/bin/sh", "-c", "exit 0"}}, id.uid, nil)
 	if err != nil {
 		return false, err.Error()
 	}
@@ -264,23 +274,29 @@ var namespaces = sync.OnceValues(func() (bool, string) {
 })
 
 // childCommand builds the re-execution of this binary that confines itself and
-// becomes c.Argv, running as host uid: the workspace dir is its descriptor 3,
-// one end of a socket pair its descriptor 4 (the other end is returned), and
-// extra follow from descriptor 5. Once the child has started, the caller
-// closes the child's copies (closeChildFiles) and runs the handshake.
-func childCommand(workspace string, c childConfig, uid int, extra []*os.File) (*exec.Cmd, *os.File, error) {
+// becomes c.Argv, running as host uid: the workspace (wsFD, a directory or a
+// mount; wsPath is its folder, bound by path where no detached clone can be
+// made) is its descriptor 3, one end of a socket pair its descriptor 4 (the
+// other end is returned), and extra follow from descriptor 5. Once the child
+// has started, the caller closes the child's copies (closeChildFiles) and
+// runs the handshake.
+func childCommand(wsFD int, wsPath string, c childConfig, uid int, extra []*os.File) (*exec.Cmd, *os.File, error) {
 	var ws *os.File
-	c.Workspace = workspace
+	c.Workspace = wsPath
 	if c.Namespaces {
-		if fd, err := unix.OpenTree(unix.AT_FDCWD, workspace, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC); err == nil {
-			ws, c.Tree = os.NewFile(uintptr(fd), workspace), true
+		if fd, err := unix.OpenTree(wsFD, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE); err == nil {
+			ws, c.Tree = os.NewFile(uintptr(fd), wsPath), true
+		} else if wsPath == "" {
+			return nil, nil, fmt.Errorf("clone the workspace mount: %w", err)
 		}
 	}
 	if ws == nil {
-		var err error
-		if ws, err = os.Open(workspace); err != nil {
+		fd, err := unix.Dup(wsFD)
+		if err != nil {
 			return nil, nil, err
 		}
+		unix.CloseOnExec(fd)
+		ws = os.NewFile(uintptr(fd), wsPath)
 	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"sync"
 	"syscall"
 	"time"
@@ -28,13 +29,20 @@ type Options struct {
 
 // Sandbox is one session's workspace and shell. Commands run one at a time.
 type Sandbox struct {
-	root      string
-	rootFD    int // the workspace directory, which every host-side file access starts from
+	dir       string // the workspace's folder on disk
+	root      string // where its files are while the sandbox is open (see Root)
+	rootFD    int    // the workspace directory, which every host-side file access starts from
+	tmpfs     bool   // the workspace is a tmpfs of limits.Workspace bytes, copied to dir at Close
 	id        *uidLock
 	uid       int
 	dedicated bool
 	ns        bool
+	cg        *cgroup
+	iso       Isolation
 	limits    Limits
+	readOnly  []string
+
+	pathMu sync.Mutex // guards root, which Close moves; held only for that
 
 	mu     sync.Mutex
 	sh     *shell
@@ -42,10 +50,12 @@ type Sandbox struct {
 	closed bool
 }
 
-var warnOnce sync.Once
+var reportOnce sync.Once
 
-// New makes the workspace dir (seeded with files: relative path → content)
-// and prepares its shell; the shell starts with the first command.
+// New makes the workspace (seeded with files: relative path → content) and
+// prepares its shell; the shell starts with the first command. As root with
+// namespaces the workspace is a tmpfs of Limits.Workspace bytes that Close
+// copies into dir; otherwise it is dir itself.
 func New(dir string, files map[string]string, o Options) (*Sandbox, error) {
 	root, err := filepath.Abs(dir)
 	if err != nil {
@@ -62,52 +72,115 @@ func New(dir string, files map[string]string, o Options) (*Sandbox, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
 	}
-	if err := seed(root, files); err != nil {
-		return nil, err
-	}
-	s := &Sandbox{root: root, limits: o.Limits}
+	s := &Sandbox{dir: root, root: root, rootFD: -1, limits: o.Limits, readOnly: o.ReadOnly}
 	if s.limits == (Limits{}) {
 		s.limits = DefaultLimits
 	}
-	if s.id, err = allocUID(); err != nil {
+	if err := s.open(o); err != nil {
+		s.release()
 		return nil, err
 	}
-	s.uid, s.dedicated = s.id.uid, s.id.f != nil
-	ok, why := false, "disabled by option"
-	if !o.NoNamespaces {
-		ok, why = namespaces()
-	}
-	s.ns = ok
-	if !ok && !o.NoNamespaces {
-		warnOnce.Do(func() {
-			w := o.Log
-			if w == nil {
-				w = os.Stderr
-			}
-			fmt.Fprintf(w, "jspark sandbox: WARNING: namespaces are not available here (%s); commands run with rlimits, a separate user where possible and process-group cleanup only: NO network or filesystem isolation\n", why)
-		})
-	}
-	if s.dedicated {
-		if err := chownTree(root, s.uid); err != nil {
-			s.id.release()
-			return nil, err
+	reportOnce.Do(func() {
+		w := o.Log
+		if w == nil {
+			w = os.Stderr
 		}
+		fmt.Fprintf(w, "jspark sandbox: %s\n", s.iso.Mode())
+		for _, warning := range s.iso.Warnings {
+			fmt.Fprintf(w, "jspark sandbox: WARNING: %s\n", warning)
+		}
+	})
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
 	}
-	if s.rootFD, err = unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-		s.id.release()
-		return nil, err
+	sort.Strings(names)
+	for _, n := range names {
+		if err := s.writeFile(n, []byte(files[n]), false); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("seed file %q: %w", n, err)
+		}
 	}
 	return s, nil
 }
 
-// Root is the workspace's host path.
-func (s *Sandbox) Root() string { return s.root }
+// open takes the sandbox's uid, cgroup and workspace, and says what is in force.
+func (s *Sandbox) open(o Options) error {
+	var err error
+	if s.id, err = allocUID(); err != nil {
+		return err
+	}
+	s.uid, s.dedicated = s.id.uid, s.id.f != nil
+	why := "disabled by --no-namespaces"
+	if !o.NoNamespaces {
+		s.ns, why = namespaces()
+	}
+	s.iso.Namespaces = s.ns
+	if !s.ns {
+		s.iso.Warnings = append(s.iso.Warnings, fmt.Sprintf("NO NAMESPACES (%s): commands see the host's network, processes and files as uid %d; "+
+			"they can read jspark's command line (/proc/PID/cmdline), so pass API keys with JSPARK_API_KEY or a key file, never --api-key", why, s.uid))
+	}
+	if setup, why := cgroups(); setup != nil {
+		if s.cg, err = newCgroup(setup, s.limits); err != nil {
+			return err
+		}
+		s.iso.Cgroup = setup.mode()
+	} else {
+		s.iso.Cgroup = "none"
+		s.iso.Warnings = append(s.iso.Warnings, fmt.Sprintf("no cgroup for sandboxes (%s): memory and processes are bounded per process (rlimits), not per sandbox", why))
+	}
+	if s.ns && os.Getuid() == 0 && s.limits.Workspace > 0 {
+		if s.rootFD, err = tmpfsWorkspace(s.limits.Workspace, s.uid); err != nil {
+			return err
+		}
+		s.tmpfs = true
+		s.root = fmt.Sprintf("/proc/self/fd/%d", s.rootFD)
+		s.iso.Workspace = fmt.Sprintf("tmpfs of %s, copied out at the cut", bytesText(s.limits.Workspace))
+	} else {
+		if s.dedicated {
+			if err := chownTree(s.dir, s.uid); err != nil {
+				return err
+			}
+		}
+		if s.rootFD, err = unix.Open(s.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return err
+		}
+		s.iso.Workspace = "host folder"
+		if s.limits.Workspace > 0 {
+			s.iso.Workspace += ", no size cap"
+			s.iso.Warnings = append(s.iso.Warnings, "the workspace has no size cap (a capped workspace needs root and namespaces)")
+		}
+	}
+	return nil
+}
+
+// release gives back what open took.
+func (s *Sandbox) release() {
+	if s.rootFD >= 0 {
+		unix.Close(s.rootFD)
+		s.rootFD = -1
+	}
+	s.cg.remove()
+	s.id.release()
+}
+
+// Root is where the workspace's files are on the host: while the sandbox is
+// open, its tmpfs (a /proc/self/fd path of this process) when the workspace
+// is capped; after Close, and otherwise, its folder on disk.
+func (s *Sandbox) Root() string {
+	s.pathMu.Lock()
+	defer s.pathMu.Unlock()
+	return s.root
+}
 
 // Isolated reports whether commands run in their own namespaces.
 func (s *Sandbox) Isolated() bool { return s.ns }
 
+// Isolation says what confines this sandbox and what it lacks.
+func (s *Sandbox) Isolation() Isolation { return s.iso }
+
 // Path maps a workspace-relative path to its host path (see resolve).
-func (s *Sandbox) Path(rel string) (string, error) { return resolve(s.root, rel) }
+func (s *Sandbox) Path(rel string) (string, error) { return resolve(s.Root(), rel) }
 
 func chownTree(root string, uid int) error {
 	return filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
@@ -156,7 +229,8 @@ func (s *Sandbox) Exec(ctx context.Context, command string, timeout time.Duratio
 	return res, err
 }
 
-// Close kills the shell and every process the sandbox started, and reaps them.
+// Close kills the shell and every process the sandbox started, reaps them,
+// and copies a tmpfs workspace into its folder.
 func (s *Sandbox) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -168,9 +242,15 @@ func (s *Sandbox) Close() error {
 	for _, d := range s.doors {
 		d.Close()
 	}
-	unix.Close(s.rootFD)
-	s.id.release()
-	return nil
+	var err error
+	if s.tmpfs {
+		err = copyOut(s.rootFD, s.dir)
+		s.pathMu.Lock()
+		s.root = s.dir
+		s.pathMu.Unlock()
+	}
+	s.release()
+	return err
 }
 
 func (s *Sandbox) stopShell() {
@@ -193,7 +273,7 @@ func (s *Sandbox) sweep(keep int) {
 	empty := 0
 	for range 400 {
 		var stopped []int
-		for _, pid := range members(shell, s.uid, s.dedicated) {
+		for _, pid := range append(members(shell, s.uid, s.dedicated), s.cg.procs()...) {
 			if pid != keep {
 				syscall.Kill(pid, syscall.SIGSTOP)
 				stopped = append(stopped, pid)
@@ -232,7 +312,7 @@ func (c *child) close() {
 // spawn starts argv confined in the sandbox, with extra as its descriptors
 // from controlFD on; prepare sets up the rest of cmd (stdio) before it starts.
 func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, prepare func(*exec.Cmd)) (*child, error) {
-	home := s.root
+	home := s.dir
 	if s.ns {
 		home = Home
 	}
@@ -250,7 +330,11 @@ func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, pr
 			c.Listen = append(c.Listen, d.addr.Port)
 		}
 	}
-	cmd, sync, err := childCommand(s.root, c, s.uid, extra)
+	wsPath := s.dir
+	if s.tmpfs {
+		wsPath = "" // only the mount itself will do
+	}
+	cmd, sync, err := childCommand(s.rootFD, wsPath, c, s.uid, extra)
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +346,15 @@ func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, pr
 	}
 	closeChildFiles(cmd)
 	ch := &child{cmd: cmd}
+	if s.cg != nil {
+		// Before the go-ahead: nothing runs outside the cgroup.
+		if err := s.cg.add(cmd.Process.Pid); err != nil {
+			sync.Close()
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, err
+		}
+	}
 	files, err := handshake(ctx, sync, len(c.Listen))
 	if err != nil {
 		cmd.Process.Kill()

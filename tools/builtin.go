@@ -158,13 +158,14 @@ type ListArgs struct {
 
 var listTool = define("list", "List the files of a workspace directory; directories end in /.",
 	func(ctx context.Context, env *Env, a ListArgs) Result {
-		p, err := env.Box.Path(a.Path)
-		if err != nil {
-			return failed("%v", err)
+		p := a.Path
+		if p == "" {
+			p = "."
 		}
+		p = filepath.Clean(p)
 		var names []string
 		more := false
-		err = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		err := env.Box.Walk(p, func(q string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
@@ -192,6 +193,9 @@ var listTool = define("list", "List the files of a workspace directory; director
 		if ctx.Err() != nil {
 			return Result{Err: ctx.Err()}
 		}
+		if errors.Is(err, sandbox.ErrOutside) {
+			return failed("%v", err)
+		}
 		if err != nil {
 			return failed("list %s: %v", a.Path, relErr(err))
 		}
@@ -215,12 +219,12 @@ var searchTool = define("search", "Search workspace files for lines matching a r
 		if err != nil {
 			return failed("search: bad pattern: %v", err)
 		}
-		p, err := env.Box.Path(a.Path)
-		if err != nil {
-			return failed("%v", err)
+		p := a.Path
+		if p == "" {
+			p = "."
 		}
 		sr := searcher{ctx: ctx, env: env, re: re, budget: maxSearchBytes}
-		err = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		err = env.Box.Walk(filepath.Clean(p), func(q string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
@@ -230,11 +234,13 @@ var searchTool = define("search", "Search workspace files for lines matching a r
 			if d.IsDir() || !d.Type().IsRegular() {
 				return nil
 			}
-			rel, _ := filepath.Rel(env.Box.Root(), q)
-			return sr.file(rel)
+			return sr.file(q)
 		})
 		if ctx.Err() != nil {
 			return Result{Err: ctx.Err()}
+		}
+		if errors.Is(err, sandbox.ErrOutside) {
+			return failed("%v", err)
 		}
 		if err != nil && err != errSearchDone {
 			return failed("search %s: %v", a.Path, relErr(err))
