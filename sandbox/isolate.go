@@ -1,29 +1,37 @@
 package sandbox
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// Limits are the rlimits every sandboxed process starts with.
+// Limits bound a sandbox: rlimits for each of its processes and, where the
+// machine gives a cgroup, its processes together.
 type Limits struct {
 	CPUSeconds   uint64 `json:"cpu_seconds"`   // per process
 	AddressSpace uint64 `json:"address_space"` // bytes, per process
-	Processes    uint64 `json:"processes"`     // per sandbox user
-	FileSize     uint64 `json:"file_size"`     // bytes, per file written
+	Processes    uint64 `json:"processes"`     // per sandbox user, and the cgroup's pids.max
+	FileSize     uint64 `json:"file_size"`     // bytes, per file written (the write tool's bound too)
 	OpenFiles    uint64 `json:"open_files"`
+	Memory       uint64 `json:"memory"`     // bytes, all processes and their tmpfs pages together (cgroup)
+	CPUWeight    uint64 `json:"cpu_weight"` // cgroup v2 cpu.weight (1..10000, 100 is a plain process's share)
+	Workspace    uint64 `json:"workspace"`  // bytes the workspace may hold (a tmpfs of that size, as root)
 }
 
 // DefaultLimits suit compiling and testing small programs.
-var DefaultLimits = Limits{CPUSeconds: 300, AddressSpace: 8 << 30, Processes: 256, FileSize: 256 << 20, OpenFiles: 1024}
+var DefaultLimits = Limits{CPUSeconds: 300, AddressSpace: 8 << 30, Processes: 256, FileSize: 256 << 20, OpenFiles: 1024,
+	Memory: 4 << 30, CPUWeight: 100, Workspace: 1 << 30}
 
 // Home is where the workspace appears inside a namespaced sandbox.
 const Home = "/home/agent"
@@ -35,9 +43,10 @@ const initEnv = "JSPARK_SANDBOX_INIT"
 // it becomes the shell.
 type childConfig struct {
 	Namespaces bool     `json:"namespaces"`
-	Tree       bool     `json:"tree"`      // descriptor 3 is a detached mount of the workspace
+	Tree       bool     `json:"tree"`      // workspaceFD is a detached mount of the workspace
 	Workspace  string   `json:"workspace"` // host path, bound when there is no tree
 	Limits     Limits   `json:"limits"`
+	Listen     []int    `json:"listen"` // loopback ports to listen on inside the network namespace
 	Argv       []string `json:"argv"`
 	Env        []string `json:"env"`
 }
@@ -55,23 +64,60 @@ func init() {
 	os.Exit(126)
 }
 
-// workspaceFD is the descriptor the workspace directory arrives on.
-const workspaceFD = 3
-
+// childMain waits for the parent's go-ahead (it places the process in the
+// sandbox's cgroup first), confines itself, reports (with the listeners it
+// opened) and becomes Argv. A failure is reported on syncFD as text.
 func childMain(raw string) error {
 	var c childConfig
 	if err := json.Unmarshal([]byte(raw), &c); err != nil {
 		return err
 	}
+	var b [1]byte
+	if n, err := unix.Read(syncFD, b[:]); n != 1 {
+		return fmt.Errorf("no go-ahead from the parent: %v", err)
+	}
+	fds, err := setup(c)
+	if err != nil {
+		unix.Sendmsg(syncFD, []byte("error: "+err.Error()), nil, nil, 0)
+		return err
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	if err := unix.Sendmsg(syncFD, []byte("ok"), oob, nil, 0); err != nil {
+		return fmt.Errorf("report to the parent: %w", err)
+	}
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	unix.Close(syncFD)
+	return unix.Exec(c.Argv[0], c.Argv, c.Env)
+}
+
+// setup does everything between the go-ahead and the exec; it returns the
+// listening sockets it opened.
+func setup(c childConfig) ([]int, error) {
+	var fds []int
 	if c.Namespaces {
 		if err := confine(c); err != nil {
-			return err
+			return nil, err
+		}
+		if err := loopbackUp(); err != nil {
+			return nil, err
+		}
+		for _, port := range c.Listen {
+			fd, err := listenLoopback(port)
+			if err != nil {
+				return nil, err
+			}
+			fds = append(fds, fd)
 		}
 		if err := unix.Chdir(Home); err != nil {
-			return err
+			return nil, err
 		}
 	} else if err := unix.Fchdir(workspaceFD); err != nil {
-		return err
+		return nil, err
 	}
 	unix.Close(workspaceFD)
 	for _, l := range []struct {
@@ -88,10 +134,10 @@ func childMain(raw string) error {
 			continue
 		}
 		if err := unix.Setrlimit(l.res, &unix.Rlimit{Cur: l.v, Max: l.v}); err != nil {
-			return fmt.Errorf("rlimit %d: %w", l.res, err)
+			return nil, fmt.Errorf("rlimit %d: %w", l.res, err)
 		}
 	}
-	return unix.Exec(c.Argv[0], c.Argv, c.Env)
+	return fds, nil
 }
 
 // confine runs as root of fresh user, mount, pid and network namespaces: every
@@ -187,66 +233,87 @@ func remountReadOnly(p string) error {
 	return unix.Mount("", p, "", flags, "")
 }
 
-// hostUser is who a sandbox's processes run as on the host: as root, a
-// dedicated uid per sandbox, so that rlimits on processes bind (root is exempt)
-// and every process of the sandbox can be found by its uid; otherwise the
-// caller's own uid (own < 0: not dedicated).
-func hostUser() (uid int, dedicated bool) {
-	if os.Getuid() != 0 {
-		return os.Getuid(), false
-	}
-	return 200000 + (os.Getpid()%1000)*1000 + int(nextUID.Add(1)%1000), true
-}
-
-var nextUID atomic.Int64
-
 // namespaces reports whether this kernel lets us create the sandbox's
 // namespaces, probing once by starting a confined `true`.
 var namespaces = sync.OnceValues(func() (bool, string) {
-	uid, _ := hostUser()
+	id, err := allocUID()
+	if err != nil {
+		return false, err.Error()
+	}
+	defer id.release()
 	dir, err := os.MkdirTemp("", "jspark-probe-")
 	if err != nil {
 		return false, err.Error()
 	}
 	defer os.RemoveAll(dir)
-	os.Chown(dir, uid, uid)
-	cmd, err := childCommand(dir, childConfig{Namespaces: true, Argv: []string{"/bin/sh", "-c", "exit 0"}}, uid)
+	os.Chown(dir, id.uid, id.uid)
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false, err.Error()
 	}
-	out, err := cmd.CombinedOutput()
-	cmd.ExtraFiles[0].Close()
+	defer unix.Close(fd)
+	cmd, sync, err := childCommand(fd, dir, childConfig{Namespaces: true, Argv: []string{"/bin/sh", "-c", "exit 0"}}, id.uid, nil)
 	if err != nil {
-		return false, fmt.Sprintf("%v: %s", err, strings.TrimSpace(string(out)))
+		return false, err.Error()
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		sync.Close()
+		return false, err.Error()
+	}
+	closeChildFiles(cmd)
+	_, err = handshake(context.Background(), sync, 0)
+	if werr := cmd.Wait(); err == nil && werr != nil {
+		err = werr
+	}
+	if err != nil {
+		return false, strings.TrimSpace(fmt.Sprintf("%v %s", err, out.String()))
 	}
 	return true, ""
 })
 
 // childCommand builds the re-execution of this binary that confines itself and
-// becomes c.Argv, running as host uid, with the workspace dir as descriptor 3
-// (the caller closes cmd.ExtraFiles[0] once the child has started).
-func childCommand(workspace string, c childConfig, uid int) (*exec.Cmd, error) {
+// becomes c.Argv, running as host uid: the workspace (wsFD, a directory or a
+// mount; wsPath is its folder, bound by path where no detached clone can be
+// made) is its descriptor 3, one end of a socket pair its descriptor 4 (the
+// other end is returned), and extra follow from descriptor 5. Once the child
+// has started, the caller closes the child's copies (closeChildFiles) and
+// runs the handshake.
+func childCommand(wsFD int, wsPath string, c childConfig, uid int, extra []*os.File) (*exec.Cmd, *os.File, error) {
 	var ws *os.File
-	c.Workspace = workspace
+	c.Workspace = wsPath
 	if c.Namespaces {
-		if fd, err := unix.OpenTree(unix.AT_FDCWD, workspace, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC); err == nil {
-			ws, c.Tree = os.NewFile(uintptr(fd), workspace), true
+		if fd, err := unix.OpenTree(wsFD, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE); err == nil {
+			ws, c.Tree = os.NewFile(uintptr(fd), wsPath), true
+		} else if wsPath == "" {
+			return nil, nil, fmt.Errorf("clone the workspace mount: %w", err)
 		}
 	}
 	if ws == nil {
-		var err error
-		if ws, err = os.Open(workspace); err != nil {
-			return nil, err
+		fd, err := unix.Dup(wsFD)
+		if err != nil {
+			return nil, nil, err
 		}
+		unix.CloseOnExec(fd)
+		ws = os.NewFile(uintptr(fd), wsPath)
 	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		ws.Close()
+		return nil, nil, err
+	}
+	parent, child := os.NewFile(uintptr(pair[0]), "sandbox-sync"), os.NewFile(uintptr(pair[1]), "sandbox-sync-child")
 	raw, err := json.Marshal(c)
 	if err != nil {
 		ws.Close()
-		return nil, err
+		parent.Close()
+		child.Close()
+		return nil, nil, err
 	}
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Env = []string{initEnv + "=" + string(raw)}
-	cmd.ExtraFiles = []*os.File{ws}
+	cmd.ExtraFiles = append([]*os.File{ws, child}, extra...)
 	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	if c.Namespaces {
 		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
@@ -260,5 +327,70 @@ func childCommand(workspace string, c childConfig, uid int) (*exec.Cmd, error) {
 		attr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}
 	}
 	cmd.SysProcAttr = attr
-	return cmd, nil
+	return cmd, parent, nil
+}
+
+// closeChildFiles closes the parent's copies of the workspace descriptor and
+// the child's socket end.
+func closeChildFiles(cmd *exec.Cmd) {
+	cmd.ExtraFiles[0].Close()
+	cmd.ExtraFiles[1].Close()
+}
+
+// handshakeWait bounds a child's start (confining itself is a few mounts).
+const handshakeWait = 30 * time.Second
+
+// handshake gives the started child its go-ahead and waits for its report:
+// the listening sockets it opened (want of them), or its error.
+func handshake(ctx context.Context, f *os.File, want int) ([]*os.File, error) {
+	defer f.Close()
+	fc, err := net.FileConn(f)
+	if err != nil {
+		return nil, err
+	}
+	conn := fc.(*net.UnixConn)
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(handshakeWait))
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := conn.Write([]byte{1}); err != nil {
+		return nil, fmt.Errorf("sandbox init: %w", err)
+	}
+	buf := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(4*max(want, 1)))
+	n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("sandbox init: %w", err)
+	}
+	var files []*os.File
+	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+		for _, m := range msgs {
+			fds, err := unix.ParseUnixRights(&m)
+			if err != nil {
+				continue
+			}
+			for _, fd := range fds {
+				files = append(files, os.NewFile(uintptr(fd), "sandbox-listener"))
+			}
+		}
+	}
+	if msg := string(buf[:n]); msg != "ok" {
+		for _, f := range files {
+			f.Close()
+		}
+		if msg == "" {
+			return nil, errors.New("sandbox init exited before it was ready")
+		}
+		return nil, fmt.Errorf("sandbox init: %s", strings.TrimPrefix(msg, "error: "))
+	}
+	if len(files) != want {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, fmt.Errorf("sandbox init sent %d listeners, want %d", len(files), want)
+	}
+	return files, nil
 }

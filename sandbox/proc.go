@@ -34,14 +34,8 @@ func members(shell, uid int, dedicated bool) []int {
 		p := proc{uid: -1}
 		p.ppid, _ = strconv.Atoi(f[1])
 		p.sid, _ = strconv.Atoi(f[3])
-		if status, err := os.ReadFile("/proc/" + e.Name() + "/status"); err == nil {
-			for _, line := range strings.Split(string(status), "\n") {
-				if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
-					if u := strings.Fields(rest); len(u) > 0 {
-						p.uid, _ = strconv.Atoi(u[0])
-					}
-				}
-			}
+		if u, ok := procUIDs(e.Name()); ok {
+			p.uid = u[0]
 		}
 		procs[pid] = p
 	}
@@ -63,4 +57,26 @@ func members(shell, uid int, dedicated bool) []int {
 		}
 	}
 	return out
+}
+
+// procUIDs reads a process's real, effective, saved and filesystem uids.
+func procUIDs(pid string) ([]int, bool) {
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return nil, false
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			var u []int
+			for _, f := range strings.Fields(rest) {
+				n, err := strconv.Atoi(f)
+				if err != nil {
+					return nil, false
+				}
+				u = append(u, n)
+			}
+			return u, len(u) > 0
+		}
+	}
+	return nil, false
 }

@@ -2,15 +2,19 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sort"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Options configure a sandbox.
@@ -18,115 +22,165 @@ type Options struct {
 	Limits       Limits    // zero: DefaultLimits
 	NoNamespaces bool      // run with rlimits and process groups only, even where namespaces work
 	Log          io.Writer // where the once-per-process isolation warning goes (nil: stderr)
+	// ReadOnly are host folders the sandbox sees read-only at the same path
+	// (an external agent's install folder, say); absolute paths.
+	ReadOnly []string
 }
 
 // Sandbox is one session's workspace and shell. Commands run one at a time.
 type Sandbox struct {
-	root      string
+	dir       string // the workspace's folder on disk
+	root      string // where its files are while the sandbox is open (see Root)
+	rootFD    int    // the workspace directory, which every host-side file access starts from
+	tmpfs     bool   // the workspace is a tmpfs of limits.Workspace bytes, copied to dir at Close
+	id        *uidLock
 	uid       int
 	dedicated bool
 	ns        bool
+	cg        *cgroup
+	iso       Isolation
 	limits    Limits
+	readOnly  []string
+
+	pathMu sync.Mutex // guards root, which Close moves; held only for that
 
 	mu     sync.Mutex
 	sh     *shell
+	doors  []*door
 	closed bool
 }
 
-var warnOnce sync.Once
+var reportOnce sync.Once
 
-// New makes the workspace dir (seeded with files: relative path → content)
-// and prepares its shell; the shell starts with the first command.
+// New makes the workspace (seeded with files: relative path → content) and
+// prepares its shell; the shell starts with the first command. As root with
+// namespaces the workspace is a tmpfs of Limits.Workspace bytes that Close
+// copies into dir; otherwise it is dir itself.
 func New(dir string, files map[string]string, o Options) (*Sandbox, error) {
 	root, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
+	for _, p := range o.ReadOnly {
+		if !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("sandbox: read-only path %q is not absolute", p)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("sandbox: read-only path: %w", err)
+		}
+	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
 	}
-	if err := seed(root, files); err != nil {
-		return nil, err
-	}
-	s := &Sandbox{root: root, limits: o.Limits}
+	s := &Sandbox{dir: root, root: root, rootFD: -1, limits: o.Limits, readOnly: o.ReadOnly}
 	if s.limits == (Limits{}) {
 		s.limits = DefaultLimits
 	}
-	s.uid, s.dedicated = hostUser()
-	ok, why := false, "disabled by option"
-	if !o.NoNamespaces {
-		ok, why = namespaces()
+	if err := s.open(o); err != nil {
+		s.release()
+		return nil, err
 	}
-	s.ns = ok
-	if !ok && !o.NoNamespaces {
-		warnOnce.Do(func() {
-			w := o.Log
-			if w == nil {
-				w = os.Stderr
-			}
-			fmt.Fprintf(w, "jspark sandbox: WARNING: namespaces are not available here (%s); commands run with rlimits, a separate user where possible and process-group cleanup only: NO network or filesystem isolation\n", why)
-		})
+	reportOnce.Do(func() {
+		w := o.Log
+		if w == nil {
+			w = os.Stderr
+		}
+		fmt.Fprintf(w, "jspark sandbox: %s\n", s.iso.Mode())
+		for _, warning := range s.iso.Warnings {
+			fmt.Fprintf(w, "jspark sandbox: WARNING: %s\n", warning)
+		}
+	})
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
 	}
-	if s.dedicated {
-		if err := chownTree(root, s.uid); err != nil {
-			return nil, err
+	sort.Strings(names)
+	for _, n := range names {
+		if err := s.writeFile(n, []byte(files[n]), false); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("seed file %q: %w", n, err)
 		}
 	}
 	return s, nil
 }
 
-// Root is the workspace's host path.
-func (s *Sandbox) Root() string { return s.root }
+// open takes the sandbox's uid, cgroup and workspace, and says what is in force.
+func (s *Sandbox) open(o Options) error {
+	var err error
+	if s.id, err = allocUID(); err != nil {
+		return err
+	}
+	s.uid, s.dedicated = s.id.uid, s.id.f != nil
+	why := "disabled by --no-namespaces"
+	if !o.NoNamespaces {
+		s.ns, why = namespaces()
+	}
+	s.iso.Namespaces = s.ns
+	if !s.ns {
+		s.iso.Warnings = append(s.iso.Warnings, fmt.Sprintf("NO NAMESPACES (%s): commands see the host's network, processes and files as uid %d; "+
+			"they can read jspark's command line (/proc/PID/cmdline), so pass API keys with JSPARK_API_KEY or a key file, never --api-key", why, s.uid))
+	}
+	if setup, why := cgroups(); setup != nil {
+		if s.cg, err = newCgroup(setup, s.limits); err != nil {
+			return err
+		}
+		s.iso.Cgroup = setup.mode()
+	} else {
+		s.iso.Cgroup = "none"
+		s.iso.Warnings = append(s.iso.Warnings, fmt.Sprintf("no cgroup for sandboxes (%s): memory and processes are bounded per process (rlimits), not per sandbox", why))
+	}
+	if s.ns && os.Getuid() == 0 && s.limits.Workspace > 0 {
+		if s.rootFD, err = tmpfsWorkspace(s.limits.Workspace, s.uid); err != nil {
+			return err
+		}
+		s.tmpfs = true
+		s.root = fmt.Sprintf("/proc/self/fd/%d", s.rootFD)
+		s.iso.Workspace = fmt.Sprintf("tmpfs of %s, copied out at the cut", bytesText(s.limits.Workspace))
+	} else {
+		if s.dedicated {
+			if err := chownTree(s.dir, s.uid); err != nil {
+				return err
+			}
+		}
+		if s.rootFD, err = unix.Open(s.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return err
+		}
+		s.iso.Workspace = "host folder"
+		if s.limits.Workspace > 0 {
+			s.iso.Workspace += ", no size cap"
+			s.iso.Warnings = append(s.iso.Warnings, "the workspace has no size cap (a capped workspace needs root and namespaces)")
+		}
+	}
+	return nil
+}
+
+// release gives back what open took.
+func (s *Sandbox) release() {
+	if s.rootFD >= 0 {
+		unix.Close(s.rootFD)
+		s.rootFD = -1
+	}
+	s.cg.remove()
+	s.id.release()
+}
+
+// Root is where the workspace's files are on the host: while the sandbox is
+// open, its tmpfs (a /proc/self/fd path of this process) when the workspace
+// is capped; after Close, and otherwise, its folder on disk.
+func (s *Sandbox) Root() string {
+	s.pathMu.Lock()
+	defer s.pathMu.Unlock()
+	return s.root
+}
 
 // Isolated reports whether commands run in their own namespaces.
 func (s *Sandbox) Isolated() bool { return s.ns }
 
+// Isolation says what confines this sandbox and what it lacks.
+func (s *Sandbox) Isolation() Isolation { return s.iso }
+
 // Path maps a workspace-relative path to its host path (see resolve).
-func (s *Sandbox) Path(rel string) (string, error) { return resolve(s.root, rel) }
-
-// WriteFile writes a workspace file, making its directories, owned by the
-// sandbox's user so its shell can change it.
-func (s *Sandbox) WriteFile(rel string, data []byte) error {
-	p, err := s.Path(rel)
-	if err != nil {
-		return err
-	}
-	if p == s.root {
-		return fmt.Errorf("%q: is the workspace itself", rel)
-	}
-	if err := s.mkdirAll(filepath.Dir(p)); err != nil {
-		return err
-	}
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		return err
-	}
-	if s.dedicated {
-		return os.Chown(p, s.uid, s.uid)
-	}
-	return nil
-}
-
-func (s *Sandbox) mkdirAll(dir string) error {
-	if dir == s.root {
-		return nil
-	}
-	if fi, err := os.Stat(dir); err == nil {
-		if !fi.IsDir() {
-			return fmt.Errorf("%s: not a directory", dir)
-		}
-		return nil
-	}
-	if err := s.mkdirAll(filepath.Dir(dir)); err != nil {
-		return err
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	if s.dedicated {
-		return os.Chown(dir, s.uid, s.uid)
-	}
-	return nil
-}
+func (s *Sandbox) Path(rel string) (string, error) { return resolve(s.Root(), rel) }
 
 func chownTree(root string, uid int) error {
 	return filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
@@ -155,10 +209,10 @@ func (s *Sandbox) Exec(ctx context.Context, command string, timeout time.Duratio
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return Result{}, errors.New("sandbox is closed")
+		return Result{}, errClosed
 	}
 	if s.sh == nil {
-		sh, err := s.start()
+		sh, err := s.start(ctx)
 		if err != nil {
 			return Result{}, err
 		}
@@ -175,13 +229,28 @@ func (s *Sandbox) Exec(ctx context.Context, command string, timeout time.Duratio
 	return res, err
 }
 
-// Close kills the shell and every process the sandbox started, and reaps them.
+// Close kills the shell and every process the sandbox started, reaps them,
+// and copies a tmpfs workspace into its folder.
 func (s *Sandbox) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
 	s.closed = true
 	s.stopShell()
-	return nil
+	for _, d := range s.doors {
+		d.Close()
+	}
+	var err error
+	if s.tmpfs {
+		err = copyOut(s.rootFD, s.dir)
+		s.pathMu.Lock()
+		s.root = s.dir
+		s.pathMu.Unlock()
+	}
+	s.release()
+	return err
 }
 
 func (s *Sandbox) stopShell() {
@@ -197,10 +266,14 @@ func (s *Sandbox) stopShell() {
 // sweep kills every process of the sandbox but keep, stopping them first so
 // that a fork bomb cannot outrun the scan, until two scans in a row find none.
 func (s *Sandbox) sweep(keep int) {
+	shell := 0
+	if s.sh != nil {
+		shell = s.sh.pid()
+	}
 	empty := 0
 	for range 400 {
 		var stopped []int
-		for _, pid := range members(s.sh.pid(), s.uid, s.dedicated) {
+		for _, pid := range append(members(shell, s.uid, s.dedicated), s.cg.procs()...) {
 			if pid != keep {
 				syscall.Kill(pid, syscall.SIGSTOP)
 				stopped = append(stopped, pid)
@@ -223,3 +296,82 @@ func (s *Sandbox) sweep(keep int) {
 // waitGone is how long a killed command's shell gets to report back before
 // the shell itself is replaced.
 const waitGone = 2 * time.Second
+
+// child is one started init of the sandbox (a shell) and what it opened.
+type child struct {
+	cmd       *exec.Cmd
+	listeners []net.Listener // one per door, inside the sandbox's network namespace
+}
+
+func (c *child) close() {
+	for _, l := range c.listeners {
+		l.Close()
+	}
+}
+
+// spawn starts argv confined in the sandbox, with extra as its descriptors
+// from controlFD on; prepare sets up the rest of cmd (stdio) before it starts.
+func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, prepare func(*exec.Cmd)) (*child, error) {
+	home := s.dir
+	if s.ns {
+		home = Home
+	}
+	c := childConfig{
+		Namespaces: s.ns,
+		Limits:     s.limits,
+		Argv:       argv,
+		Env: []string{
+			"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "TERM=dumb", "LANG=C.UTF-8",
+			"USER=agent", "TMPDIR=/tmp", "PAGER=cat", "GIT_PAGER=cat",
+		},
+	}
+	if s.ns {
+		for _, d := range s.doors {
+			c.Listen = append(c.Listen, d.addr.Port)
+		}
+	}
+	wsPath := s.dir
+	if s.tmpfs {
+		wsPath = "" // only the mount itself will do
+	}
+	cmd, sync, err := childCommand(s.rootFD, wsPath, c, s.uid, extra)
+	if err != nil {
+		return nil, err
+	}
+	prepare(cmd)
+	if err := cmd.Start(); err != nil {
+		closeChildFiles(cmd)
+		sync.Close()
+		return nil, err
+	}
+	closeChildFiles(cmd)
+	ch := &child{cmd: cmd}
+	if s.cg != nil {
+		// Before the go-ahead: nothing runs outside the cgroup.
+		if err := s.cg.add(cmd.Process.Pid); err != nil {
+			sync.Close()
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, err
+		}
+	}
+	files, err := handshake(ctx, sync, len(c.Listen))
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, err
+	}
+	for i, f := range files {
+		l, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			ch.close()
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, err
+		}
+		ch.listeners = append(ch.listeners, l)
+		go s.doors[i].serve(l)
+	}
+	return ch, nil
+}

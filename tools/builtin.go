@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"jspark/sandbox"
 )
 
 // BashArgs are the arguments of bash.
@@ -44,30 +46,54 @@ type ReadArgs struct {
 }
 
 var readTool = define("read", "Read a text file from the workspace, with line numbers.",
-	func(_ context.Context, env *Env, a ReadArgs) Result {
-		b, fail := readFile(env, "read", a.Path)
+	func(ctx context.Context, env *Env, a ReadArgs) Result {
+		f, fail := open(ctx, env, "read", a.Path)
 		if fail != nil {
 			return *fail
 		}
-		lines := strings.SplitAfter(string(b), "\n")
-		if lines[len(lines)-1] == "" {
-			lines = lines[:len(lines)-1]
-		}
+		defer f.Close()
 		first := max(a.Offset, 1)
 		var out strings.Builder
-		for i := first - 1; i < len(lines); i++ {
-			if a.Limit > 0 && i-(first-1) >= a.Limit {
+		// A line shows at most half the output limit, so a long one still
+		// shows its start.
+		lr := newLines(f, env.OutputLimit/2)
+		n := 0
+		for ; n < first-1; n++ {
+			if n%4096 == 0 && ctx.Err() != nil {
+				return Result{Err: ctx.Err()}
+			}
+			more, err := lr.skip()
+			if err != nil {
+				return failed("read %s: %v", a.Path, relErr(err))
+			}
+			if !more {
 				break
 			}
-			line := fmt.Sprintf("%6d\t%s", i+1, strings.TrimSuffix(lines[i], "\n")) + "\n"
-			if out.Len()+len(line) > env.OutputLimit {
-				fmt.Fprintf(&out, "[... truncated at line %d of %d; read on with offset %d ...]\n", i+1, len(lines), i+1)
+		}
+		for {
+			line, err := lr.next()
+			if err != nil {
+				return failed("read %s: %v", a.Path, relErr(err))
+			}
+			if line == nil {
 				break
 			}
-			out.WriteString(line)
+			n++
+			if a.Limit > 0 && n-first >= a.Limit {
+				break
+			}
+			text := fmt.Sprintf("%6d\t%s", n, line.text) + "\n"
+			if line.cut {
+				text = fmt.Sprintf("%6d\t%s[... line truncated: %d bytes ...]\n", n, line.text, line.size)
+			}
+			if out.Len()+len(text) > env.OutputLimit {
+				fmt.Fprintf(&out, "[... truncated at line %d (byte %d of %d); read on with offset %d ...]\n", n, lr.offset-line.size, lr.fileSize, n)
+				break
+			}
+			out.WriteString(text)
 		}
 		if out.Len() == 0 {
-			return Result{Output: fmt.Sprintf("[%s has %d lines; nothing at offset %d]", a.Path, len(lines), first)}
+			return Result{Output: fmt.Sprintf("[%s has %d lines; nothing at offset %d]", a.Path, n, first)}
 		}
 		return Result{Output: strings.ToValidUTF8(out.String(), "\uFFFD")}
 	})
@@ -79,7 +105,10 @@ type WriteArgs struct {
 }
 
 var writeTool = define("write", "Create or overwrite a file in the workspace.",
-	func(_ context.Context, env *Env, a WriteArgs) Result {
+	func(ctx context.Context, env *Env, a WriteArgs) Result {
+		if err := ctx.Err(); err != nil {
+			return Result{Err: err}
+		}
 		if err := env.Box.WriteFile(a.Path, []byte(a.Content)); err != nil {
 			return failed("write %s: %v", a.Path, relErr(err))
 		}
@@ -94,10 +123,15 @@ type EditArgs struct {
 }
 
 var editTool = define("edit", "Replace one exact, unique occurrence of a string in a workspace file.",
-	func(_ context.Context, env *Env, a EditArgs) Result {
-		b, fail := readFile(env, "edit", a.Path)
+	func(ctx context.Context, env *Env, a EditArgs) Result {
+		f, fail := open(ctx, env, "edit", a.Path)
 		if fail != nil {
 			return *fail
+		}
+		b, err := readAll(f, env.Box.FileSizeLimit())
+		f.Close()
+		if err != nil {
+			return failed("edit %s: %v", a.Path, relErr(err))
 		}
 		if a.OldString == "" {
 			return failed("edit %s: old_string is empty", a.Path)
@@ -123,18 +157,27 @@ type ListArgs struct {
 }
 
 var listTool = define("list", "List the files of a workspace directory; directories end in /.",
-	func(_ context.Context, env *Env, a ListArgs) Result {
-		p, err := env.Box.Path(a.Path)
-		if err != nil {
-			return failed("%v", err)
+	func(ctx context.Context, env *Env, a ListArgs) Result {
+		p := a.Path
+		if p == "" {
+			p = "."
 		}
+		p = filepath.Clean(p)
 		var names []string
-		err = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		more := false
+		err := env.Box.Walk(p, func(q string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			if q == p {
 				return nil
+			}
+			if len(names) == maxListEntries {
+				more = true
+				return filepath.SkipAll
 			}
 			rel, _ := filepath.Rel(p, q)
 			if d.IsDir() {
@@ -147,11 +190,21 @@ var listTool = define("list", "List the files of a workspace directory; director
 			names = append(names, rel)
 			return nil
 		})
+		if ctx.Err() != nil {
+			return Result{Err: ctx.Err()}
+		}
+		if errors.Is(err, sandbox.ErrOutside) {
+			return failed("%v", err)
+		}
 		if err != nil {
 			return failed("list %s: %v", a.Path, relErr(err))
 		}
 		sort.Strings(names)
-		return Result{Output: capLines(names, env.OutputLimit, "entries")}
+		out := capLines(names, env.OutputLimit, "entries")
+		if more {
+			out += fmt.Sprintf("[... listing stopped at %d entries ...]\n", maxListEntries)
+		}
+		return Result{Output: out}
 	})
 
 // SearchArgs are the arguments of search.
@@ -161,54 +214,55 @@ type SearchArgs struct {
 }
 
 var searchTool = define("search", "Search workspace files for lines matching a regular expression; prints file:line: text.",
-	func(_ context.Context, env *Env, a SearchArgs) Result {
+	func(ctx context.Context, env *Env, a SearchArgs) Result {
 		re, err := regexp.Compile(a.Pattern)
 		if err != nil {
 			return failed("search: bad pattern: %v", err)
 		}
-		p, err := env.Box.Path(a.Path)
-		if err != nil {
-			return failed("%v", err)
+		p := a.Path
+		if p == "" {
+			p = "."
 		}
-		var hits []string
-		err = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !d.Type().IsRegular() {
+		sr := searcher{ctx: ctx, env: env, re: re, budget: maxSearchBytes}
+		err = env.Box.Walk(filepath.Clean(p), func(q string, d fs.DirEntry, err error) error {
+			if err != nil {
 				return err
 			}
-			b, err := os.ReadFile(q)
-			if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if d.IsDir() || !d.Type().IsRegular() {
 				return nil
 			}
-			rel, _ := filepath.Rel(env.Box.Root(), q)
-			for i, line := range strings.Split(string(b), "\n") {
-				if re.MatchString(line) {
-					hits = append(hits, fmt.Sprintf("%s:%d: %s", rel, i+1, line))
-				}
-			}
-			return nil
+			return sr.file(q)
 		})
-		if err != nil {
+		if ctx.Err() != nil {
+			return Result{Err: ctx.Err()}
+		}
+		if errors.Is(err, sandbox.ErrOutside) {
+			return failed("%v", err)
+		}
+		if err != nil && err != errSearchDone {
 			return failed("search %s: %v", a.Path, relErr(err))
 		}
-		if len(hits) == 0 {
-			return Result{Output: "no matches"}
-		}
-		return Result{Output: strings.ToValidUTF8(capLines(hits, env.OutputLimit, "matches"), "\uFFFD")}
+		return Result{Output: strings.ToValidUTF8(sr.result(), "\uFFFD")}
 	})
 
-// readFile reads a workspace file for a tool; a failure is the model's answer.
-func readFile(env *Env, verb, path string) ([]byte, *Result) {
-	p, err := env.Box.Path(path)
-	if err != nil {
-		r := failed("%v", err)
-		return nil, &r
+// open opens a workspace file for a tool; a failure is the model's answer.
+func open(ctx context.Context, env *Env, verb, path string) (*os.File, *Result) {
+	if err := ctx.Err(); err != nil {
+		return nil, &Result{Err: err}
 	}
-	b, err := os.ReadFile(p)
+	f, err := env.Box.Open(path)
 	if err != nil {
+		if errors.Is(err, sandbox.ErrOutside) {
+			r := failed("%v", err)
+			return nil, &r
+		}
 		r := failed("%s %s: %v", verb, path, relErr(err))
 		return nil, &r
 	}
-	return b, nil
+	return f, nil
 }
 
 // capLines joins lines up to limit bytes, saying how many did not fit.

@@ -1,0 +1,47 @@
+// Package sandbox owns a session's workspace and the shell that runs its
+// commands: isolation (user, mount, pid and network namespaces where the kernel
+// allows, rlimits always), PTY shells, per-command timeouts and the cleanup of
+// every process a session started.
+//
+// # Commands end, whatever they do
+//
+// A command's end is marked by the wrapper the shell runs it in, never by the
+// command's own output: its stdin, stdout and stderr are given (and restored
+// after it, even after `exec >log 2>&1`), and the marker with $? goes both on
+// a control pipe the command never sees and on the terminal. Every wait of a
+// command (sending it, reading its output, reaping a dead shell) also ends at
+// the caller's context, which is the session's cut.
+//
+// # Host-side file access
+//
+// The file tools run inside jspark, so the sandbox's limits do not bind them.
+// They reach the workspace through Open and WriteFile only: openat2 beneath the
+// workspace's descriptor with no symlinks, O_NONBLOCK, regular files only (a
+// FIFO, socket or device is refused, never waited on), and WriteFile writes no
+// more than the file-size limit.
+//
+// # Doors: a host service inside the sandbox
+//
+// A namespaced sandbox has no network, but a process in it may need one host
+// service (an external agent such as Pi needs the in-process engine). Listen
+// opens a door for it:
+//
+//	l, err := box.Listen(0)            // before the first command
+//	go http.Serve(l, engineHandler)    // the caller serves what comes in
+//	url := "http://" + l.Addr().String() + "/v1" // as the sandbox sees it
+//	box.Exec(ctx, "pi -p ... --base-url "+url, timeout, limit)
+//
+// Each shell's init opens a listening socket on 127.0.0.1:PORT inside the
+// sandbox's own network namespace (bringing its loopback up) before the shell
+// exists, and hands it to jspark over a socket pair; jspark accepts on it, so
+// the connections of the sandbox's processes arrive on l. No process inside
+// relays anything (nothing there for the sandbox to kill or impersonate), no
+// socket file appears in its filesystem, and no other host address becomes
+// reachable. The address stays the same across shell restarts (each shell
+// is a new namespace; its init opens the same port again); port 0 numbers
+// the doors from 40000. At most 64 connections per door are open at once.
+// Without namespaces a door is a plain listener on the host's loopback (port
+// 0: any free port). Close closes every door. What the service's client needs
+// on disk (an agent installed with npm outside the workspace) is named in
+// Options.ReadOnly and appears read-only at the same path.
+package sandbox
