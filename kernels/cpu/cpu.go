@@ -45,7 +45,9 @@ const (
 	rowBlock  = 8  // weight rows per scheduled task
 )
 
-func (k *Kernels) MatMul(dst, x []float32, n int, w *kernels.Matrix) {
+func (k *Kernels) MatMul(dstBuf, xBuf *kernels.Buffer, n int, w *kernels.Matrix) {
+	dst, x, wb := kernels.HostF32(dstBuf), kernels.HostF32(xBuf), kernels.HostBytes(w.Buf)
+	rb := w.Type.RowBytes(w.Cols)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	blocks := (w.Rows + rowBlock - 1) / rowBlock
@@ -58,13 +60,13 @@ func (k *Kernels) MatMul(dst, x []float32, n int, w *kernels.Matrix) {
 		for r := r0; r < r1; r++ {
 			var row []float32
 			if w.Type == quant.F32 {
-				row = quant.F32s(w.Row(r))
+				row = quant.F32s(wb[r*rb : (r+1)*rb])
 			} else {
 				if cap(s.row) < w.Cols {
 					s.row = make([]float32, w.Cols)
 				}
 				row = s.row[:w.Cols]
-				quant.Dequantize(w.Type, w.Row(r), row)
+				quant.Dequantize(w.Type, wb[r*rb:(r+1)*rb], row)
 			}
 			for t := t0; t < t1; t++ {
 				dst[t*w.Rows+r] = quant.DotChunked(row, x[t*w.Cols:(t+1)*w.Cols])
@@ -74,27 +76,34 @@ func (k *Kernels) MatMul(dst, x []float32, n int, w *kernels.Matrix) {
 }
 
 func (k *Kernels) Attend(a *kernels.Attention) {
+	if a.K.Type != quant.F32 {
+		k.Kernels.Attend(a)
+		return
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	Q, O, K, V := kernels.HostF32(a.Q), kernels.HostF32(a.Out), kernels.HostF32(a.K), kernels.HostF32(a.V)
+	pos, seq, tables := kernels.HostI32(a.Pos), kernels.HostI32(a.Seq), kernels.HostI32(a.Table)
 	dim := a.Heads * a.HeadDim
 	kvDim := a.KVHeads * a.HeadDim
 	group := a.Heads / a.KVHeads
-	work := a.N * a.Heads * a.HeadDim * 2 * (a.Pos[a.N-1] + 1)
+	work := a.N * a.Heads * a.HeadDim * 2 * (a.MaxPos + 1)
 	k.pool.runSized(a.N*a.Heads, work, func(worker, task int) {
 		i, h := task/a.Heads, task%a.Heads
-		q := a.Q[i*dim+h*a.HeadDim:][:a.HeadDim]
-		out := a.Out[i*dim+h*a.HeadDim:][:a.HeadDim]
+		q := Q[i*dim+h*a.HeadDim:][:a.HeadDim]
+		out := O[i*dim+h*a.HeadDim:][:a.HeadDim]
 		kvOff := (h / group) * a.HeadDim
-		n := a.Pos[i] + 1
+		n := int(pos[i]) + 1
+		table := tables[int(seq[i])*a.TableStride:][:a.TableStride]
 		s := &k.scratch[worker]
 		if cap(s.scores) < n {
 			s.scores = make([]float32, n+n/2)
 		}
 		scores := s.scores[:n]
 		if a.HeadDim == 8 {
-			attend8(out, q, scores, a.Table[i], a.BlockSize, a.K, a.V, kvDim, kvOff, a.Scale)
+			attend8(out, q, scores, table, a.BlockSize, K, V, kvDim, kvOff, a.Scale)
 		} else {
-			attendOne(out, q, scores, a.Table[i], a.BlockSize, a.K, a.V, kvDim, kvOff, a.Scale)
+			attendOne(out, q, scores, table, a.BlockSize, K, V, kvDim, kvOff, a.Scale)
 		}
 	})
 }

@@ -20,7 +20,17 @@ func randVec(r *rand.Rand, n int) []float32 {
 }
 
 func matrix(r *rand.Rand, t quant.Type, rows, cols int) *kernels.Matrix {
-	return &kernels.Matrix{Type: t, Rows: rows, Cols: cols, Data: quant.Quantize(t, randVec(r, rows*cols))}
+	data := quant.Quantize(t, randVec(r, rows*cols))
+	return &kernels.Matrix{Type: t, Rows: rows, Cols: cols, Data: data, Buf: kernels.NewHostBuffer(t, rows*cols, data)}
+}
+
+// f32 wraps v as a host buffer sharing its memory.
+func f32(v []float32) *kernels.Buffer {
+	return kernels.NewHostBuffer(quant.F32, len(v), kernels.F32Bytes(v))
+}
+
+func i32(v []int32) *kernels.Buffer {
+	return kernels.NewHostBuffer(quant.I32, len(v), kernels.I32Bytes(v))
 }
 
 func relL2(got, want []float32) float64 {
@@ -43,8 +53,8 @@ func TestMatMulMatchesReference(t *testing.T) {
 				x := randVec(r, n*w.Cols)
 				got := make([]float32, n*w.Rows)
 				want := make([]float32, n*w.Rows)
-				k.MatMul(got, x, n, w)
-				ref.Kernels{}.MatMul(want, x, n, w)
+				k.MatMul(f32(got), f32(x), n, w)
+				ref.Kernels{}.MatMul(f32(want), f32(x), n, w)
 				if e := relL2(got, want); e > 1e-6 {
 					t.Fatalf("relative L2 error %g", e)
 				}
@@ -60,10 +70,10 @@ func TestBatchInvariant(t *testing.T) {
 	w := matrix(r, quant.Q4_K, 70, 256)
 	x := randVec(r, 20*w.Cols)
 	all := make([]float32, 20*w.Rows)
-	k.MatMul(all, x, 20, w)
+	k.MatMul(f32(all), f32(x), 20, w)
 	for tok := 0; tok < 20; tok++ {
 		one := make([]float32, w.Rows)
-		k.MatMul(one, x[tok*w.Cols:(tok+1)*w.Cols], 1, w)
+		k.MatMul(f32(one), f32(x[tok*w.Cols:(tok+1)*w.Cols]), 1, w)
 		for i := range one {
 			if one[i] != all[tok*w.Rows+i] {
 				t.Fatalf("token %d row %d: %v alone, %v in batch", tok, i, one[i], all[tok*w.Rows+i])
@@ -80,17 +90,17 @@ func attention(r *rand.Rand, n, heads, kvHeads, headDim, bs int) *kernels.Attent
 	for i := range table {
 		table[i] = int32(blocks - 1 - i)
 	}
-	a := &kernels.Attention{
-		Q: randVec(r, n*heads*headDim), Out: make([]float32, n*heads*headDim),
-		K: randVec(r, blocks*bs*kvDim), V: randVec(r, blocks*bs*kvDim),
+	pos, seq := make([]int32, n), make([]int32, n)
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	return &kernels.Attention{
+		Q: f32(randVec(r, n*heads*headDim)), Out: f32(make([]float32, n*heads*headDim)),
+		K: f32(randVec(r, blocks*bs*kvDim)), V: f32(randVec(r, blocks*bs*kvDim)),
+		Pos: i32(pos), Seq: i32(seq), Table: i32(table), TableStride: blocks, MaxPos: n - 1,
 		BlockSize: bs, Heads: heads, KVHeads: kvHeads, HeadDim: headDim,
 		Scale: float32(1 / math.Sqrt(float64(headDim))), N: n,
 	}
-	for i := 0; i < n; i++ {
-		a.Pos = append(a.Pos, i)
-		a.Table = append(a.Table, table)
-	}
-	return a
 }
 
 func TestAttendMatchesReference(t *testing.T) {
@@ -102,9 +112,9 @@ func TestAttendMatchesReference(t *testing.T) {
 	} {
 		a := attention(r, c.n, c.heads, c.kvHeads, c.headDim, c.bs)
 		New(4).Attend(a)
-		got := append([]float32(nil), a.Out...)
+		got := append([]float32(nil), kernels.HostF32(a.Out)...)
 		ref.Kernels{}.Attend(a)
-		if e := relL2(got, a.Out); e > 1e-5 {
+		if e := relL2(got, kernels.HostF32(a.Out)); e > 1e-5 {
 			t.Errorf("%+v: relative L2 error %g", c, e)
 		}
 	}
@@ -120,7 +130,7 @@ func BenchmarkMatMul(b *testing.B) {
 			dst := make([]float32, n*w.Rows)
 			b.Run(fmt.Sprintf("%v/n%d", typ, n), func(b *testing.B) {
 				for b.Loop() {
-					k.MatMul(dst, x, n, w)
+					k.MatMul(f32(dst), f32(x), n, w)
 				}
 				b.ReportMetric(2*float64(n*w.Rows*w.Cols)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
