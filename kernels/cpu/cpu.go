@@ -19,61 +19,35 @@ type Kernels struct {
 	ref.Kernels // element-wise ops: cheap, memory-bound, shared with ref
 	pool        *pool
 	scratch     []scratch
+	isa         isa
+	mm          matmul
 	mu          sync.Mutex // one parallel kernel at a time owns the scratch
 }
 
 type scratch struct {
-	row    []float32
+	panel  [rowBlock * kChunk]float32
+	acc    [tokBlock * rowBlock * maxLanes]float32
 	scores []float32
 }
 
 var _ kernels.Kernels = (*Kernels)(nil)
 
-// New returns CPU kernels on threads goroutines (0 means GOMAXPROCS).
-func New(threads int) *Kernels {
+// New returns CPU kernels on threads goroutines (0 means GOMAXPROCS), with
+// the best instruction set this CPU has.
+func New(threads int) *Kernels { return newISA(threads, bestISA) }
+
+func newISA(threads int, i isa) *Kernels {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	return &Kernels{pool: newPool(threads), scratch: make([]scratch, threads)}
+	return &Kernels{pool: newPool(threads), scratch: make([]scratch, threads), isa: i}
 }
 
 // Threads is the number of goroutines used.
 func (k *Kernels) Threads() int { return k.pool.workers }
 
-const (
-	tokenTile = 16 // tokens per tile: a tile of activations stays in L1/L2
-	rowBlock  = 8  // weight rows per scheduled task
-)
-
-func (k *Kernels) MatMul(dstBuf, xBuf *kernels.Buffer, n int, w *kernels.Matrix) {
-	dst, x, wb := kernels.HostF32(dstBuf), kernels.HostF32(xBuf), kernels.HostBytes(w.Buf)
-	rb := w.Type.RowBytes(w.Cols)
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	blocks := (w.Rows + rowBlock - 1) / rowBlock
-	tiles := (n + tokenTile - 1) / tokenTile
-	k.pool.runSized(blocks*tiles, n*w.Rows*w.Cols, func(worker, task int) {
-		tile, blk := task/blocks, task%blocks
-		t0, t1 := tile*tokenTile, min(n, (tile+1)*tokenTile)
-		r0, r1 := blk*rowBlock, min(w.Rows, (blk+1)*rowBlock)
-		s := &k.scratch[worker]
-		for r := r0; r < r1; r++ {
-			var row []float32
-			if w.Type == quant.F32 {
-				row = quant.F32s(wb[r*rb : (r+1)*rb])
-			} else {
-				if cap(s.row) < w.Cols {
-					s.row = make([]float32, w.Cols)
-				}
-				row = s.row[:w.Cols]
-				quant.Dequantize(w.Type, wb[r*rb:(r+1)*rb], row)
-			}
-			for t := t0; t < t1; t++ {
-				dst[t*w.Rows+r] = quant.DotChunked(row, x[t*w.Cols:(t+1)*w.Cols])
-			}
-		}
-	})
-}
+// ISA names the instruction set in use: avx512, avx2 or go.
+func (k *Kernels) ISA() string { return k.isa.String() }
 
 func (k *Kernels) Attend(a *kernels.Attention) {
 	if a.K.Type != quant.F32 {
@@ -88,7 +62,7 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 	kvDim := a.KVHeads * a.HeadDim
 	group := a.Heads / a.KVHeads
 	work := a.N * a.Heads * a.HeadDim * 2 * (a.MaxPos + 1)
-	k.pool.runSized(a.N*a.Heads, work, func(worker, task int) {
+	k.pool.runSized(a.N*a.Heads, work, funcRunner(func(worker, task int) {
 		i, h := task/a.Heads, task%a.Heads
 		q := Q[i*dim+h*a.HeadDim:][:a.HeadDim]
 		out := O[i*dim+h*a.HeadDim:][:a.HeadDim]
@@ -105,7 +79,7 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 		} else {
 			attendOne(out, q, scores, table, a.BlockSize, K, V, kvDim, kvOff, a.Scale)
 		}
-	})
+	}))
 }
 
 // attendOne is one query head over its sequence's paged K/V. Positions are

@@ -43,40 +43,66 @@ func relL2(got, want []float32) float64 {
 	return math.Sqrt(num / math.Max(den, 1e-30))
 }
 
+// isas are the instruction sets this machine can run, best first.
+func isas() []isa {
+	var out []isa
+	for i := bestISA; i >= isaGo; i-- {
+		out = append(out, i)
+	}
+	return out
+}
+
+// TestMatMulMatchesReference: every type on every instruction set, with
+// batches that fill and miss the 4-token tiles and the 64-token blocks,
+// rows that miss the 12-row blocks, and K with and without a vector tail.
 func TestMatMulMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
-	k := New(4)
-	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
-		for _, n := range []int{1, 3, 37} {
-			t.Run(fmt.Sprintf("%v/n%d", typ, n), func(t *testing.T) {
-				w := matrix(r, typ, 45, 512)
-				x := randVec(r, n*w.Cols)
-				got := make([]float32, n*w.Rows)
-				want := make([]float32, n*w.Rows)
-				k.MatMul(f32(got), f32(x), n, w)
-				ref.Kernels{}.MatMul(f32(want), f32(x), n, w)
-				if e := relL2(got, want); e > 1e-6 {
-					t.Fatalf("relative L2 error %g", e)
+	for _, is := range isas() {
+		k := newISA(3, is)
+		for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+			cols := []int{512, 768}
+			if typ.BlockElems() == 1 {
+				cols = append(cols, 172, 8)
+			}
+			for _, c := range cols {
+				for _, n := range []int{1, 3, 6, 70} {
+					t.Run(fmt.Sprintf("%v/%v/k%d/n%d", is, typ, c, n), func(t *testing.T) {
+						w := matrix(r, typ, 45, c)
+						x := randVec(r, n*w.Cols)
+						got := make([]float32, n*w.Rows)
+						want := make([]float32, n*w.Rows)
+						k.MatMul(f32(got), f32(x), n, w)
+						ref.Kernels{}.MatMul(f32(want), f32(x), n, w)
+						if e := relL2(got, want); e > 1e-6 {
+							t.Fatalf("relative L2 error %g", e)
+						}
+					})
 				}
-			})
+			}
 		}
 	}
 }
 
-// TestBatchInvariant: a token's output bits do not depend on the batch.
+// TestBatchInvariant: a token's output bits do not depend on the batch, the
+// tile it falls in or the thread count.
 func TestBatchInvariant(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 2))
-	k := New(3)
-	w := matrix(r, quant.Q4_K, 70, 256)
-	x := randVec(r, 20*w.Cols)
-	all := make([]float32, 20*w.Rows)
-	k.MatMul(f32(all), f32(x), 20, w)
-	for tok := 0; tok < 20; tok++ {
-		one := make([]float32, w.Rows)
-		k.MatMul(f32(one), f32(x[tok*w.Cols:(tok+1)*w.Cols]), 1, w)
-		for i := range one {
-			if one[i] != all[tok*w.Rows+i] {
-				t.Fatalf("token %d row %d: %v alone, %v in batch", tok, i, one[i], all[tok*w.Rows+i])
+	for _, is := range isas() {
+		for _, typ := range []quant.Type{quant.F32, quant.F16, quant.Q4_K, quant.Q8_0} {
+			w := matrix(r, typ, 70, 768)
+			const n = 71
+			x := randVec(r, n*w.Cols)
+			all := make([]float32, n*w.Rows)
+			newISA(3, is).MatMul(f32(all), f32(x), n, w)
+			k := newISA(1, is)
+			for tok := 0; tok < n; tok += 5 {
+				one := make([]float32, w.Rows)
+				k.MatMul(f32(one), f32(x[tok*w.Cols:(tok+1)*w.Cols]), 1, w)
+				for i := range one {
+					if one[i] != all[tok*w.Rows+i] {
+						t.Fatalf("%v %v token %d row %d: %v alone, %v in batch", is, typ, tok, i, one[i], all[tok*w.Rows+i])
+					}
+				}
 			}
 		}
 	}
