@@ -129,19 +129,58 @@ func attention(r *rand.Rand, n, heads, kvHeads, headDim, bs int) *kernels.Attent
 	}
 }
 
+// toF16 re-encodes an F32 pool buffer as F16.
+func toF16(b *kernels.Buffer) *kernels.Buffer {
+	data := quant.Quantize(quant.F16, kernels.HostF32(b))
+	return kernels.NewHostBuffer(quant.F16, b.Len, data)
+}
+
 func TestAttendMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
-	// Head dims 8 (the fixed-size path), 16 (inlined dot) and 64 (SIMD dot);
-	// block sizes that do and do not divide the length.
-	for _, c := range []struct{ n, heads, kvHeads, headDim, bs int }{
-		{50, 8, 2, 16, 16}, {77, 8, 8, 8, 16}, {33, 4, 2, 8, 5}, {40, 4, 1, 64, 16},
-	} {
-		a := attention(r, c.n, c.heads, c.kvHeads, c.headDim, c.bs)
-		New(4).Attend(a)
-		got := append([]float32(nil), kernels.HostF32(a.Out)...)
-		ref.Kernels{}.Attend(a)
-		if e := relL2(got, kernels.HostF32(a.Out)); e > 1e-5 {
-			t.Errorf("%+v: relative L2 error %g", c, e)
+	// Head dims 8 (the fixed-size path), 24 (inlined dot), 16, 64 and 128
+	// (fused, AVX-512); block sizes that do and do not divide the length,
+	// and one wider than a 16-slot step; F32 and F16 keys and values.
+	for _, is := range isas() {
+		for _, c := range []struct{ n, heads, kvHeads, headDim, bs int }{
+			{50, 8, 2, 16, 16}, {77, 8, 8, 8, 16}, {33, 4, 2, 8, 5}, {40, 4, 1, 64, 16},
+			{70, 4, 2, 128, 32}, {21, 2, 2, 64, 7}, {19, 3, 1, 24, 16},
+		} {
+			for _, kv := range []quant.Type{quant.F32, quant.F16} {
+				a := attention(r, c.n, c.heads, c.kvHeads, c.headDim, c.bs)
+				if kv == quant.F16 {
+					a.K, a.V = toF16(a.K), toF16(a.V)
+				}
+				newISA(3, is).Attend(a)
+				got := append([]float32(nil), kernels.HostF32(a.Out)...)
+				ref.Kernels{}.Attend(a)
+				if e := relL2(got, kernels.HostF32(a.Out)); e > 2e-6 {
+					t.Errorf("%v %v %+v: relative L2 error %g", is, kv, c, e)
+				}
+			}
+		}
+	}
+}
+
+// TestAttendBatchInvariant: a query's output bits are the same alone and in
+// a batch with other queries of its sequence.
+func TestAttendBatchInvariant(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	a := attention(r, 40, 4, 2, 64, 16)
+	k := New(2)
+	k.Attend(a)
+	all := append([]float32(nil), kernels.HostF32(a.Out)...)
+	dim := a.Heads * a.HeadDim
+	for _, tok := range []int{0, 17, 39} {
+		one := *a
+		one.N, one.MaxPos = 1, tok
+		one.Q = f32(kernels.HostF32(a.Q)[tok*dim : (tok+1)*dim])
+		one.Out = f32(make([]float32, dim))
+		one.Pos, one.Seq = i32([]int32{int32(tok)}), i32([]int32{0})
+		k.Attend(&one)
+		for d, v := range kernels.HostF32(one.Out) {
+			if v != all[tok*dim+d] {
+				t.Fatalf("token %d dim %d: %v alone, %v in batch", tok, d, v, all[tok*dim+d])
+			}
 		}
 	}
 }

@@ -109,3 +109,7 @@ func deq512Q4_0(dst *float32, src *byte, blocks int)
 func deq512Q4K(dst *float32, src *byte, blocks int)
 
 func deq512Q6K(dst *float32, src *byte, blocks int)
+
+func attn512F32(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+
+func attn512F16(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)

@@ -9742,3 +9742,349 @@ deq512Q6K_loop:
 deq512Q6K_done:
 	VZEROUPPER
 	RET
+
+// func attn512F32(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
+TEXT ·attn512F32(SB), NOSPLIT, $0-88
+	MOVQ q+0(FP), AX
+	MOVQ stride+24(FP), CX
+	MOVQ n+32(FP), DX
+	MOVQ hd+48(FP), BX
+	SHLQ $0x02, BX
+	MOVQ s+80(FP), SI
+
+	// Scores.
+	MOVQ k+8(FP), DI
+	XORQ R8, R8
+
+attn512F32_row:
+	CMPQ   R8, DX
+	JGE    attn512F32_scored
+	VXORPS Z0, Z0, Z0
+	XORQ   R9, R9
+	XORQ   R10, R10
+
+attn512F32_dot:
+	CMPQ        R9, BX
+	JGE         attn512F32_dotted
+	VMOVUPS     (DI)(R10*1), Z1
+	VFMADD231PS (AX)(R9*1), Z1, Z0
+	ADDQ        $0x00000040, R9
+	ADDQ        $0x00000040, R10
+	JMP         attn512F32_dot
+
+attn512F32_dotted:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (SI)(R8*4)
+	ADDQ          CX, DI
+	INCQ          R8
+	JMP           attn512F32_row
+
+attn512F32_scored:
+	// Online softmax.
+	MOVWLZX       mask+40(FP), AX
+	KMOVW         AX, K1
+	MOVSS         scale+56(FP), X0
+	VBROADCASTSS  X0, Z0
+	MOVL          $0xf149f2ca, AX
+	VPBROADCASTD  AX, Z1
+	VMULPS.Z      (SI), Z0, K1, Z0
+	VMOVAPS       Z0, K1, Z1
+	VMOVAPS       Z1, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VMAXPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VMAXPS        X2, X0, X0
+	VBROADCASTSS  X0, Z0
+	MOVQ          state+64(FP), AX
+	VBROADCASTSS  (AX), Z2
+	VMAXPS        Z0, Z2, Z0
+	VSUBPS        Z0, Z2, Z2
+	MOVL          $0x3fb8aa3b, DI
+	VPBROADCASTD  DI, Z3
+	VMULPS        Z3, Z2, Z2
+	VRNDSCALEPS   $0x00, Z2, Z3
+	VSUBPS        Z3, Z2, Z2
+	MOVL          $0x39218489, DI
+	VPBROADCASTD  DI, Z4
+	VMOVAPS       Z4, Z4
+	MOVL          $0x3aaec3ff, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3c1d955b, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3d635847, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3e75fdf0, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f317218, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f800000, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	VSCALEFPS     Z3, Z4, Z4
+	VSUBPS        Z0, Z1, Z1
+	MOVL          $0x3fb8aa3b, DI
+	VPBROADCASTD  DI, Z2
+	VMULPS        Z2, Z1, Z1
+	VRNDSCALEPS   $0x00, Z1, Z2
+	VSUBPS        Z2, Z1, Z1
+	MOVL          $0x39218489, DI
+	VPBROADCASTD  DI, Z3
+	VMOVAPS       Z3, Z3
+	MOVL          $0x3aaec3ff, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3c1d955b, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3d635847, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3e75fdf0, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f317218, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f800000, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	VSCALEFPS     Z2, Z3, Z3
+	VMOVAPS.Z     Z3, K1, Z3
+	VMOVUPS       Z3, (SI)
+	VMOVAPS       Z3, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        4(AX), X2
+	VMULSS        X4, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSS        X0, (AX)
+	VMOVSS        X2, 4(AX)
+
+	// Values.
+	MOVQ o+72(FP), AX
+	MOVQ v+16(FP), DI
+	XORQ R9, R9
+	XORQ R10, R10
+
+attn512F32_col:
+	CMPQ   R9, BX
+	JGE    attn512F32_done
+	VMULPS (AX)(R9*1), Z4, Z0
+	LEAQ   (DI)(R10*1), R11
+	XORQ   R8, R8
+
+attn512F32_vrow:
+	CMPQ         R8, DX
+	JGE          attn512F32_vdone
+	VBROADCASTSS (SI)(R8*4), Z1
+	VMOVUPS      (R11), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         CX, R11
+	INCQ         R8
+	JMP          attn512F32_vrow
+
+attn512F32_vdone:
+	VMOVUPS Z0, (AX)(R9*1)
+	ADDQ    $0x00000040, R9
+	ADDQ    $0x00000040, R10
+	JMP     attn512F32_col
+
+attn512F32_done:
+	VZEROUPPER
+	RET
+
+// func attn512F16(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
+TEXT ·attn512F16(SB), NOSPLIT, $0-88
+	MOVQ q+0(FP), AX
+	MOVQ stride+24(FP), CX
+	MOVQ n+32(FP), DX
+	MOVQ hd+48(FP), BX
+	SHLQ $0x02, BX
+	MOVQ s+80(FP), SI
+
+	// Scores.
+	MOVQ k+8(FP), DI
+	XORQ R8, R8
+
+attn512F16_row:
+	CMPQ   R8, DX
+	JGE    attn512F16_scored
+	VXORPS Z0, Z0, Z0
+	XORQ   R9, R9
+	XORQ   R10, R10
+
+attn512F16_dot:
+	CMPQ        R9, BX
+	JGE         attn512F16_dotted
+	VCVTPH2PS   (DI)(R10*1), Z1
+	VFMADD231PS (AX)(R9*1), Z1, Z0
+	ADDQ        $0x00000040, R9
+	ADDQ        $0x00000020, R10
+	JMP         attn512F16_dot
+
+attn512F16_dotted:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (SI)(R8*4)
+	ADDQ          CX, DI
+	INCQ          R8
+	JMP           attn512F16_row
+
+attn512F16_scored:
+	// Online softmax.
+	MOVWLZX       mask+40(FP), AX
+	KMOVW         AX, K1
+	MOVSS         scale+56(FP), X0
+	VBROADCASTSS  X0, Z0
+	MOVL          $0xf149f2ca, AX
+	VPBROADCASTD  AX, Z1
+	VMULPS.Z      (SI), Z0, K1, Z0
+	VMOVAPS       Z0, K1, Z1
+	VMOVAPS       Z1, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VMAXPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VMAXPS        X2, X0, X0
+	VBROADCASTSS  X0, Z0
+	MOVQ          state+64(FP), AX
+	VBROADCASTSS  (AX), Z2
+	VMAXPS        Z0, Z2, Z0
+	VSUBPS        Z0, Z2, Z2
+	MOVL          $0x3fb8aa3b, DI
+	VPBROADCASTD  DI, Z3
+	VMULPS        Z3, Z2, Z2
+	VRNDSCALEPS   $0x00, Z2, Z3
+	VSUBPS        Z3, Z2, Z2
+	MOVL          $0x39218489, DI
+	VPBROADCASTD  DI, Z4
+	VMOVAPS       Z4, Z4
+	MOVL          $0x3aaec3ff, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3c1d955b, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3d635847, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3e75fdf0, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f317218, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f800000, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	VSCALEFPS     Z3, Z4, Z4
+	VSUBPS        Z0, Z1, Z1
+	MOVL          $0x3fb8aa3b, DI
+	VPBROADCASTD  DI, Z2
+	VMULPS        Z2, Z1, Z1
+	VRNDSCALEPS   $0x00, Z1, Z2
+	VSUBPS        Z2, Z1, Z1
+	MOVL          $0x39218489, DI
+	VPBROADCASTD  DI, Z3
+	VMOVAPS       Z3, Z3
+	MOVL          $0x3aaec3ff, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3c1d955b, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3d635847, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3e75fdf0, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f317218, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f800000, DI
+	VPBROADCASTD  DI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	VSCALEFPS     Z2, Z3, Z3
+	VMOVAPS.Z     Z3, K1, Z3
+	VMOVUPS       Z3, (SI)
+	VMOVAPS       Z3, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        4(AX), X2
+	VMULSS        X4, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSS        X0, (AX)
+	VMOVSS        X2, 4(AX)
+
+	// Values.
+	MOVQ o+72(FP), AX
+	MOVQ v+16(FP), DI
+	XORQ R9, R9
+	XORQ R10, R10
+
+attn512F16_col:
+	CMPQ   R9, BX
+	JGE    attn512F16_done
+	VMULPS (AX)(R9*1), Z4, Z0
+	LEAQ   (DI)(R10*1), R11
+	XORQ   R8, R8
+
+attn512F16_vrow:
+	CMPQ         R8, DX
+	JGE          attn512F16_vdone
+	VBROADCASTSS (SI)(R8*4), Z1
+	VCVTPH2PS    (R11), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         CX, R11
+	INCQ         R8
+	JMP          attn512F16_vrow
+
+attn512F16_vdone:
+	VMOVUPS Z0, (AX)(R9*1)
+	ADDQ    $0x00000040, R9
+	ADDQ    $0x00000020, R10
+	JMP     attn512F16_col
+
+attn512F16_done:
+	VZEROUPPER
+	RET

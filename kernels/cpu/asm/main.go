@@ -48,6 +48,8 @@ func main() {
 	deqQ4_0()
 	deqQ4K()
 	deqQ6K()
+	attnBlock(false)
+	attnBlock(true)
 	Generate()
 	writeTable()
 }
