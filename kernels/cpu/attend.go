@@ -13,12 +13,12 @@ import (
 // to 16 slots per call), so no score row is materialised. A token's result
 // depends only on its own sequence's keys and values, in position order.
 type attend struct {
-	k              *Kernels
-	a              *kernels.Attention
-	q, out         []float32
-	kv             [2][]byte
-	pos, seq       []int32
-	tables         []int32
+	k        *Kernels
+	a        *kernels.Attention
+	q, out   []float32
+	kv       [2][]byte
+	pos, seq []int32
+	tables   []int32
 }
 
 func (at *attend) task(worker, i int) {
@@ -66,7 +66,7 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 	if k.isa == isaAVX512 && a.HeadDim%16 == 0 {
 		at := &k.at
 		*at = attend{k: k, a: a, q: kernels.HostF32(a.Q), out: kernels.HostF32(a.Out),
-			kv: [2][]byte{kernels.HostBytes(a.K), kernels.HostBytes(a.V)},
+			kv:  [2][]byte{kernels.HostBytes(a.K), kernels.HostBytes(a.V)},
 			pos: kernels.HostI32(a.Pos), seq: kernels.HostI32(a.Seq), tables: kernels.HostI32(a.Table)}
 		k.pool.runSized(a.N*a.Heads, a.N*a.Heads*a.HeadDim*2*(a.MaxPos+1), at)
 		*at = attend{}
