@@ -5,7 +5,7 @@ PKGS    := ./...
 RACE    := $(foreach d,kernels/cpu backend/engine backend/server agent sandbox,$(if $(wildcard $(d)/*.go),./$(d)/...))
 FUZZTIME ?= 30s
 
-.PHONY: build run test race bench fuzz lint clean
+.PHONY: build run test race bench bench-peer fuzz lint clean
 
 build:
 	$(GO) build -o bin/jspark ./cmd/jspark
@@ -20,6 +20,11 @@ test:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2x $(PKGS)
+
+# jspark against llama.cpp on the same synthetic models (scripts/bench-peer.sh).
+bench-peer:
+	@test -n "$(LLAMA_BENCH)" || (echo "usage: make bench-peer LLAMA_BENCH=/path/to/llama-bench"; exit 2)
+	scripts/bench-peer.sh $(LLAMA_BENCH)
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./backend/gguf

@@ -1,11 +1,60 @@
 // Package kernels is the compute boundary: model code calls the Kernels
-// interface and never loops over weights itself. Implementations: ref (plain
-// scalar, the reference every other one is tested against) and cpu
-// (multi-threaded). A CUDA implementation sits behind the build tag cuda.
+// interface and never touches weights, activations or the KV cache itself.
 //
-// NOTE: every kernel must be batch-invariant: the arithmetic for one token
-// (one row of activations) may not depend on which other tokens share the
-// call. Greedy outputs then do not depend on batching or caching.
+// Implementations today: ref (plain scalar, single-threaded, the reference
+// every other one is tested against) and cpu (SIMD, multi-threaded). Both
+// are host devices: their buffers are ordinary Go memory. A CUDA device
+// (kernels/cuda, build tag cuda) is planned against this interface and does
+// not exist yet; this comment is what it is to be written from.
+//
+// # Buffers
+//
+// Every operand is a *Buffer: an array of Len elements of one Type that
+// lives in the memory of the device that made it (Alloc or Upload). Types in
+// use: F32 for activations, logits and norm weights; I32 for token ids,
+// positions, KV slots and block tables; F32 or F16 for a KV pool (the
+// element type is the pool buffer's Type, so attention reads what the pool
+// holds); any quant type for weight matrices.
+//
+// Ownership and lifetimes:
+//   - A buffer belongs to the device that made it and is passed only to that
+//     device's methods. The caller owns it until Free; after Free it must not
+//     be used (host devices clear it, so a use panics).
+//   - Upload(t, data) makes a weight buffer once, at load. The device may
+//     copy data (CUDA) or keep a reference to it (host devices, which read a
+//     memory-mapped file in place); either way the caller keeps data alive
+//     and unchanged until Free. The device may store the weights in its own
+//     layout: only the device reads a weight buffer.
+//   - Write copies host bytes into a buffer; the host slice may be reused as
+//     soon as Write returns. Read copies buffer elements into host memory.
+//
+// Ordering: the device runs calls in the order they are made (one stream).
+// Kernel calls and Write may be asynchronous: they return once queued. Read
+// is the synchronisation point: it returns after every earlier call has
+// finished and its bytes are in dst. A forward step therefore writes its
+// inputs (ids, positions, slots, tables), queues every kernel, and makes one
+// Read for the logits. Host devices run everything synchronously.
+//
+// Concurrency: one goroutine drives a device at a time (the engine's step
+// loop); implementations need not be safe for concurrent calls.
+//
+// # Determinism
+//
+// NOTE: every kernel must be deterministic and batch-invariant: the bits of
+// one token's result (one row of activations) may not depend on which other
+// tokens share the call, on the number of threads, or on run-to-run
+// scheduling. Concretely, each output element is reduced in a fixed order
+// that depends only on the shapes of the weights (never on n), and a
+// reduction is never split across threads or accumulated with atomics.
+// Greedy outputs then do not depend on batching or caching, which the engine
+// tests check.
+//
+// # Fused operations
+//
+// A device may offer optional interfaces that run several kernels as one;
+// model code then calls them through helpers in this package that fall back
+// to the composed kernels when the device lacks them. A fused kernel must
+// give the same bits as the composition.
 package kernels
 
 import (
@@ -14,16 +63,35 @@ import (
 	"jspark/kernels/quant"
 )
 
+// Buffer is an array of Len elements of Type in one device's memory. Host
+// devices fill host; other devices keep their handle in Dev.
+type Buffer struct {
+	Type quant.Type
+	Len  int
+	Dev  any // the device's own handle (a device pointer); nil on host devices
+
+	host []byte
+	f32  []float32 // views of host for host kernels; nil when the type differs
+	i32  []int32
+	u16  []uint16
+}
+
+// Bytes is the size of the buffer's elements in Type's encoding.
+func (b *Buffer) Bytes() int { return b.Type.RowBytes(b.Len) }
+
 // Matrix is a weight matrix: Rows output rows of Cols inputs each, encoded
-// as Type, row-major (a GGUF tensor with dims [Cols, Rows]).
+// as Type, row-major (a GGUF tensor with dims [Cols, Rows]). Data is the
+// host copy as read from the file; Buf is the same weights on the device,
+// set once at load by Upload.
 type Matrix struct {
 	Name       string
 	Type       quant.Type
 	Rows, Cols int
 	Data       []byte
+	Buf        *Buffer
 }
 
-// Row returns the encoded bytes of row i.
+// Row returns the encoded host bytes of row i.
 func (m *Matrix) Row(i int) []byte {
 	rb := m.Type.RowBytes(m.Cols)
 	return m.Data[i*rb : (i+1)*rb]
@@ -40,48 +108,72 @@ func (m *Matrix) Check() error {
 	return nil
 }
 
-// Attention describes causal attention of N query tokens over a paged
-// KV store. Slot s of the store holds one token's keys at
-// K[s*KVHeads*HeadDim:], values likewise; token i of the batch sees the
-// positions 0..Pos[i] of its sequence, whose logical block b lives in
-// physical block Table[i][b].
+// Attention describes causal attention of N query tokens over one layer of
+// a paged KV pool. Slot s of the pool holds one token's keys at
+// K[s*KVHeads*HeadDim:], values likewise. Token i is at position Pos[i] of
+// the sequence whose block table is row Seq[i] of Table (TableStride block
+// ids a row); it sees positions 0..Pos[i], position p living in slot
+// Table[Seq[i]][p/BlockSize]*BlockSize + p%BlockSize. The host writes Pos,
+// Seq and Table once per step; every layer reuses them.
 type Attention struct {
-	Out, Q    []float32 // (N, Heads*HeadDim)
-	K, V      []float32 // (slots, KVHeads*HeadDim) for one layer
-	Pos       []int     // (N) position of each query token
-	Table     [][]int32 // (N) block table of each query token's sequence
-	BlockSize int
-	Heads     int
-	KVHeads   int
-	HeadDim   int
-	Scale     float32
-	N         int
+	Out, Q      *Buffer // F32 (N, Heads*HeadDim)
+	K, V        *Buffer // F32 or F16 (slots, KVHeads*HeadDim), one layer
+	Pos, Seq    *Buffer // I32 (N)
+	Table       *Buffer // I32 (sequences, TableStride)
+	TableStride int
+	MaxPos      int // the largest Pos (host devices size scratch by it)
+	BlockSize   int
+	Heads       int
+	KVHeads     int
+	HeadDim     int
+	Scale       float32
+	N           int
 }
 
-// Slot maps a token's position to its physical KV slot.
-func (a *Attention) Slot(i, pos int) int {
-	return int(a.Table[i][pos/a.BlockSize])*a.BlockSize + pos%a.BlockSize
+// Memory is the buffer half of a device.
+type Memory interface {
+	// Alloc returns n zeroed elements of type t (F32, F16 or I32); it fails
+	// only when the device is out of memory.
+	Alloc(t quant.Type, n int) (*Buffer, error)
+	// Upload makes a buffer of n weights of type t from their encoding data
+	// (see the package doc for who keeps data alive).
+	Upload(t quant.Type, n int, data []byte) (*Buffer, error)
+	// Write copies src, the encoding of whole elements, into dst from
+	// element off on.
+	Write(dst *Buffer, off int, src []byte)
+	// Read copies len(dst) bytes of src's elements from element off on into
+	// dst, after every earlier call has finished.
+	Read(dst []byte, src *Buffer, off int)
+	// Free releases b.
+	Free(b *Buffer)
 }
 
 // Kernels is the compute interface the models use. Shapes are row-major:
-// n tokens × dim. Slices are never retained.
+// n tokens × width. Buffers may be longer than a call uses (scratch is
+// allocated for the largest batch); a call touches only its first rows.
 type Kernels interface {
+	Memory
 	// MatMul sets dst (n, w.Rows) = x (n, w.Cols) · wᵀ.
-	MatMul(dst, x []float32, n int, w *Matrix)
-	// Embed copies the dequantized rows ids of w into dst (len(ids), w.Cols).
-	Embed(dst []float32, w *Matrix, ids []int)
-	// RMSNorm sets each dim-long row of dst to x/rms(x)·weight.
-	RMSNorm(dst, x, weight []float32, dim int, eps float32)
+	MatMul(dst, x *Buffer, n int, w *Matrix)
+	// Embed sets row i of dst (n, w.Cols) to the dequantized row ids[i] of w.
+	Embed(dst *Buffer, w *Matrix, ids *Buffer, n int)
+	// RMSNorm sets each of the n dim-long rows of dst to x/rms(x)·weight.
+	RMSNorm(dst, x, weight *Buffer, n, dim int, eps float32)
 	// RoPE rotates the first ropeDim dims of each head of x (n, heads*headDim)
-	// by its token's position; neox pairs i with i+ropeDim/2, normal pairs
-	// 2i with 2i+1.
-	RoPE(x []float32, pos []int, heads, headDim, ropeDim int, base float32, neox bool)
+	// by its token's position pos (I32, n); neox pairs i with i+ropeDim/2,
+	// normal pairs 2i with 2i+1.
+	RoPE(x, pos *Buffer, n, heads, headDim, ropeDim int, base float32, neox bool)
 	// Attend computes causal attention.
 	Attend(a *Attention)
-	// SiLUMul sets gate = silu(gate)·up element-wise.
-	SiLUMul(gate, up []float32)
-	// Add sets dst += src element-wise.
-	Add(dst, src []float32)
-	// AddBias adds bias (dim) to every dim-long row of x.
-	AddBias(x, bias []float32)
+	// SiLUMul sets gate = silu(gate)·up over the first n elements.
+	SiLUMul(gate, up *Buffer, n int)
+	// Add sets dst += src over the first n elements.
+	Add(dst, src *Buffer, n int)
+	// AddBias adds bias (dim) to each of the n dim-long rows of x.
+	AddBias(x, bias *Buffer, n, dim int)
+	// Gather sets row i of dst (n, width) to row rows[i] of src; both F32.
+	Gather(dst, src, rows *Buffer, n, width int)
+	// Scatter sets row slots[i] of dst to row i of src (n, width), converting
+	// F32 to dst's type (F32 or F16): how a step stores its keys and values.
+	Scatter(dst, src, slots *Buffer, n, width int)
 }

@@ -111,7 +111,7 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 	if opt.ModelName == "" {
 		opt.ModelName = m.Name
 	}
-	perBlock := int64(m.KVBytesPerToken() * opt.BlockSize)
+	perBlock := int64(m.KVBytesPerToken(m.KVType) * opt.BlockSize)
 	blocks := opt.KVBlocks
 	if blocks <= 0 {
 		mem := opt.KVMemory
@@ -125,7 +125,7 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 	}
 	e := &Engine{
 		m: m, opt: opt,
-		kv:   model.NewPool(m.Config, blocks, opt.BlockSize),
+		kv:   model.NewTypedPool(m.Config, blocks, opt.BlockSize, m.KVType),
 		pool: NewBlockPool(blocks),
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		ever: map[BlockHash]struct{}{},

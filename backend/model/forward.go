@@ -4,14 +4,19 @@ import (
 	"fmt"
 
 	"jspark/kernels"
+	"jspark/kernels/quant"
 )
 
 // KVStore is where the forward pass keeps keys and values: per layer, a pool
-// of slots grouped in blocks of BlockSize() tokens. Which block holds which
-// positions of a sequence is the batch's block table, so a paged cache owns
-// the mapping and the model only reads and writes slots.
+// of slots grouped in blocks of BlockSize() tokens, in the memory of the
+// model's device. Which block holds which positions of a sequence is the
+// batch's block table, so a paged cache owns the mapping and the model only
+// reads and writes slots.
 type KVStore interface {
-	Layer(l int) (k, v []float32) // each (slots, kv_dim)
+	// Buffers returns the keys and the values of every layer on k's device,
+	// each (slots, kv_dim) of the store's element type (F32 or F16). The
+	// first call allocates them.
+	Buffers(k kernels.Kernels) (keys, values []*kernels.Buffer, err error)
 	BlockSize() int
 }
 
@@ -45,18 +50,6 @@ func (b *Batch) Validate(kv KVStore) error {
 	return nil
 }
 
-type scratch struct {
-	x, h, q, k, v, attn, gate, up, last []float32
-	logits                              []float32
-}
-
-func grow(s []float32, n int) []float32 {
-	if cap(s) < n {
-		return make([]float32, n)
-	}
-	return s[:n]
-}
-
 // Forward runs the batch through the model, writing each token's keys and
 // values into kv, and returns len(b.Logits) rows of Vocab logits. The
 // returned slice is reused by the next call.
@@ -69,91 +62,136 @@ func (m *Model) Forward(b *Batch, kv KVStore) ([]float32, error) {
 			return nil, fmt.Errorf("batch: token id %d outside the vocabulary of %d", t, m.Vocab)
 		}
 	}
+	keys, values, err := kv.Buffers(m.K)
+	if err != nil {
+		return nil, err
+	}
 	c := m.Config
-	k := m.K
-	n := len(b.Tokens)
+	k, d := m.K, m.dev
+	n, nl := len(b.Tokens), len(b.Logits)
 	qDim, kvDim := c.Heads*c.HeadDim, c.KVDim()
-	if m.scratch == nil {
-		m.scratch = &scratch{}
+	if err := d.reserve(k, c, n, max(nl, 1), tableLen(b)); err != nil {
+		return nil, err
 	}
-	s := m.scratch
-	s.x, s.h = grow(s.x, n*c.Dim), grow(s.h, n*c.Dim)
-	s.q, s.attn = grow(s.q, n*qDim), grow(s.attn, n*qDim)
-	s.k, s.v = grow(s.k, n*kvDim), grow(s.v, n*kvDim)
-	s.gate, s.up = grow(s.gate, n*c.FF), grow(s.up, n*c.FF)
+	stride := d.stage(k, b, kv.BlockSize())
+	maxPos := 0
+	for _, p := range b.Pos {
+		maxPos = max(maxPos, p)
+	}
+	d.att = kernels.Attention{
+		Out: d.attn, Q: d.q, Pos: d.pos, Seq: d.seq, Table: d.table, TableStride: stride, MaxPos: maxPos,
+		BlockSize: kv.BlockSize(), Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: c.AttnScale(), N: n,
+	}
+	att := &d.att
 
-	k.Embed(s.x, m.TokenEmbd, b.Tokens)
-	att := &kernels.Attention{
-		Out: s.attn, Q: s.q, Pos: b.Pos, Table: b.Table, BlockSize: kv.BlockSize(),
-		Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: c.AttnScale(), N: n,
-	}
+	k.Embed(d.x, m.TokenEmbd, d.ids, n)
 	for li := range m.Layers {
-		l := &m.Layers[li]
-		k.RMSNorm(s.h, s.x, l.AttnNorm, c.Dim, c.RMSEps)
-		k.MatMul(s.q, s.h, n, l.Q)
-		k.MatMul(s.k, s.h, n, l.K)
-		k.MatMul(s.v, s.h, n, l.V)
-		if l.QBias != nil {
-			k.AddBias(s.q, l.QBias)
-			k.AddBias(s.k, l.KBias)
-			k.AddBias(s.v, l.VBias)
+		l, lb := &m.Layers[li], &d.layers[li]
+		k.RMSNorm(d.h, d.x, lb.attnNorm, n, c.Dim, c.RMSEps)
+		k.MatMul(d.q, d.h, n, l.Q)
+		k.MatMul(d.k, d.h, n, l.K)
+		k.MatMul(d.v, d.h, n, l.V)
+		if lb.qBias != nil {
+			k.AddBias(d.q, lb.qBias, n, qDim)
+			k.AddBias(d.k, lb.kBias, n, kvDim)
+			k.AddBias(d.v, lb.vBias, n, kvDim)
 		}
-		if l.QNorm != nil {
-			k.RMSNorm(s.q, s.q, l.QNorm, c.HeadDim, c.RMSEps)
-			k.RMSNorm(s.k, s.k, l.KNorm, c.HeadDim, c.RMSEps)
+		if lb.qNorm != nil {
+			k.RMSNorm(d.q, d.q, lb.qNorm, n*c.Heads, c.HeadDim, c.RMSEps)
+			k.RMSNorm(d.k, d.k, lb.kNorm, n*c.KVHeads, c.HeadDim, c.RMSEps)
 		}
-		k.RoPE(s.q, b.Pos, c.Heads, c.HeadDim, c.RopeDim, c.RopeBase, c.RopeNeox)
-		k.RoPE(s.k, b.Pos, c.KVHeads, c.HeadDim, c.RopeDim, c.RopeBase, c.RopeNeox)
-		poolK, poolV := kv.Layer(li)
-		for i := 0; i < n; i++ {
-			slot := att.Slot(i, b.Pos[i])
-			copy(poolK[slot*kvDim:(slot+1)*kvDim], s.k[i*kvDim:(i+1)*kvDim])
-			copy(poolV[slot*kvDim:(slot+1)*kvDim], s.v[i*kvDim:(i+1)*kvDim])
-		}
-		att.K, att.V = poolK, poolV
+		k.RoPE(d.q, d.pos, n, c.Heads, c.HeadDim, c.RopeDim, c.RopeBase, c.RopeNeox)
+		k.RoPE(d.k, d.pos, n, c.KVHeads, c.HeadDim, c.RopeDim, c.RopeBase, c.RopeNeox)
+		k.Scatter(keys[li], d.k, d.slots, n, kvDim)
+		k.Scatter(values[li], d.v, d.slots, n, kvDim)
+		att.K, att.V = keys[li], values[li]
 		k.Attend(att)
-		k.MatMul(s.h, s.attn, n, l.O)
-		k.Add(s.x, s.h)
+		k.MatMul(d.h, d.attn, n, l.O)
+		k.Add(d.x, d.h, n*c.Dim)
 
-		k.RMSNorm(s.h, s.x, l.FFNNorm, c.Dim, c.RMSEps)
-		k.MatMul(s.gate, s.h, n, l.Gate)
-		k.MatMul(s.up, s.h, n, l.Up)
-		k.SiLUMul(s.gate, s.up)
-		k.MatMul(s.h, s.gate, n, l.Down)
-		k.Add(s.x, s.h)
+		k.RMSNorm(d.h, d.x, lb.ffnNorm, n, c.Dim, c.RMSEps)
+		k.MatMul(d.gate, d.h, n, l.Gate)
+		k.MatMul(d.up, d.h, n, l.Up)
+		k.SiLUMul(d.gate, d.up, n*c.FF)
+		k.MatMul(d.h, d.gate, n, l.Down)
+		k.Add(d.x, d.h, n*c.Dim)
 	}
-	nl := len(b.Logits)
-	s.last = grow(s.last, nl*c.Dim)
-	for j, i := range b.Logits {
-		copy(s.last[j*c.Dim:(j+1)*c.Dim], s.x[i*c.Dim:(i+1)*c.Dim])
+	if nl == 0 {
+		return d.hLogits[:0], nil
 	}
-	k.RMSNorm(s.last, s.last, m.OutputNorm, c.Dim, c.RMSEps)
-	s.logits = grow(s.logits, nl*c.Vocab)
-	k.MatMul(s.logits, s.last, nl, m.Output)
-	return s.logits, nil
+	k.Gather(d.last, d.x, d.rows, nl, c.Dim)
+	k.RMSNorm(d.last, d.last, d.outputNorm, nl, c.Dim, c.RMSEps)
+	k.MatMul(d.logits, d.last, nl, m.Output)
+	out := d.hLogits[:nl*c.Vocab]
+	k.Read(kernels.F32Bytes(out), d.logits, 0)
+	return out, nil
 }
 
-// Pool is a plain KV store: Blocks blocks of BlockSize slots per layer.
-// The engine's paged cache hands out its block ids; simple callers use
-// Contiguous to get a table over all of them.
+// Pool is a plain KV store: Blocks blocks of BlockSize slots per layer, of
+// element type Type (F32 or F16), allocated on the device of the first model
+// that runs with it. The engine's paged cache hands out its block ids;
+// simple callers use Contiguous to get a table over all of them.
 type Pool struct {
-	K, V      [][]float32 // (layer) → (slots, kv_dim)
+	Type      quant.Type
 	Blocks    int
 	blockSize int
+	kvDim     int
+	k         kernels.Kernels // the device holding keys and values
+	keys      []*kernels.Buffer
+	values    []*kernels.Buffer
 }
 
-// NewPool allocates a store for the given number of blocks.
+// NewPool describes an F32 store for the given number of blocks.
 func NewPool(c Config, blocks, blockSize int) *Pool {
-	p := &Pool{Blocks: blocks, blockSize: blockSize, K: make([][]float32, c.Layers), V: make([][]float32, c.Layers)}
-	for l := range p.K {
-		p.K[l] = make([]float32, blocks*blockSize*c.KVDim())
-		p.V[l] = make([]float32, blocks*blockSize*c.KVDim())
-	}
-	return p
+	return NewTypedPool(c, blocks, blockSize, quant.F32)
 }
 
-func (p *Pool) Layer(l int) (k, v []float32) { return p.K[l], p.V[l] }
-func (p *Pool) BlockSize() int               { return p.blockSize }
+// NewTypedPool describes a store of keys and values of type t (F32 or F16).
+func NewTypedPool(c Config, blocks, blockSize int, t quant.Type) *Pool {
+	return &Pool{Type: t, Blocks: blocks, blockSize: blockSize, kvDim: c.KVDim(),
+		keys: make([]*kernels.Buffer, c.Layers), values: make([]*kernels.Buffer, c.Layers)}
+}
+
+func (p *Pool) Buffers(k kernels.Kernels) (keys, values []*kernels.Buffer, err error) {
+	if p.k == nil {
+		if p.Type != quant.F32 && p.Type != quant.F16 {
+			return nil, nil, fmt.Errorf("kv pool: element type %v (want F32 or F16)", p.Type)
+		}
+		slots := p.Blocks * p.blockSize * p.kvDim
+		for l := range p.keys {
+			if p.keys[l], err = k.Alloc(p.Type, slots); err == nil {
+				p.values[l], err = k.Alloc(p.Type, slots)
+			}
+			if err != nil {
+				p.k = k
+				p.Free()
+				return nil, nil, fmt.Errorf("kv pool: %w", err)
+			}
+		}
+		p.k = k
+	} else if p.k != k {
+		return nil, nil, fmt.Errorf("kv pool: allocated on another device")
+	}
+	return p.keys, p.values, nil
+}
+
+func (p *Pool) BlockSize() int { return p.blockSize }
+
+// Free releases the pool's device memory; it may be allocated again.
+func (p *Pool) Free() {
+	if p.k == nil {
+		return
+	}
+	for l := range p.keys {
+		for _, b := range []*kernels.Buffer{p.keys[l], p.values[l]} {
+			if b != nil {
+				p.k.Free(b)
+			}
+		}
+		p.keys[l], p.values[l] = nil, nil
+	}
+	p.k = nil
+}
 
 // Contiguous is the block table 0, 1, …, Blocks-1.
 func (p *Pool) Contiguous() []int32 {

@@ -25,7 +25,8 @@ const PrefillChunk = 512
 func (m *Model) Generate(prompt []int, maxTokens int, s *sample.Sampler, onToken func(id int)) (Generation, error) {
 	const bs = 16
 	total := len(prompt) + maxTokens
-	pool := NewPool(m.Config, (total+bs-1)/bs, bs)
+	pool := NewTypedPool(m.Config, (total+bs-1)/bs, bs, m.KVType)
+	defer pool.Free()
 	table := pool.Contiguous()
 	var g Generation
 	start := time.Now()

@@ -47,8 +47,9 @@ func (c Config) RopeType() string {
 // KVDim is the width of one token's keys (and of its values) in one layer.
 func (c Config) KVDim() int { return c.KVHeads * c.HeadDim }
 
-// KVBytesPerToken is the KV memory one token takes over all layers.
-func (c Config) KVBytesPerToken() int { return 2 * c.Layers * c.KVDim() * 4 }
+// KVBytesPerToken is the KV memory one token takes over all layers with
+// keys and values of type t (F32 or F16).
+func (c Config) KVBytesPerToken(t quant.Type) int { return 2 * c.Layers * t.RowBytes(c.KVDim()) }
 
 // Arch describes what differs between architectures.
 type Arch struct {
@@ -75,12 +76,14 @@ type Model struct {
 	Config
 	Tok *tokenizer.Tokenizer
 	K   kernels.Kernels
+	// KVType is the element type (F32 or F16) of the KV pools Generate makes.
+	KVType quant.Type
 
 	TokenEmbd  *kernels.Matrix `gguf:"token_embd"`            // (vocab, dim)
 	OutputNorm []float32       `gguf:"output_norm"`           // (dim)
 	Output     *kernels.Matrix `gguf:"output,alt:token_embd"` // (vocab, dim)
 	Layers     []Layer         `gguf:"blk"`                   // (layer)
-	scratch    *scratch
+	dev        *device         // weights and step buffers on K's device (device.go)
 }
 
 // Layer is one transformer block.
@@ -217,6 +220,9 @@ func Load(f *gguf.File, k kernels.Kernels) (*Model, error) {
 	m.Vocab = m.TokenEmbd.Rows
 	m.TiedOutput = m.Output == m.TokenEmbd || m.Output.Data != nil && &m.Output.Data[0] == &m.TokenEmbd.Data[0]
 	if err := m.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	if err := m.upload(); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	return m, nil

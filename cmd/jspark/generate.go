@@ -15,12 +15,14 @@ import (
 
 // GenerateOptions are the flags of `jspark generate`.
 type GenerateOptions struct {
-	Model     string
-	Prompt    string
-	MaxTokens int
-	Sampling  sample.Params
-	Format    string
-	Threads   int
+	Model      string
+	Prompt     string
+	MaxTokens  int
+	Sampling   sample.Params
+	Format     string
+	Threads    int
+	KVType     string
+	CPUProfile string
 }
 
 // GenerateResult is the JSON `jspark generate --format json` prints.
@@ -48,6 +50,8 @@ func newGenerateCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.IntVar(&o.MaxTokens, "max-tokens", 64, "tokens to generate at most")
 	f.StringVar(&o.Format, "format", "text", "output: text (streamed) or json")
 	f.IntVar(&o.Threads, "threads", 0, "CPU threads (0: all)")
+	f.StringVar(&o.KVType, "kv-type", "f32", "KV cache element type: f32 or f16 (half the memory)")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
 	addSamplingFlags(cmd, &o.Sampling)
 	return cmd
 }
@@ -69,11 +73,21 @@ func runGenerate(o *GenerateOptions, stdout, stderr io.Writer) error {
 	if o.MaxTokens < 0 {
 		return fmt.Errorf("--max-tokens %d: must not be negative", o.MaxTokens)
 	}
+	kvType, err := parseKVType(o.KVType)
+	if err != nil {
+		return err
+	}
+	stopProfile, err := startCPUProfile(o.CPUProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	m, closeModel, err := model.Open(o.Model, cpu.New(o.Threads))
 	if err != nil {
 		return err
 	}
 	defer closeModel()
+	m.KVType = kvType
 	ids := m.Tok.Encode(o.Prompt, true, true)
 	if n := len(ids) + o.MaxTokens; n > m.Context {
 		fmt.Fprintf(stderr, "jspark: note: %d tokens exceed the model's stated training context of %d; running anyway\n", n, m.Context)

@@ -32,6 +32,8 @@ type EngineFlags struct {
 	// ReasoningFormat: auto splits a thinking model's <think> block into
 	// reasoning_content; none leaves it in content.
 	ReasoningFormat string
+	KVType          string
+	CPUProfile      string
 	engine.Options
 }
 
@@ -50,6 +52,8 @@ func addEngineFlags(cmd *cobra.Command, o *EngineFlags) {
 	f.StringVar(&o.Trace, "trace", "", "write a per-step JSON-lines trace to this file")
 	f.StringVar(&o.ChatTemplateFile, "chat-template-file", "", "Jinja chat template to use instead of the model's tokenizer.chat_template")
 	f.StringVar(&o.ReasoningFormat, "reasoning-format", "auto", "auto: a thinking model's <think> block is returned as reasoning_content; none: left in content")
+	f.StringVar(&o.KVType, "kv-type", "f32", "KV cache element type: f32 or f16 (half the memory)")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
 }
 
 // chatTemplate is the template source for o: the file's when given, else the GGUF's.
@@ -82,6 +86,10 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 	default:
 		return nil, server.Options{}, nil, fmt.Errorf("--reasoning-format %q: want auto or none", o.ReasoningFormat)
 	}
+	kvType, err := parseKVType(o.KVType)
+	if err != nil {
+		return nil, server.Options{}, nil, err
+	}
 	f, err := model.OpenFile(o.Model)
 	if err != nil {
 		return nil, server.Options{}, nil, err
@@ -91,6 +99,7 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 		f.Close()
 		return nil, server.Options{}, nil, err
 	}
+	m.KVType = kvType
 	tpl, err := o.chatTemplate(server.ChatTemplateOf(f))
 	if err != nil {
 		f.Close()
@@ -168,6 +177,11 @@ func runServe(ctx context.Context, o *ServeOptions, log io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stopProfile, err := startCPUProfile(o.CPUProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	e, sopt, closeEngine, err := openEngine(&o.EngineFlags, log)
 	if err != nil {
 		return err

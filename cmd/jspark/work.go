@@ -67,6 +67,11 @@ model (--model, or the embedded default) over loopback HTTP.`,
 }
 
 func runWork(ctx context.Context, o *WorkOptions, stdout, stderr io.Writer) error {
+	stopProfile, err := startCPUProfile(o.CPUProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	r, err := recipes.Load(o.Recipe)
 	if err != nil {
 		return err

@@ -5,12 +5,10 @@
 package cpu
 
 import (
-	"math"
 	"runtime"
 	"sync"
 
 	"jspark/kernels"
-	"jspark/kernels/quant"
 	"jspark/kernels/ref"
 )
 
@@ -19,194 +17,35 @@ type Kernels struct {
 	ref.Kernels // element-wise ops: cheap, memory-bound, shared with ref
 	pool        *pool
 	scratch     []scratch
+	isa         isa
+	mm          matmul
+	at          attend
 	mu          sync.Mutex // one parallel kernel at a time owns the scratch
 }
 
 type scratch struct {
-	row    []float32
+	panel  [rowBlock * kChunk]float32
+	acc    [tokBlock * rowBlock * maxLanes]float32
 	scores []float32
+	o      []float32 // one head's output accumulator
+	s16    [16]float32
 }
 
 var _ kernels.Kernels = (*Kernels)(nil)
 
-// New returns CPU kernels on threads goroutines (0 means GOMAXPROCS).
-func New(threads int) *Kernels {
+// New returns CPU kernels on threads goroutines (0 means GOMAXPROCS), with
+// the best instruction set this CPU has.
+func New(threads int) *Kernels { return newISA(threads, bestISA) }
+
+func newISA(threads int, i isa) *Kernels {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	return &Kernels{pool: newPool(threads), scratch: make([]scratch, threads)}
+	return &Kernels{pool: newPool(threads), scratch: make([]scratch, threads), isa: i}
 }
 
 // Threads is the number of goroutines used.
 func (k *Kernels) Threads() int { return k.pool.workers }
 
-const (
-	tokenTile = 16 // tokens per tile: a tile of activations stays in L1/L2
-	rowBlock  = 8  // weight rows per scheduled task
-)
-
-func (k *Kernels) MatMul(dst, x []float32, n int, w *kernels.Matrix) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	blocks := (w.Rows + rowBlock - 1) / rowBlock
-	tiles := (n + tokenTile - 1) / tokenTile
-	k.pool.runSized(blocks*tiles, n*w.Rows*w.Cols, func(worker, task int) {
-		tile, blk := task/blocks, task%blocks
-		t0, t1 := tile*tokenTile, min(n, (tile+1)*tokenTile)
-		r0, r1 := blk*rowBlock, min(w.Rows, (blk+1)*rowBlock)
-		s := &k.scratch[worker]
-		for r := r0; r < r1; r++ {
-			var row []float32
-			if w.Type == quant.F32 {
-				row = quant.F32s(w.Row(r))
-			} else {
-				if cap(s.row) < w.Cols {
-					s.row = make([]float32, w.Cols)
-				}
-				row = s.row[:w.Cols]
-				quant.Dequantize(w.Type, w.Row(r), row)
-			}
-			for t := t0; t < t1; t++ {
-				dst[t*w.Rows+r] = quant.DotChunked(row, x[t*w.Cols:(t+1)*w.Cols])
-			}
-		}
-	})
-}
-
-func (k *Kernels) Attend(a *kernels.Attention) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	dim := a.Heads * a.HeadDim
-	kvDim := a.KVHeads * a.HeadDim
-	group := a.Heads / a.KVHeads
-	work := a.N * a.Heads * a.HeadDim * 2 * (a.Pos[a.N-1] + 1)
-	k.pool.runSized(a.N*a.Heads, work, func(worker, task int) {
-		i, h := task/a.Heads, task%a.Heads
-		q := a.Q[i*dim+h*a.HeadDim:][:a.HeadDim]
-		out := a.Out[i*dim+h*a.HeadDim:][:a.HeadDim]
-		kvOff := (h / group) * a.HeadDim
-		n := a.Pos[i] + 1
-		s := &k.scratch[worker]
-		if cap(s.scores) < n {
-			s.scores = make([]float32, n+n/2)
-		}
-		scores := s.scores[:n]
-		if a.HeadDim == 8 {
-			attend8(out, q, scores, a.Table[i], a.BlockSize, a.K, a.V, kvDim, kvOff, a.Scale)
-		} else {
-			attendOne(out, q, scores, a.Table[i], a.BlockSize, a.K, a.V, kvDim, kvOff, a.Scale)
-		}
-	})
-}
-
-// attendOne is one query head over its sequence's paged K/V. Positions are
-// walked block by block (no division per position); short heads use an
-// inlined dot, which beats a SIMD call below 32 lanes.
-func attendOne(out, q, scores []float32, table []int32, bs int, K, V []float32, kvDim, kvOff int, scale float32) {
-	n := len(scores)
-	hd := len(q)
-	maxS := float32(math.Inf(-1))
-	for p0 := 0; p0 < n; p0 += bs {
-		base := int(table[p0/bs]) * bs
-		for j := 0; j < bs && p0+j < n; j++ {
-			k := K[(base+j)*kvDim+kvOff:][:hd]
-			var sc float32
-			if hd >= 32 {
-				sc = quant.DotF32(q, k)
-			} else {
-				for d, x := range q {
-					sc += x * k[d]
-				}
-			}
-			sc *= scale
-			scores[p0+j] = sc
-			maxS = max(maxS, sc)
-		}
-	}
-	sum := expScores(scores, maxS)
-	clear(out)
-	inv := 1 / sum
-	for p0 := 0; p0 < n; p0 += bs {
-		base := int(table[p0/bs]) * bs
-		for j := 0; j < bs && p0+j < n; j++ {
-			w := scores[p0+j] * inv
-			v := V[(base+j)*kvDim+kvOff:][:hd]
-			for d := range out {
-				out[d] += w * v[d]
-			}
-		}
-	}
-}
-
-// expScores turns scores into e^(score - maxS) in place and returns their sum.
-func expScores(scores []float32, maxS float32) float32 {
-	var sum float32
-	for p, x := range scores {
-		e := expf(x - maxS)
-		scores[p] = e
-		sum += e
-	}
-	return sum
-}
-
-// expf is e^x for x <= 0 in float32 (softmax arguments after subtracting the
-// maximum), within 1e-6 relative: 2^(x·log2 e) split into an integer power, set in the
-// exponent bits, and a degree-6 polynomial for the fraction.
-func expf(x float32) float32 {
-	if x < -87 {
-		return 0
-	}
-	t := x * 1.4426950408889634 // log2(e)
-	i := float32(math.Floor(float64(t) + 0.5))
-	f := t - i // [-0.5, 0.5]
-	// 2^f = e^(f·ln2) by its Taylor series to degree 6: within 2e-7 on this range.
-	p := float32(1.5403530393381606e-4)
-	p = p*f + 1.3333558146428443e-3
-	p = p*f + 9.6181291076284772e-3
-	p = p*f + 5.5504108664821580e-2
-	p = p*f + 2.4022650695910071e-1
-	p = p*f + 6.9314718055994531e-1
-	p = p*f + 1
-	return p * math.Float32frombits(uint32(int32(i)+127)<<23)
-}
-
-// attend8 is attendOne for 8-wide heads (the embedded model's), with the rows
-// as fixed-size arrays so the compiler drops every bounds check and unrolls.
-func attend8(out, q, scores []float32, table []int32, bs int, K, V []float32, kvDim, kvOff int, scale float32) {
-	n := len(scores)
-	qq := (*[8]float32)(q)
-	maxS := float32(math.Inf(-1))
-	for p0 := 0; p0 < n; p0 += bs {
-		row := int(table[p0/bs])*bs*kvDim + kvOff
-		m := min(bs, n-p0)
-		sc := scores[p0 : p0+m]
-		for j := range sc {
-			k := (*[8]float32)(K[row+j*kvDim:])
-			d := qq[0]*k[0] + qq[1]*k[1] + qq[2]*k[2] + qq[3]*k[3] + qq[4]*k[4] + qq[5]*k[5] + qq[6]*k[6] + qq[7]*k[7]
-			d *= scale
-			sc[j] = d
-			maxS = max(maxS, d)
-		}
-	}
-	sum := expScores(scores, maxS)
-	var o [8]float32
-	for p0 := 0; p0 < n; p0 += bs {
-		row := int(table[p0/bs])*bs*kvDim + kvOff
-		m := min(bs, n-p0)
-		for j, w := range scores[p0 : p0+m] {
-			v := (*[8]float32)(V[row+j*kvDim:])
-			o[0] += w * v[0]
-			o[1] += w * v[1]
-			o[2] += w * v[2]
-			o[3] += w * v[3]
-			o[4] += w * v[4]
-			o[5] += w * v[5]
-			o[6] += w * v[6]
-			o[7] += w * v[7]
-		}
-	}
-	inv := 1 / sum
-	for d := range o {
-		out[d] = o[d] * inv
-	}
-}
+// ISA names the instruction set in use: avx512, avx2 or go.
+func (k *Kernels) ISA() string { return k.isa.String() }

@@ -20,7 +20,17 @@ func randVec(r *rand.Rand, n int) []float32 {
 }
 
 func matrix(r *rand.Rand, t quant.Type, rows, cols int) *kernels.Matrix {
-	return &kernels.Matrix{Type: t, Rows: rows, Cols: cols, Data: quant.Quantize(t, randVec(r, rows*cols))}
+	data := quant.Quantize(t, randVec(r, rows*cols))
+	return &kernels.Matrix{Type: t, Rows: rows, Cols: cols, Data: data, Buf: kernels.NewHostBuffer(t, rows*cols, data)}
+}
+
+// f32 wraps v as a host buffer sharing its memory.
+func f32(v []float32) *kernels.Buffer {
+	return kernels.NewHostBuffer(quant.F32, len(v), kernels.F32Bytes(v))
+}
+
+func i32(v []int32) *kernels.Buffer {
+	return kernels.NewHostBuffer(quant.I32, len(v), kernels.I32Bytes(v))
 }
 
 func relL2(got, want []float32) float64 {
@@ -33,40 +43,66 @@ func relL2(got, want []float32) float64 {
 	return math.Sqrt(num / math.Max(den, 1e-30))
 }
 
+// isas are the instruction sets this machine can run, best first.
+func isas() []isa {
+	var out []isa
+	for i := bestISA; i >= isaGo; i-- {
+		out = append(out, i)
+	}
+	return out
+}
+
+// TestMatMulMatchesReference: every type on every instruction set, with
+// batches that fill and miss the 4-token tiles and the 64-token blocks,
+// rows that miss the 12-row blocks, and K with and without a vector tail.
 func TestMatMulMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
-	k := New(4)
-	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
-		for _, n := range []int{1, 3, 37} {
-			t.Run(fmt.Sprintf("%v/n%d", typ, n), func(t *testing.T) {
-				w := matrix(r, typ, 45, 512)
-				x := randVec(r, n*w.Cols)
-				got := make([]float32, n*w.Rows)
-				want := make([]float32, n*w.Rows)
-				k.MatMul(got, x, n, w)
-				ref.Kernels{}.MatMul(want, x, n, w)
-				if e := relL2(got, want); e > 1e-6 {
-					t.Fatalf("relative L2 error %g", e)
+	for _, is := range isas() {
+		k := newISA(3, is)
+		for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+			cols := []int{512, 768}
+			if typ.BlockElems() == 1 {
+				cols = append(cols, 172, 8)
+			}
+			for _, c := range cols {
+				for _, n := range []int{1, 3, 6, 70} {
+					t.Run(fmt.Sprintf("%v/%v/k%d/n%d", is, typ, c, n), func(t *testing.T) {
+						w := matrix(r, typ, 45, c)
+						x := randVec(r, n*w.Cols)
+						got := make([]float32, n*w.Rows)
+						want := make([]float32, n*w.Rows)
+						k.MatMul(f32(got), f32(x), n, w)
+						ref.Kernels{}.MatMul(f32(want), f32(x), n, w)
+						if e := relL2(got, want); e > 1e-6 {
+							t.Fatalf("relative L2 error %g", e)
+						}
+					})
 				}
-			})
+			}
 		}
 	}
 }
 
-// TestBatchInvariant: a token's output bits do not depend on the batch.
+// TestBatchInvariant: a token's output bits do not depend on the batch, the
+// tile it falls in or the thread count.
 func TestBatchInvariant(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 2))
-	k := New(3)
-	w := matrix(r, quant.Q4_K, 70, 256)
-	x := randVec(r, 20*w.Cols)
-	all := make([]float32, 20*w.Rows)
-	k.MatMul(all, x, 20, w)
-	for tok := 0; tok < 20; tok++ {
-		one := make([]float32, w.Rows)
-		k.MatMul(one, x[tok*w.Cols:(tok+1)*w.Cols], 1, w)
-		for i := range one {
-			if one[i] != all[tok*w.Rows+i] {
-				t.Fatalf("token %d row %d: %v alone, %v in batch", tok, i, one[i], all[tok*w.Rows+i])
+	for _, is := range isas() {
+		for _, typ := range []quant.Type{quant.F32, quant.F16, quant.Q4_K, quant.Q8_0} {
+			w := matrix(r, typ, 70, 768)
+			const n = 71
+			x := randVec(r, n*w.Cols)
+			all := make([]float32, n*w.Rows)
+			newISA(3, is).MatMul(f32(all), f32(x), n, w)
+			k := newISA(1, is)
+			for tok := 0; tok < n; tok += 5 {
+				one := make([]float32, w.Rows)
+				k.MatMul(f32(one), f32(x[tok*w.Cols:(tok+1)*w.Cols]), 1, w)
+				for i := range one {
+					if one[i] != all[tok*w.Rows+i] {
+						t.Fatalf("%v %v token %d row %d: %v alone, %v in batch", is, typ, tok, i, one[i], all[tok*w.Rows+i])
+					}
+				}
 			}
 		}
 	}
@@ -80,32 +116,71 @@ func attention(r *rand.Rand, n, heads, kvHeads, headDim, bs int) *kernels.Attent
 	for i := range table {
 		table[i] = int32(blocks - 1 - i)
 	}
-	a := &kernels.Attention{
-		Q: randVec(r, n*heads*headDim), Out: make([]float32, n*heads*headDim),
-		K: randVec(r, blocks*bs*kvDim), V: randVec(r, blocks*bs*kvDim),
+	pos, seq := make([]int32, n), make([]int32, n)
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	return &kernels.Attention{
+		Q: f32(randVec(r, n*heads*headDim)), Out: f32(make([]float32, n*heads*headDim)),
+		K: f32(randVec(r, blocks*bs*kvDim)), V: f32(randVec(r, blocks*bs*kvDim)),
+		Pos: i32(pos), Seq: i32(seq), Table: i32(table), TableStride: blocks, MaxPos: n - 1,
 		BlockSize: bs, Heads: heads, KVHeads: kvHeads, HeadDim: headDim,
 		Scale: float32(1 / math.Sqrt(float64(headDim))), N: n,
 	}
-	for i := 0; i < n; i++ {
-		a.Pos = append(a.Pos, i)
-		a.Table = append(a.Table, table)
-	}
-	return a
+}
+
+// toF16 re-encodes an F32 pool buffer as F16.
+func toF16(b *kernels.Buffer) *kernels.Buffer {
+	data := quant.Quantize(quant.F16, kernels.HostF32(b))
+	return kernels.NewHostBuffer(quant.F16, b.Len, data)
 }
 
 func TestAttendMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
-	// Head dims 8 (the fixed-size path), 16 (inlined dot) and 64 (SIMD dot);
-	// block sizes that do and do not divide the length.
-	for _, c := range []struct{ n, heads, kvHeads, headDim, bs int }{
-		{50, 8, 2, 16, 16}, {77, 8, 8, 8, 16}, {33, 4, 2, 8, 5}, {40, 4, 1, 64, 16},
-	} {
-		a := attention(r, c.n, c.heads, c.kvHeads, c.headDim, c.bs)
-		New(4).Attend(a)
-		got := append([]float32(nil), a.Out...)
-		ref.Kernels{}.Attend(a)
-		if e := relL2(got, a.Out); e > 1e-5 {
-			t.Errorf("%+v: relative L2 error %g", c, e)
+	// Head dims 8 (the fixed-size path), 24 (inlined dot), 16, 64 and 128
+	// (fused, AVX-512); block sizes that do and do not divide the length,
+	// and one wider than a 16-slot step; F32 and F16 keys and values.
+	for _, is := range isas() {
+		for _, c := range []struct{ n, heads, kvHeads, headDim, bs int }{
+			{50, 8, 2, 16, 16}, {77, 8, 8, 8, 16}, {33, 4, 2, 8, 5}, {40, 4, 1, 64, 16},
+			{70, 4, 2, 128, 32}, {21, 2, 2, 64, 7}, {19, 3, 1, 24, 16},
+		} {
+			for _, kv := range []quant.Type{quant.F32, quant.F16} {
+				a := attention(r, c.n, c.heads, c.kvHeads, c.headDim, c.bs)
+				if kv == quant.F16 {
+					a.K, a.V = toF16(a.K), toF16(a.V)
+				}
+				newISA(3, is).Attend(a)
+				got := append([]float32(nil), kernels.HostF32(a.Out)...)
+				ref.Kernels{}.Attend(a)
+				if e := relL2(got, kernels.HostF32(a.Out)); e > 2e-6 {
+					t.Errorf("%v %v %+v: relative L2 error %g", is, kv, c, e)
+				}
+			}
+		}
+	}
+}
+
+// TestAttendBatchInvariant: a query's output bits are the same alone and in
+// a batch with other queries of its sequence.
+func TestAttendBatchInvariant(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	a := attention(r, 40, 4, 2, 64, 16)
+	k := New(2)
+	k.Attend(a)
+	all := append([]float32(nil), kernels.HostF32(a.Out)...)
+	dim := a.Heads * a.HeadDim
+	for _, tok := range []int{0, 17, 39} {
+		one := *a
+		one.N, one.MaxPos = 1, tok
+		one.Q = f32(kernels.HostF32(a.Q)[tok*dim : (tok+1)*dim])
+		one.Out = f32(make([]float32, dim))
+		one.Pos, one.Seq = i32([]int32{int32(tok)}), i32([]int32{0})
+		k.Attend(&one)
+		for d, v := range kernels.HostF32(one.Out) {
+			if v != all[tok*dim+d] {
+				t.Fatalf("token %d dim %d: %v alone, %v in batch", tok, d, v, all[tok*dim+d])
+			}
 		}
 	}
 }
@@ -120,7 +195,7 @@ func BenchmarkMatMul(b *testing.B) {
 			dst := make([]float32, n*w.Rows)
 			b.Run(fmt.Sprintf("%v/n%d", typ, n), func(b *testing.B) {
 				for b.Loop() {
-					k.MatMul(dst, x, n, w)
+					k.MatMul(f32(dst), f32(x), n, w)
 				}
 				b.ReportMetric(2*float64(n*w.Rows*w.Cols)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})

@@ -1,51 +1,51 @@
 package cpu
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync/atomic"
 
-// pool runs index ranges on a fixed set of goroutines. The caller takes part,
-// so a pool of n uses n-1 background goroutines.
+// runner is a parallel kernel: task(worker, i) computes piece i on worker.
+type runner interface{ task(worker, i int) }
+
+// funcRunner adapts a function.
+type funcRunner func(worker, i int)
+
+func (f funcRunner) task(worker, i int) { f(worker, i) }
+
+// pool runs index ranges on a fixed set of goroutines that live as long as
+// the kernels. The caller takes part, so a pool of n uses n-1 helpers. A
+// call hands out pieces from one shared counter, so a core that another
+// process slows simply takes fewer; nothing is allocated per call.
 type pool struct {
 	workers int
-	jobs    chan *job
-}
-
-type job struct {
-	fn    func(worker, i int)
-	total int64
-	next  atomic.Int64
-	wg    sync.WaitGroup
+	wake    []chan struct{} // one per helper
+	done    chan struct{}
+	r       runner
+	total   int64
+	next    atomic.Int64
 }
 
 func newPool(workers int) *pool {
-	p := &pool{workers: workers, jobs: make(chan *job, workers)}
+	p := &pool{workers: workers, done: make(chan struct{}, workers)}
 	for w := 1; w < workers; w++ {
+		c := make(chan struct{}, 1)
+		p.wake = append(p.wake, c)
 		go func() {
-			for j := range p.jobs {
-				j.drain(w)
-				j.wg.Done()
+			for range c {
+				p.drain(w)
+				p.done <- struct{}{}
 			}
 		}()
 	}
 	return p
 }
 
-func (j *job) drain(worker int) {
+func (p *pool) drain(worker int) {
 	for {
-		i := j.next.Add(1) - 1
-		if i >= j.total {
+		i := p.next.Add(1) - 1
+		if i >= p.total {
 			return
 		}
-		j.fn(worker, int(i))
+		p.r.task(worker, int(i))
 	}
-}
-
-// run calls fn(worker, i) for i in [0, total), spread over the workers;
-// worker is in [0, workers) and no two concurrent calls share one.
-func (p *pool) run(total int, fn func(worker, i int)) {
-	p.runSized(total, 1<<30, fn)
 }
 
 // minParallelWork is the work (multiply-adds) below which a kernel runs on
@@ -53,24 +53,28 @@ func (p *pool) run(total int, fn func(worker, i int)) {
 // than it saves.
 const minParallelWork = 1 << 15
 
-// runSized is run for a job whose total work is known: small jobs stay on
-// the caller.
-func (p *pool) runSized(total, work int, fn func(worker, i int)) {
+// runSized calls r.task(worker, i) for i in [0, total), spread over the
+// workers when the job's work is worth it; worker is in [0, workers) and
+// no two concurrent calls share one.
+func (p *pool) runSized(total, work int, r runner) {
 	if total <= 0 {
 		return
 	}
 	if total == 1 || p.workers == 1 || work < minParallelWork {
 		for i := 0; i < total; i++ {
-			fn(0, i)
+			r.task(0, i)
 		}
 		return
 	}
-	j := &job{fn: fn, total: int64(total)}
+	p.r, p.total = r, int64(total)
+	p.next.Store(0)
 	helpers := min(p.workers-1, total-1)
-	j.wg.Add(helpers)
 	for h := 0; h < helpers; h++ {
-		p.jobs <- j
+		p.wake[h] <- struct{}{}
 	}
-	j.drain(0)
-	j.wg.Wait()
+	p.drain(0)
+	for h := 0; h < helpers; h++ {
+		<-p.done
+	}
+	p.r = nil
 }

@@ -18,6 +18,7 @@ const (
 	Q8_0 Type = 8
 	Q4_K Type = 12
 	Q6_K Type = 14
+	I32  Type = 26 // indices and positions; never a weight type
 	BF16 Type = 30
 )
 
@@ -38,10 +39,11 @@ var layouts = map[Type]layout{
 	Q8_0: {"Q8_0", 32, 2 + 32},
 	Q4_K: {"Q4_K", QK_K, 2 + 2 + 12 + QK_K/2},
 	Q6_K: {"Q6_K", QK_K, QK_K/2 + QK_K/4 + QK_K/16 + 2},
+	I32:  {"I32", 1, 4},
 }
 
-// Known reports whether t is a type this package computes with.
-func (t Type) Known() bool { _, ok := layouts[t]; return ok }
+// Known reports whether t is a weight type this package computes with.
+func (t Type) Known() bool { _, ok := layouts[t]; return ok && t != I32 }
 
 func (t Type) String() string {
 	if l, ok := layouts[t]; ok {
@@ -72,7 +74,7 @@ func (t Type) FitsRow(n int) bool {
 // ParseType reads a lower- or upper-case type name such as "q8_0".
 func ParseType(s string) (Type, error) {
 	for t, l := range layouts {
-		if equalFold(l.name, s) {
+		if t != I32 && equalFold(l.name, s) {
 			return t, nil
 		}
 	}

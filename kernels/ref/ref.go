@@ -11,29 +11,34 @@ import (
 	"jspark/kernels/quant"
 )
 
-// Kernels is the reference implementation.
-type Kernels struct{}
+// Kernels is the reference implementation, a host device.
+type Kernels struct{ kernels.HostMemory }
 
 var _ kernels.Kernels = Kernels{}
 
-func (Kernels) MatMul(dst, x []float32, n int, w *kernels.Matrix) {
+func (Kernels) MatMul(dst, x *kernels.Buffer, n int, w *kernels.Matrix) {
+	d, xs, wb := kernels.HostF32(dst), kernels.HostF32(x), kernels.HostBytes(w.Buf)
+	rb := w.Type.RowBytes(w.Cols)
 	for t := 0; t < n; t++ {
-		xt := x[t*w.Cols : (t+1)*w.Cols]
+		xt := xs[t*w.Cols : (t+1)*w.Cols]
 		for r := 0; r < w.Rows; r++ {
-			dst[t*w.Rows+r] = float32(quant.ReferenceDot(w.Type, w.Row(r), xt))
+			d[t*w.Rows+r] = float32(quant.ReferenceDot(w.Type, wb[r*rb:(r+1)*rb], xt))
 		}
 	}
 }
 
-func (Kernels) Embed(dst []float32, w *kernels.Matrix, ids []int) {
-	for i, id := range ids {
-		quant.Dequantize(w.Type, w.Row(id), dst[i*w.Cols:(i+1)*w.Cols])
+func (Kernels) Embed(dst *kernels.Buffer, w *kernels.Matrix, ids *kernels.Buffer, n int) {
+	d, wb := kernels.HostF32(dst), kernels.HostBytes(w.Buf)
+	rb := w.Type.RowBytes(w.Cols)
+	for i, id := range kernels.HostI32(ids)[:n] {
+		quant.Dequantize(w.Type, wb[int(id)*rb:(int(id)+1)*rb], d[i*w.Cols:(i+1)*w.Cols])
 	}
 }
 
-func (Kernels) RMSNorm(dst, x, weight []float32, dim int, eps float32) {
-	for off := 0; off < len(x); off += dim {
-		RMSNormRow(dst[off:off+dim], x[off:off+dim], weight, eps)
+func (Kernels) RMSNorm(dst, x, weight *kernels.Buffer, n, dim int, eps float32) {
+	d, xs, w := kernels.HostF32(dst), kernels.HostF32(x), kernels.HostF32(weight)
+	for off := 0; off < n*dim; off += dim {
+		RMSNormRow(d[off:off+dim], xs[off:off+dim], w, eps)
 	}
 }
 
@@ -50,11 +55,12 @@ func RMSNormRow(dst, x, weight []float32, eps float32) {
 	}
 }
 
-func (Kernels) RoPE(x []float32, pos []int, heads, headDim, ropeDim int, base float32, neox bool) {
-	for t, p := range pos {
+func (Kernels) RoPE(x, pos *kernels.Buffer, n, heads, headDim, ropeDim int, base float32, neox bool) {
+	xs := kernels.HostF32(x)
+	for t, p := range kernels.HostI32(pos)[:n] {
 		for h := 0; h < heads; h++ {
 			off := (t*heads + h) * headDim
-			RoPEHead(x[off:off+headDim], p, ropeDim, base, neox)
+			RoPEHead(xs[off:off+headDim], int(p), ropeDim, base, neox)
 		}
 	}
 }
@@ -80,21 +86,23 @@ func RoPEHead(x []float32, pos, ropeDim int, base float32, neox bool) {
 }
 
 func (Kernels) Attend(a *kernels.Attention) {
+	Q, O, pos := kernels.HostF32(a.Q), kernels.HostF32(a.Out), kernels.HostI32(a.Pos)
+	K, V := KVRows(a.K), KVRows(a.V)
 	dim := a.Heads * a.HeadDim
 	kvDim := a.KVHeads * a.HeadDim
 	group := a.Heads / a.KVHeads
 	for i := 0; i < a.N; i++ {
 		for h := 0; h < a.Heads; h++ {
-			q := a.Q[i*dim+h*a.HeadDim : i*dim+(h+1)*a.HeadDim]
+			q := Q[i*dim+h*a.HeadDim : i*dim+(h+1)*a.HeadDim]
 			kvOff := (h / group) * a.HeadDim
-			n := a.Pos[i] + 1
+			n := int(pos[i]) + 1
 			scores := make([]float64, n)
 			maxS := math.Inf(-1)
 			for p := 0; p < n; p++ {
-				k := a.K[a.Slot(i, p)*kvDim+kvOff:][:a.HeadDim]
+				kOff := a.Slot(i, p)*kvDim + kvOff
 				var s float64
 				for d := range q {
-					s += float64(q[d]) * float64(k[d])
+					s += float64(q[d]) * float64(K(kOff+d))
 				}
 				scores[p] = s * float64(a.Scale)
 				maxS = math.Max(maxS, scores[p])
@@ -104,11 +112,11 @@ func (Kernels) Attend(a *kernels.Attention) {
 				scores[p] = math.Exp(scores[p] - maxS)
 				sum += scores[p]
 			}
-			out := a.Out[i*dim+h*a.HeadDim : i*dim+(h+1)*a.HeadDim]
+			out := O[i*dim+h*a.HeadDim : i*dim+(h+1)*a.HeadDim]
 			for d := range out {
 				var acc float64
 				for p := 0; p < n; p++ {
-					acc += scores[p] / sum * float64(a.V[a.Slot(i, p)*kvDim+kvOff+d])
+					acc += scores[p] / sum * float64(V(a.Slot(i, p)*kvDim+kvOff+d))
 				}
 				out[d] = float32(acc)
 			}
@@ -116,25 +124,66 @@ func (Kernels) Attend(a *kernels.Attention) {
 	}
 }
 
-func (Kernels) SiLUMul(gate, up []float32) {
-	for i, g := range gate {
-		gate[i] = SiLU(g) * up[i]
+// KVRows returns a reader of a host KV pool's elements, F32 or F16.
+func KVRows(b *kernels.Buffer) func(i int) float32 {
+	if b.Type == quant.F16 {
+		h := kernels.HostF16(b)
+		return func(i int) float32 { return quant.F16ToF32(h[i]) }
+	}
+	f := kernels.HostF32(b)
+	return func(i int) float32 { return f[i] }
+}
+
+func (Kernels) SiLUMul(gate, up *kernels.Buffer, n int) {
+	g, u := kernels.HostF32(gate)[:n], kernels.HostF32(up)
+	for i, x := range g {
+		g[i] = SiLU(x) * u[i]
 	}
 }
 
 // SiLU is x·sigmoid(x).
 func SiLU(x float32) float32 { return x / (1 + float32(math.Exp(float64(-x)))) }
 
-func (Kernels) Add(dst, src []float32) {
-	for i := range dst {
-		dst[i] += src[i]
+func (Kernels) Add(dst, src *kernels.Buffer, n int) {
+	d, s := kernels.HostF32(dst)[:n], kernels.HostF32(src)
+	for i := range d {
+		d[i] += s[i]
 	}
 }
 
-func (Kernels) AddBias(x, bias []float32) {
-	for off := 0; off < len(x); off += len(bias) {
-		for i, b := range bias {
-			x[off+i] += b
+func (Kernels) AddBias(x, bias *kernels.Buffer, n, dim int) {
+	xs, b := kernels.HostF32(x), kernels.HostF32(bias)[:dim]
+	for off := 0; off < n*dim; off += dim {
+		for i, v := range b {
+			xs[off+i] += v
 		}
 	}
+}
+
+func (Kernels) Gather(dst, src, rows *kernels.Buffer, n, width int) {
+	d, s := kernels.HostF32(dst), kernels.HostF32(src)
+	for i, r := range kernels.HostI32(rows)[:n] {
+		copy(d[i*width:(i+1)*width], s[int(r)*width:(int(r)+1)*width])
+	}
+}
+
+func (Kernels) Scatter(dst, src, slots *kernels.Buffer, n, width int) {
+	s := kernels.HostF32(src)
+	for i, slot := range kernels.HostI32(slots)[:n] {
+		ScatterRow(dst, int(slot), s[i*width:(i+1)*width])
+	}
+}
+
+// ScatterRow stores one F32 row as row slot of dst (F32, or F16 rounded to
+// nearest even).
+func ScatterRow(dst *kernels.Buffer, slot int, row []float32) {
+	w := len(row)
+	if dst.Type == quant.F16 {
+		h := kernels.HostF16(dst)[slot*w : (slot+1)*w]
+		for j, v := range row {
+			h[j] = quant.F32ToF16(v)
+		}
+		return
+	}
+	copy(kernels.HostF32(dst)[slot*w:(slot+1)*w], row)
 }

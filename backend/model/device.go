@@ -1,0 +1,188 @@
+package model
+
+import (
+	"errors"
+	"unsafe"
+
+	"jspark/kernels"
+	"jspark/kernels/quant"
+)
+
+// device is the model's state on its kernels' device: the weights, uploaded
+// once at load, and the activations of a step, allocated for the largest
+// batch seen and reused (a decode step allocates nothing).
+type device struct {
+	outputNorm *kernels.Buffer // (dim)
+	layers     []layerBufs
+
+	tokens, outRows, tableLen int             // capacities of the buffers below
+	x, h, q, k, v, attn       *kernels.Buffer // F32 (tokens, width)
+	gate, up                  *kernels.Buffer // F32 (tokens, ff)
+	last, logits              *kernels.Buffer // F32 (outRows, dim / vocab)
+	ids, pos, seq, slots      *kernels.Buffer // I32 (tokens)
+	rows                      *kernels.Buffer // I32 (outRows) batch indices of the logits rows
+	table                     *kernels.Buffer // I32 (tableLen) block tables, one row a sequence
+
+	att kernels.Attention
+
+	// Host staging of the step's inputs and the logits.
+	hIDs, hPos, hSeq, hSlots, hRows, hTable []int32
+	hLogits                                 []float32
+	seqTables                               [][]int32 // distinct tables of the step
+}
+
+// layerBufs are one layer's vectors on the device (matrices carry their own).
+type layerBufs struct {
+	attnNorm, ffnNorm   *kernels.Buffer // (dim)
+	qBias, kBias, vBias *kernels.Buffer // (q_dim), (kv_dim) ×2; nil unless qwen2
+	qNorm, kNorm        *kernels.Buffer // (head_dim); nil unless qwen3
+}
+
+// upload puts every weight on the device. Matrices that share their bytes
+// (tied embeddings) share one buffer.
+func (m *Model) upload() error {
+	k := m.K
+	d := &device{}
+	var errs []error
+	vec := func(v []float32) *kernels.Buffer {
+		if v == nil {
+			return nil
+		}
+		b, err := k.Upload(quant.F32, len(v), kernels.F32Bytes(v))
+		errs = append(errs, err)
+		return b
+	}
+	seen := map[*byte]*kernels.Buffer{}
+	mat := func(w *kernels.Matrix) {
+		if w.Buf != nil {
+			return
+		}
+		key := unsafe.SliceData(w.Data)
+		if b, ok := seen[key]; ok && b.Type == w.Type && b.Len == w.Rows*w.Cols {
+			w.Buf = b
+			return
+		}
+		b, err := k.Upload(w.Type, w.Rows*w.Cols, w.Data)
+		errs = append(errs, err)
+		w.Buf, seen[key] = b, b
+	}
+	mat(m.TokenEmbd)
+	mat(m.Output)
+	d.outputNorm = vec(m.OutputNorm)
+	d.layers = make([]layerBufs, len(m.Layers))
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		for _, w := range []*kernels.Matrix{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
+			mat(w)
+		}
+		d.layers[i] = layerBufs{
+			attnNorm: vec(l.AttnNorm), ffnNorm: vec(l.FFNNorm),
+			qBias: vec(l.QBias), kBias: vec(l.KBias), vBias: vec(l.VBias),
+			qNorm: vec(l.QNorm), kNorm: vec(l.KNorm),
+		}
+	}
+	m.dev = d
+	return errors.Join(errs...)
+}
+
+// reserve makes the step buffers hold n tokens, nl logits rows and a table
+// of tableLen entries, growing (never shrinking) them.
+func (d *device) reserve(k kernels.Kernels, c Config, n, nl, tableLen int) error {
+	var errs []error
+	alloc := func(b **kernels.Buffer, t quant.Type, size int) {
+		if *b != nil {
+			k.Free(*b)
+		}
+		var err error
+		*b, err = k.Alloc(t, size)
+		errs = append(errs, err)
+	}
+	if n > d.tokens {
+		d.tokens = max(n, 2*d.tokens)
+		t := d.tokens
+		qDim := c.Heads * c.HeadDim
+		alloc(&d.x, quant.F32, t*c.Dim)
+		alloc(&d.h, quant.F32, t*c.Dim)
+		alloc(&d.q, quant.F32, t*qDim)
+		alloc(&d.attn, quant.F32, t*qDim)
+		alloc(&d.k, quant.F32, t*c.KVDim())
+		alloc(&d.v, quant.F32, t*c.KVDim())
+		alloc(&d.gate, quant.F32, t*c.FF)
+		alloc(&d.up, quant.F32, t*c.FF)
+		for _, b := range []**kernels.Buffer{&d.ids, &d.pos, &d.seq, &d.slots} {
+			alloc(b, quant.I32, t)
+		}
+	}
+	if nl > d.outRows {
+		d.outRows = max(nl, 2*d.outRows)
+		alloc(&d.last, quant.F32, d.outRows*c.Dim)
+		alloc(&d.logits, quant.F32, d.outRows*c.Vocab)
+		alloc(&d.rows, quant.I32, d.outRows)
+		d.hLogits = make([]float32, d.outRows*c.Vocab)
+	}
+	if tableLen > d.tableLen {
+		d.tableLen = max(tableLen, 2*d.tableLen)
+		alloc(&d.table, quant.I32, d.tableLen)
+	}
+	return errors.Join(errs...)
+}
+
+// stage writes the step's ids, positions, KV slots, block tables and logits
+// rows to the device: the only host-to-device traffic of a step.
+func (d *device) stage(k kernels.Kernels, b *Batch, bs int) (stride int) {
+	n := len(b.Tokens)
+	d.hIDs, d.hPos, d.hSeq, d.hSlots = d.hIDs[:0], d.hPos[:0], d.hSeq[:0], d.hSlots[:0]
+	d.seqTables = d.seqTables[:0]
+	for i := 0; i < n; i++ {
+		t := b.Table[i]
+		s := len(d.seqTables) - 1
+		if s < 0 || !sameTable(d.seqTables[s], t) {
+			for s = 0; s < len(d.seqTables) && !sameTable(d.seqTables[s], t); s++ {
+			}
+			if s == len(d.seqTables) {
+				d.seqTables = append(d.seqTables, t)
+				stride = max(stride, len(t))
+			}
+		}
+		p := b.Pos[i]
+		d.hIDs = append(d.hIDs, int32(b.Tokens[i]))
+		d.hPos = append(d.hPos, int32(p))
+		d.hSeq = append(d.hSeq, int32(s))
+		d.hSlots = append(d.hSlots, t[p/bs]*int32(bs)+int32(p%bs))
+	}
+	d.hTable = d.hTable[:0]
+	for _, t := range d.seqTables {
+		d.hTable = append(d.hTable, t...)
+		for j := len(t); j < stride; j++ {
+			d.hTable = append(d.hTable, 0)
+		}
+	}
+	d.hRows = d.hRows[:0]
+	for _, i := range b.Logits {
+		d.hRows = append(d.hRows, int32(i))
+	}
+	k.Write(d.ids, 0, kernels.I32Bytes(d.hIDs))
+	k.Write(d.pos, 0, kernels.I32Bytes(d.hPos))
+	k.Write(d.seq, 0, kernels.I32Bytes(d.hSeq))
+	k.Write(d.slots, 0, kernels.I32Bytes(d.hSlots))
+	k.Write(d.rows, 0, kernels.I32Bytes(d.hRows))
+	k.Write(d.table, 0, kernels.I32Bytes(d.hTable))
+	return stride
+}
+
+// tableLen bounds the size of the step's table upload, before staging:
+// runs of one table × the longest table.
+func tableLen(b *Batch) int {
+	var runs, longest int
+	for i, t := range b.Table {
+		if i == 0 || !sameTable(b.Table[i-1], t) {
+			runs++
+		}
+		longest = max(longest, len(t))
+	}
+	return runs * longest
+}
+
+func sameTable(a, b []int32) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}

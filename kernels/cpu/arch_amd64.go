@@ -1,0 +1,3 @@
+package cpu
+
+const hasAsm = true

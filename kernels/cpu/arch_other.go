@@ -1,0 +1,18 @@
+//go:build !amd64
+
+package cpu
+
+// The assembly kernels are amd64 only; elsewhere the portable tiles run.
+const hasAsm = false
+
+var (
+	tiles512 [5][13]tile512Fn
+	tiles256 [3][7]tile256Fn
+)
+
+func deq512F16(dst *float32, src *byte, n int)  { panic("cpu: no assembly") }
+func deq512BF16(dst *float32, src *byte, n int) { panic("cpu: no assembly") }
+func deq512Q8_0(dst *float32, src *byte, n int) { panic("cpu: no assembly") }
+func deq512Q4_0(dst *float32, src *byte, n int) { panic("cpu: no assembly") }
+func deq512Q4K(dst *float32, src *byte, n int)  { panic("cpu: no assembly") }
+func deq512Q6K(dst *float32, src *byte, n int)  { panic("cpu: no assembly") }

@@ -1,0 +1,215 @@
+package cpu
+
+import (
+	"math"
+
+	"jspark/kernels"
+	"jspark/kernels/quant"
+)
+
+// attend is one fused attention call in flight: each task is one (query
+// token, head) pair walking its sequence's blocks in order with an online
+// softmax (attn512*: scores, running max and sum, and the value sum for up
+// to 16 slots per call), so no score row is materialised. A token's result
+// depends only on its own sequence's keys and values, in position order.
+type attend struct {
+	k        *Kernels
+	a        *kernels.Attention
+	q, out   []float32
+	kv       [2][]byte
+	pos, seq []int32
+	tables   []int32
+}
+
+func (at *attend) task(worker, i int) {
+	a := at.a
+	hd := a.HeadDim
+	tok, h := i/a.Heads, i%a.Heads
+	dim, kvDim := a.Heads*hd, a.KVHeads*hd
+	kvOff := (h / (a.Heads / a.KVHeads)) * hd
+	elem := a.K.Type.RowBytes(1)
+	s := &at.k.scratch[worker]
+	if len(s.o) < hd {
+		s.o = make([]float32, hd)
+	}
+	o := s.o[:hd]
+	clear(o)
+	state := [2]float32{-1e30, 0}
+	q := at.q[tok*dim+h*hd:][:hd]
+	n := int(at.pos[tok]) + 1
+	table := at.tables[int(at.seq[tok])*a.TableStride:][:a.TableStride]
+	bs := a.BlockSize
+	block := attn512F32
+	if a.K.Type == quant.F16 {
+		block = attn512F16
+	}
+	kb, vb := at.kv[0], at.kv[1]
+	for p0 := 0; p0 < n; p0 += bs {
+		base := int(table[p0/bs]) * bs
+		m := min(bs, n-p0)
+		for j0 := 0; j0 < m; j0 += 16 {
+			nn := min(16, m-j0)
+			off := ((base+j0)*kvDim + kvOff) * elem
+			block(&q[0], &kb[off], &vb[off], kvDim*elem, nn, uint16(1<<nn-1), hd, a.Scale, &state, &o[0], &s.s16)
+		}
+	}
+	out := at.out[tok*dim+h*hd:][:hd]
+	inv := 1 / state[1]
+	for d, v := range o {
+		out[d] = v * inv
+	}
+}
+
+func (k *Kernels) Attend(a *kernels.Attention) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.isa == isaAVX512 && a.HeadDim%16 == 0 {
+		at := &k.at
+		*at = attend{k: k, a: a, q: kernels.HostF32(a.Q), out: kernels.HostF32(a.Out),
+			kv:  [2][]byte{kernels.HostBytes(a.K), kernels.HostBytes(a.V)},
+			pos: kernels.HostI32(a.Pos), seq: kernels.HostI32(a.Seq), tables: kernels.HostI32(a.Table)}
+		k.pool.runSized(a.N*a.Heads, a.N*a.Heads*a.HeadDim*2*(a.MaxPos+1), at)
+		*at = attend{}
+		return
+	}
+	if a.K.Type != quant.F32 {
+		k.Kernels.Attend(a)
+		return
+	}
+	Q, O, K, V := kernels.HostF32(a.Q), kernels.HostF32(a.Out), kernels.HostF32(a.K), kernels.HostF32(a.V)
+	pos, seq, tables := kernels.HostI32(a.Pos), kernels.HostI32(a.Seq), kernels.HostI32(a.Table)
+	dim := a.Heads * a.HeadDim
+	kvDim := a.KVHeads * a.HeadDim
+	group := a.Heads / a.KVHeads
+	work := a.N * a.Heads * a.HeadDim * 2 * (a.MaxPos + 1)
+	k.pool.runSized(a.N*a.Heads, work, funcRunner(func(worker, task int) {
+		i, h := task/a.Heads, task%a.Heads
+		q := Q[i*dim+h*a.HeadDim:][:a.HeadDim]
+		out := O[i*dim+h*a.HeadDim:][:a.HeadDim]
+		kvOff := (h / group) * a.HeadDim
+		n := int(pos[i]) + 1
+		table := tables[int(seq[i])*a.TableStride:][:a.TableStride]
+		s := &k.scratch[worker]
+		if cap(s.scores) < n {
+			s.scores = make([]float32, n+n/2)
+		}
+		scores := s.scores[:n]
+		if a.HeadDim == 8 {
+			attend8(out, q, scores, table, a.BlockSize, K, V, kvDim, kvOff, a.Scale)
+		} else {
+			attendOne(out, q, scores, table, a.BlockSize, K, V, kvDim, kvOff, a.Scale)
+		}
+	}))
+}
+
+// attendOne is one query head over its sequence's paged K/V. Positions are
+// walked block by block (no division per position); short heads use an
+// inlined dot, which beats a SIMD call below 32 lanes.
+func attendOne(out, q, scores []float32, table []int32, bs int, K, V []float32, kvDim, kvOff int, scale float32) {
+	n := len(scores)
+	hd := len(q)
+	maxS := float32(math.Inf(-1))
+	for p0 := 0; p0 < n; p0 += bs {
+		base := int(table[p0/bs]) * bs
+		for j := 0; j < bs && p0+j < n; j++ {
+			k := K[(base+j)*kvDim+kvOff:][:hd]
+			var sc float32
+			if hd >= 32 {
+				sc = quant.DotF32(q, k)
+			} else {
+				for d, x := range q {
+					sc += x * k[d]
+				}
+			}
+			sc *= scale
+			scores[p0+j] = sc
+			maxS = max(maxS, sc)
+		}
+	}
+	sum := expScores(scores, maxS)
+	clear(out)
+	inv := 1 / sum
+	for p0 := 0; p0 < n; p0 += bs {
+		base := int(table[p0/bs]) * bs
+		for j := 0; j < bs && p0+j < n; j++ {
+			w := scores[p0+j] * inv
+			v := V[(base+j)*kvDim+kvOff:][:hd]
+			for d := range out {
+				out[d] += w * v[d]
+			}
+		}
+	}
+}
+
+// expScores turns scores into e^(score - maxS) in place and returns their sum.
+func expScores(scores []float32, maxS float32) float32 {
+	var sum float32
+	for p, x := range scores {
+		e := expf(x - maxS)
+		scores[p] = e
+		sum += e
+	}
+	return sum
+}
+
+// expf is e^x for x <= 0 in float32 (softmax arguments after subtracting the
+// maximum), within 1e-6 relative: 2^(x·log2 e) split into an integer power, set in the
+// exponent bits, and a degree-6 polynomial for the fraction.
+func expf(x float32) float32 {
+	if x < -87 {
+		return 0
+	}
+	t := x * 1.4426950408889634 // log2(e)
+	i := float32(math.Floor(float64(t) + 0.5))
+	f := t - i // [-0.5, 0.5]
+	// 2^f = e^(f·ln2) by its Taylor series to degree 6: within 2e-7 on this range.
+	p := float32(1.5403530393381606e-4)
+	p = p*f + 1.3333558146428443e-3
+	p = p*f + 9.6181291076284772e-3
+	p = p*f + 5.5504108664821580e-2
+	p = p*f + 2.4022650695910071e-1
+	p = p*f + 6.9314718055994531e-1
+	p = p*f + 1
+	return p * math.Float32frombits(uint32(int32(i)+127)<<23)
+}
+
+// attend8 is attendOne for 8-wide heads (the embedded model's), with the rows
+// as fixed-size arrays so the compiler drops every bounds check and unrolls.
+func attend8(out, q, scores []float32, table []int32, bs int, K, V []float32, kvDim, kvOff int, scale float32) {
+	n := len(scores)
+	qq := (*[8]float32)(q)
+	maxS := float32(math.Inf(-1))
+	for p0 := 0; p0 < n; p0 += bs {
+		row := int(table[p0/bs])*bs*kvDim + kvOff
+		m := min(bs, n-p0)
+		sc := scores[p0 : p0+m]
+		for j := range sc {
+			k := (*[8]float32)(K[row+j*kvDim:])
+			d := qq[0]*k[0] + qq[1]*k[1] + qq[2]*k[2] + qq[3]*k[3] + qq[4]*k[4] + qq[5]*k[5] + qq[6]*k[6] + qq[7]*k[7]
+			d *= scale
+			sc[j] = d
+			maxS = max(maxS, d)
+		}
+	}
+	sum := expScores(scores, maxS)
+	var o [8]float32
+	for p0 := 0; p0 < n; p0 += bs {
+		row := int(table[p0/bs])*bs*kvDim + kvOff
+		m := min(bs, n-p0)
+		for j, w := range scores[p0 : p0+m] {
+			v := (*[8]float32)(V[row+j*kvDim:])
+			o[0] += w * v[0]
+			o[1] += w * v[1]
+			o[2] += w * v[2]
+			o[3] += w * v[3]
+			o[4] += w * v[4]
+			o[5] += w * v[5]
+			o[6] += w * v[6]
+			o[7] += w * v[7]
+		}
+	}
+	inv := 1 / sum
+	for d := range o {
+		out[d] = o[d] * inv
+	}
+}

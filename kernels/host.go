@@ -1,0 +1,109 @@
+package kernels
+
+import (
+	"fmt"
+	"unsafe"
+
+	"jspark/kernels/quant"
+)
+
+// HostMemory implements Memory in Go memory for host devices (ref, cpu):
+// Alloc is make, Upload keeps the caller's bytes, Write and Read are copy.
+// Host kernels reach the elements through HostF32, HostI32 and HostF16,
+// which cost nothing over plain slices.
+type HostMemory struct{}
+
+var _ Memory = HostMemory{}
+
+func (HostMemory) Alloc(t quant.Type, n int) (*Buffer, error) {
+	if t != quant.F32 && t != quant.F16 && t != quant.I32 {
+		panic(fmt.Sprintf("kernels: Alloc of %v", t))
+	}
+	// Allocated as words so that every view is aligned.
+	words := make([]uint32, (t.RowBytes(n)+3)/4)
+	return NewHostBuffer(t, n, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), t.RowBytes(n))), nil
+}
+
+func (HostMemory) Upload(t quant.Type, n int, data []byte) (*Buffer, error) {
+	if len(data) < t.RowBytes(n) {
+		return nil, fmt.Errorf("kernels: upload of %d %v elements from %d bytes", n, t, len(data))
+	}
+	return NewHostBuffer(t, n, data), nil
+}
+
+func (HostMemory) Write(dst *Buffer, off int, src []byte) {
+	copy(dst.host[dst.Type.RowBytes(off):], src)
+}
+
+func (HostMemory) Read(dst []byte, src *Buffer, off int) {
+	copy(dst, src.host[src.Type.RowBytes(off):])
+}
+
+func (HostMemory) Free(b *Buffer) {
+	*b = Buffer{Type: b.Type, Len: b.Len} // views gone: any use panics
+}
+
+// NewHostBuffer wraps host bytes holding n elements of type t.
+func NewHostBuffer(t quant.Type, n int, data []byte) *Buffer {
+	if len(data) < t.RowBytes(n) {
+		panic(fmt.Sprintf("kernels: %d bytes for %d %v elements", len(data), n, t))
+	}
+	b := &Buffer{Type: t, Len: n, host: data[:t.RowBytes(n)]}
+	aligned := n == 0 || uintptr(unsafe.Pointer(&data[0]))%4 == 0
+	switch {
+	case n == 0:
+	case t == quant.F32 && aligned:
+		b.f32 = unsafe.Slice((*float32)(unsafe.Pointer(&data[0])), n)
+	case t == quant.I32 && aligned:
+		b.i32 = unsafe.Slice((*int32)(unsafe.Pointer(&data[0])), n)
+	case t == quant.F16 || t == quant.BF16:
+		if uintptr(unsafe.Pointer(&data[0]))%2 == 0 {
+			b.u16 = unsafe.Slice((*uint16)(unsafe.Pointer(&data[0])), n)
+		}
+	}
+	return b
+}
+
+// HostBytes is a host buffer's encoded elements.
+func HostBytes(b *Buffer) []byte { return b.host }
+
+// HostF32 is a host F32 buffer's elements.
+func HostF32(b *Buffer) []float32 {
+	if b.f32 == nil && b.Len > 0 {
+		panic(fmt.Sprintf("kernels: %v buffer of %d used as host F32", b.Type, b.Len))
+	}
+	return b.f32
+}
+
+// HostI32 is a host I32 buffer's elements.
+func HostI32(b *Buffer) []int32 {
+	if b.i32 == nil && b.Len > 0 {
+		panic(fmt.Sprintf("kernels: %v buffer of %d used as host I32", b.Type, b.Len))
+	}
+	return b.i32
+}
+
+// HostF16 is a host F16 (or BF16) buffer's elements as raw bits.
+func HostF16(b *Buffer) []uint16 {
+	if b.u16 == nil && b.Len > 0 {
+		panic(fmt.Sprintf("kernels: %v buffer of %d used as host F16", b.Type, b.Len))
+	}
+	return b.u16
+}
+
+// F32Bytes is the encoding of v, sharing its memory (for Write and Read).
+func F32Bytes(v []float32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
+}
+
+// I32Bytes is the encoding of v, sharing its memory.
+func I32Bytes(v []int32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
+}
+
+// Slot maps token i's position pos to its physical KV slot, reading a host
+// attention's table.
+func (a *Attention) Slot(i, pos int) int {
+	row := int(HostI32(a.Seq)[i]) * a.TableStride
+	return int(HostI32(a.Table)[row+pos/a.BlockSize])*a.BlockSize + pos%a.BlockSize
+}
