@@ -17,6 +17,7 @@ type Counters struct {
 	Running     float64 `json:"running"`
 	Waiting     float64 `json:"waiting"`
 	Preemptions float64 `json:"preemptions"` // cumulative
+	PrefixHits  float64 `json:"prefix_hits"` // prompt tokens found in the prefix cache, cumulative
 }
 
 // Source reads a backend's counters.
@@ -44,6 +45,7 @@ const (
 	metricRunning     = "vllm:num_requests_running"
 	metricWaiting     = "vllm:num_requests_waiting"
 	metricPreemptions = "vllm:num_preemptions_total"
+	metricPrefixHits  = "vllm:prefix_cache_hits_total"
 )
 
 func (p *Prometheus) Kind() string { return "prometheus" }
@@ -71,7 +73,7 @@ func (p *Prometheus) Read(ctx context.Context) (Counters, error) {
 	}
 	return Counters{
 		Generation: sum(fams[metricGeneration]), Running: sum(fams[metricRunning]),
-		Waiting: sum(fams[metricWaiting]), Preemptions: sum(fams[metricPreemptions]),
+		Waiting: sum(fams[metricWaiting]), Preemptions: sum(fams[metricPreemptions]), PrefixHits: sum(fams[metricPrefixHits]),
 	}, nil
 }
 
