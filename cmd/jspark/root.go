@@ -16,6 +16,6 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newGenerateCmd(stdout, stderr), newModelCmd(stdout, stderr), newServeCmd(stdout, stderr),
-		newWorkCmd(stdout, stderr), newRecipesCmd(stdout))
+		newWorkCmd(stdout, stderr), newRecipesCmd(stdout), newBenchCmd(stdout, stderr))
 	return root
 }

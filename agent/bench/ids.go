@@ -1,0 +1,220 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+// The ids screen (the seed's native-ID screen): short prompts continued
+// greedily as text completions; each output is compared with a reference
+// (a file's, or the first target's), and the first prompts are sent twice
+// in a row, the repeat served from the prefix cache, which must not change
+// a greedy output.
+
+// Reference is one expected greedy output, one JSON object a line (as
+// testdata/refs/stories260K-greedy.jsonl, made with llama.cpp).
+type Reference struct {
+	Prompt    string `json:"prompt"`
+	PromptIDs []int  `json:"prompt_ids"` // sent as the prompt when given
+	GenIDs    []int  `json:"gen_ids"`
+	Text      string `json:"text"`
+}
+
+// LoadReferences reads a JSON-lines reference file.
+func LoadReferences(path string) ([]Reference, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Reference
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	for line := 1; sc.Scan(); line++ {
+		if strings.TrimSpace(sc.Text()) == "" {
+			continue
+		}
+		var r Reference
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		if r.Prompt == "" && len(r.PromptIDs) == 0 {
+			return nil, fmt.Errorf("%s:%d: prompt or prompt_ids is required", path, line)
+		}
+		if r.Text == "" && len(r.GenIDs) == 0 {
+			return nil, fmt.Errorf("%s:%d: text or gen_ids is required", path, line)
+		}
+		out = append(out, r)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no references", path)
+	}
+	return out, nil
+}
+
+func idsPlanned(c *Config, p *Prompts) int {
+	n := len(p.IDs)
+	if c.References != nil {
+		n = len(c.References)
+	}
+	return n + min(c.RepeatPairs, n)
+}
+
+func idsCase(i int) string { return fmt.Sprintf("prompt %d", i+1) }
+
+func runIDs(ctx context.Context, r *runner) error {
+	type prompt struct {
+		body   any
+		tokens int
+	}
+	var ps []prompt
+	if refs := r.cfg.References; refs != nil {
+		for _, ref := range refs {
+			p := prompt{body: ref.Prompt, tokens: r.cfg.IDTokens}
+			if len(ref.PromptIDs) > 0 {
+				p.body = ref.PromptIDs
+			}
+			if len(ref.GenIDs) > 0 {
+				p.tokens = len(ref.GenIDs)
+			}
+			ps = append(ps, p)
+		}
+	} else {
+		for _, s := range r.p.IDs {
+			ps = append(ps, prompt{body: s, tokens: r.cfg.IDTokens})
+		}
+	}
+	for i, p := range ps {
+		for _, role := range []string{"first", "repeat"} {
+			if role == "repeat" && i >= r.cfg.RepeatPairs || ctx.Err() != nil {
+				break
+			}
+			// logprobs bring each token's text; return_token_ids brings
+			// the ids where the server has it (vLLM); others ignore it.
+			body := map[string]any{"prompt": p.body, "max_tokens": p.tokens, "temperature": 0, "ignore_eos": true, "logprobs": 1, "return_token_ids": true}
+			r.settle(ctx)
+			r.send(ctx, Record{Case: idsCase(i), Trial: 1, Role: role}, "/completions", body, nil)
+		}
+	}
+	return nil
+}
+
+// same says whether two records are the same greedy output, by the best
+// evidence both carry: token ids, else per-token texts, else the text.
+func same(a, b Record) (bool, string) {
+	switch {
+	case !a.OK() || !b.OK():
+		return false, ""
+	case len(a.TokenIDs) > 0 && len(b.TokenIDs) > 0:
+		return slices.Equal(a.TokenIDs, b.TokenIDs), "token ids"
+	case len(a.Pieces) > 0 && len(b.Pieces) > 0:
+		return slices.Equal(a.Pieces, b.Pieces), "token texts (logprobs)"
+	default:
+		return a.Text == b.Text && a.CompletionTokens == b.CompletionTokens, "text and token count"
+	}
+}
+
+// matches compares a record with a reference file's line.
+func matches(r Record, ref Reference) (bool, string) {
+	switch {
+	case !r.OK():
+		return false, ""
+	case len(r.TokenIDs) > 0 && len(ref.GenIDs) > 0:
+		return slices.Equal(r.TokenIDs, ref.GenIDs), "token ids"
+	case len(ref.GenIDs) > 0:
+		return r.Text == ref.Text && r.CompletionTokens == len(ref.GenIDs), "text and token count"
+	default:
+		return r.Text == ref.Text, "text"
+	}
+}
+
+func idsTables(res *Result) []Table {
+	t := Table{Screen: "ids", Title: "Native ID screen · greedy outputs", Columns: []string{"Check"}}
+	refName := "the reference file"
+	if res.Config.References == nil && len(res.Targets) > 0 {
+		refName = res.Targets[0].Name
+	}
+	match := []string{"Greedy ids match " + refName}
+	pairs := []string{"Repeat pairs exact"}
+	by := []string{"Compared by"}
+	reuse := []string{"Repeat prompt tokens from the cache"}
+	var refs []Record
+	if len(res.Targets) > 0 {
+		refs = roleRecords(res.records(res.Targets[0].Name, "ids"), "first")
+	}
+	for j, tg := range res.Targets {
+		t.Columns = append(t.Columns, tg.Name)
+		recs := res.records(tg.Name, "ids")
+		firsts := roleRecords(recs, "first")
+		ok, n := 0, 0
+		how := map[string]bool{}
+		for i, r := range firsts {
+			var m bool
+			var h string
+			switch {
+			case res.Config.References != nil && i < len(res.Config.References):
+				m, h = matches(r, res.Config.References[i])
+			case res.Config.References == nil && i < len(refs):
+				m, h = same(r, refs[i])
+			}
+			n++
+			if m {
+				ok++
+			}
+			if h != "" {
+				how[h] = true
+			}
+		}
+		if res.Config.References == nil && j == 0 {
+			match = append(match, "reference")
+		} else {
+			match = append(match, fmt.Sprintf("%d/%d", ok, n))
+		}
+		pk, pn := 0, 0
+		var cached, prompt int
+		for _, rep := range roleRecords(recs, "repeat") {
+			cached += rep.CachedTokens
+			prompt += rep.PromptTokens
+			for _, f := range firsts {
+				if f.Case == rep.Case {
+					pn++
+					m, h := same(f, rep)
+					if m {
+						pk++
+					}
+					if h != "" {
+						how[h] = true
+					}
+				}
+			}
+		}
+		pairs = append(pairs, fmt.Sprintf("%d/%d", pk, pn))
+		reuse = append(reuse, count(cached)+" of "+count(prompt))
+		var hs []string
+		for h := range how {
+			hs = append(hs, h)
+		}
+		slices.Sort(hs)
+		by = append(by, strings.Join(hs, ", "))
+	}
+	t.add(match...)
+	t.add(pairs...)
+	t.add(reuse...)
+	t.add(by...)
+	length := fmt.Sprintf("%d tokens", res.Config.IDTokens)
+	if res.Config.ReferenceFile != "" {
+		length = "the references' lengths (" + res.Config.ReferenceFile + ")"
+	}
+	t.Note = fmt.Sprintf("Greedy (temperature 0, ignore_eos) text completions of %s; a repeat pair sends a prompt twice in a row, the second from the prefix cache where the server keeps it "+
+		"(usage cached_tokens), and is exact when both outputs are identical. Ids are compared where the server returns them (vLLM's return_token_ids), else each token's text from logprobs, else text and count.%s %s",
+		length, res.errorsNote("ids"), res.countersNote("ids"))
+	return []Table{t}
+}

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/shlex"
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"jspark/agent"
+	"jspark/agent/bench"
+)
+
+// BenchOptions are the flags of `jspark bench`.
+type BenchOptions struct {
+	EngineFlags
+	Screen      string
+	Boots       []string // NAME='ENGINE FLAGS'
+	Endpoints   []string // [NAME=]URL
+	APIKey      string
+	ServedModel string
+	Out         string
+
+	Lengths, ArriveLengths, ArriveAt, Long, Short, Concurrency string
+	Delay                                                      time.Duration
+	Trials, MaxTokens, IDTokens, RepeatPairs                   int
+	IgnoreEOS                                                  bool
+	IDsRef                                                     string
+
+	engineArgs []string // the engine flags given on the command line, which every boot inherits
+}
+
+func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
+	o := &BenchOptions{}
+	d := bench.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:   "bench SCREEN",
+		Short: "Run the seed's measurement screens: cache, mixed, arrival, speed, concurrency, ids, or all",
+		Long: `Run the seed report's measurement screens against one or more targets and
+print each screen's table, one column per target. A target is a boot of the
+in-process engine (--boot NAME='ENGINE FLAGS', repeatable; without --boot and
+--endpoint, one boot with the command's engine flags) or an OpenAI-compatible
+endpoint (--endpoint [NAME=]URL, repeatable). Each target is started or
+checked in turn, warmed, measured and stopped. results.json (every request)
+and report.html (plots) go under --out.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Screen = args[0]
+			o.engineArgs = changedEngineFlags(cmd.Flags())
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runBench(ctx, o, stdout, stderr)
+		},
+	}
+	addEngineFlags(cmd, &o.EngineFlags)
+	f := cmd.Flags()
+	f.StringArrayVar(&o.Boots, "boot", nil, "NAME='ENGINE FLAGS': a configuration of the in-process engine to start and measure (repeatable)")
+	f.StringArrayVar(&o.Endpoints, "endpoint", nil, "[NAME=]URL: an OpenAI-compatible base URL (http://host:port/v1) to measure (repeatable)")
+	f.StringVar(&o.APIKey, "api-key", "", "bearer key for --endpoint")
+	f.StringVar(&o.ServedModel, "served-model", "", "model id to request from --endpoint (default: its first /v1/models entry)")
+	f.StringVar(&o.Out, "out", "", "output folder (default: results/bench-SCREEN-TIME)")
+	f.StringVar(&o.Lengths, "lengths", joinLengths(d.Lengths), "cache: prompt lengths in tokens (k = 1024)")
+	f.StringVar(&o.ArriveLengths, "arrive-lengths", joinLengths(d.ArriveLengths), "mixed: the arriving prompt's lengths")
+	f.StringVar(&o.ArriveAt, "arrive-at", "2,3", "mixed: streams at once when the request arrives, it included (C2, C3)")
+	f.StringVar(&o.Long, "long", lengthFlag(d.Long), "arrival: the long prompt's length (and the stable-tool turn's)")
+	f.StringVar(&o.Short, "short", lengthFlag(d.Short), "arrival: the short prompt's length")
+	f.DurationVar(&o.Delay, "delay", 0, "arrival: send the short prompt this long after the long one (0: a twentieth of the long cold TTFT)")
+	f.IntVar(&o.Trials, "trials", d.Trials, "cache, mixed, arrival: salted trials per cell")
+	f.StringVar(&o.Concurrency, "concurrency", "1-6", "concurrency: offered streams, a range 1-6 or a list 1,2,4")
+	f.IntVar(&o.MaxTokens, "max-tokens", d.MaxTokens, "speed, concurrency: output tokens per request at most")
+	f.BoolVar(&o.IgnoreEOS, "ignore-eos", false, "speed, concurrency: decode to --max-tokens (ignore_eos)")
+	f.IntVar(&o.IDTokens, "id-tokens", d.IDTokens, "ids: greedy tokens per prompt")
+	f.IntVar(&o.RepeatPairs, "repeat-pairs", d.RepeatPairs, "ids: prompts sent twice")
+	f.StringVar(&o.IDsRef, "ids-ref", "", "ids: reference outputs, JSON lines {prompt|prompt_ids, gen_ids, text} (default: the first target's)")
+	return cmd
+}
+
+func runBench(ctx context.Context, o *BenchOptions, stdout, stderr io.Writer) error {
+	names, err := bench.ParseScreen(o.Screen)
+	if err != nil {
+		return err
+	}
+	cfg, err := o.config()
+	if err != nil {
+		return err
+	}
+	targets, err := o.targets(stderr)
+	if err != nil {
+		return err
+	}
+	if o.Out == "" {
+		o.Out = filepath.Join("results", fmt.Sprintf("bench-%s-%s", o.Screen, time.Now().Format("20060102-150405")))
+	}
+	var prog bench.Progress = bench.NewLines(stderr)
+	if f, ok := stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		prog = bench.NewBars(stderr)
+	}
+	res, err := bench.Bench(ctx, bench.Options{Screens: names, Targets: targets, Config: cfg, Out: o.Out, Progress: prog, Log: stderr})
+	if err != nil {
+		return err
+	}
+	for i := range res.Tables {
+		fmt.Fprintln(stdout)
+		res.Tables[i].Write(stdout)
+	}
+	fmt.Fprintf(stdout, "\nresults: %s, %s\n", filepath.Join(o.Out, "results.json"), filepath.Join(o.Out, "report.html"))
+	return nil
+}
+
+func (o *BenchOptions) config() (bench.Config, error) {
+	c := bench.DefaultConfig()
+	var err error
+	lengths := func(flag, s string) []int {
+		var out []int
+		for _, p := range strings.Split(s, ",") {
+			n, e := bench.ParseLength(p)
+			if e != nil && err == nil {
+				err = fmt.Errorf("--%s: %w", flag, e)
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	c.Lengths = lengths("lengths", o.Lengths)
+	c.ArriveLengths = lengths("arrive-lengths", o.ArriveLengths)
+	c.Long = lengths("long", o.Long)[0]
+	c.Short = lengths("short", o.Short)[0]
+	if err != nil {
+		return c, err
+	}
+	if c.ArriveAt, err = counts("arrive-at", o.ArriveAt, 2); err != nil {
+		return c, err
+	}
+	if c.Concurrency, err = counts("concurrency", o.Concurrency, 1); err != nil {
+		return c, err
+	}
+	for _, v := range []struct {
+		flag string
+		n    int
+	}{{"trials", o.Trials}, {"max-tokens", o.MaxTokens}, {"id-tokens", o.IDTokens}} {
+		if v.n < 1 {
+			return c, fmt.Errorf("--%s %d: want at least 1", v.flag, v.n)
+		}
+	}
+	if o.RepeatPairs < 0 {
+		return c, fmt.Errorf("--repeat-pairs %d: want 0 or more", o.RepeatPairs)
+	}
+	if o.Delay < 0 {
+		return c, fmt.Errorf("--delay %s: want 0 (auto) or more", o.Delay)
+	}
+	c.Delay, c.Trials, c.MaxTokens, c.IgnoreEOS, c.IDTokens, c.RepeatPairs = o.Delay, o.Trials, o.MaxTokens, o.IgnoreEOS, o.IDTokens, o.RepeatPairs
+	if o.IDsRef != "" {
+		if c.References, err = bench.LoadReferences(o.IDsRef); err != nil {
+			return c, fmt.Errorf("--ids-ref: %w", err)
+		}
+		c.ReferenceFile = o.IDsRef
+	}
+	return c, nil
+}
+
+// counts parses "1-6" or "2,3", each at least lo.
+func counts(flag, s string, lo int) ([]int, error) {
+	bad := fmt.Errorf("--%s %q: want a range such as 1-6 or a list such as 2,3 of counts ≥ %d", flag, s, lo)
+	if a, b, ok := strings.Cut(s, "-"); ok {
+		x, e1 := strconv.Atoi(strings.TrimSpace(a))
+		y, e2 := strconv.Atoi(strings.TrimSpace(b))
+		if e1 != nil || e2 != nil || x < lo || y < x || y > 256 {
+			return nil, bad
+		}
+		var out []int
+		for n := x; n <= y; n++ {
+			out = append(out, n)
+		}
+		return out, nil
+	}
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < lo || n > 256 {
+			return nil, bad
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func joinLengths(ns []int) string {
+	var s []string
+	for _, n := range ns {
+		s = append(s, lengthFlag(n))
+	}
+	return strings.Join(s, ",")
+}
+
+func lengthFlag(n int) string {
+	if n%1024 == 0 {
+		return fmt.Sprintf("%dk", n/1024)
+	}
+	return fmt.Sprint(n)
+}
+
+// targets are the boots, in the order given, then the endpoints.
+func (o *BenchOptions) targets(log io.Writer) ([]bench.Target, error) {
+	var out []bench.Target
+	seen := map[string]bool{}
+	add := func(t bench.Target) error {
+		if seen[t.Name] {
+			return fmt.Errorf("two targets are named %q", t.Name)
+		}
+		seen[t.Name] = true
+		out = append(out, t)
+		return nil
+	}
+	boots := o.Boots
+	if len(boots) == 0 && len(o.Endpoints) == 0 {
+		boots = []string{"jspark="}
+	}
+	for _, b := range boots {
+		name, flags, ok := strings.Cut(b, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("--boot %q: want NAME='ENGINE FLAGS'", b)
+		}
+		words, err := shlex.Split(flags)
+		if err != nil {
+			return nil, fmt.Errorf("--boot %s: %w", name, err)
+		}
+		ef, err := parseEngineFlags(append(append([]string{}, o.engineArgs...), words...))
+		if err != nil {
+			return nil, fmt.Errorf("--boot %s: %w", name, err)
+		}
+		spec := strings.Join(append(append([]string{}, o.engineArgs...), words...), " ")
+		if err := add(bench.Target{Name: name, Kind: "boot", Spec: spec, Open: func(context.Context) (agent.Backend, func(), error) {
+			return inProcessBackend(ef, log)
+		}}); err != nil {
+			return nil, err
+		}
+	}
+	for _, e := range o.Endpoints {
+		name, u := endpointName(e)
+		if _, err := url.ParseRequestURI(u); err != nil || !strings.HasPrefix(u, "http") {
+			return nil, fmt.Errorf("--endpoint %q: want [NAME=]http://host:port/v1", e)
+		}
+		u = strings.TrimSuffix(u, "/")
+		if err := add(bench.Target{Name: name, Kind: "endpoint", Spec: u, Open: func(ctx context.Context) (agent.Backend, func(), error) {
+			b, err := endpointBackend(ctx, u, o.APIKey, o.ServedModel, io.Discard)
+			return b, func() {}, err
+		}}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// endpointName splits "NAME=URL"; a bare URL is named by its host:port.
+func endpointName(s string) (name, u string) {
+	if i := strings.Index(s, "="); i > 0 && !strings.ContainsAny(s[:i], ":/") {
+		return s[:i], s[i+1:]
+	}
+	if p, err := url.Parse(s); err == nil && p.Host != "" {
+		return p.Host, s
+	}
+	return s, s
+}
+
+// parseEngineFlags reads a boot's engine flags with the flag definitions
+// serve and work use.
+// NOTE: one small function so that it switches over to the consolidated
+// engine-flag parser once that lands.
+func parseEngineFlags(args []string) (*EngineFlags, error) {
+	o := &EngineFlags{}
+	c := &cobra.Command{Use: "boot"}
+	addEngineFlags(c, o)
+	f := c.Flags()
+	f.SetOutput(io.Discard)
+	f.Usage = func() {}
+	if err := f.Parse(args); err != nil {
+		return nil, err
+	}
+	if f.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (engine flags only)", f.Arg(0))
+	}
+	return o, nil
+}
+
+// changedEngineFlags are the engine flags set on the command line, as
+// arguments a boot's own flags are parsed after.
+func changedEngineFlags(fs *pflag.FlagSet) []string {
+	probe := &cobra.Command{}
+	addEngineFlags(probe, &EngineFlags{})
+	engine := probe.Flags()
+	var args []string
+	fs.Visit(func(f *pflag.Flag) {
+		if engine.Lookup(f.Name) != nil {
+			args = append(args, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	return args
+}
