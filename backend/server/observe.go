@@ -27,19 +27,36 @@ type Observer func(Observation)
 
 type observerKey struct{}
 
+// observer is a request's Observer and whether it has been told yet: a
+// request refused before it reached the engine is still reported, once.
+type observer struct {
+	fn   Observer
+	told bool
+}
+
 // WithObserver makes the server report the generation request that carries
 // ctx to o (a handler in front of the server's sets it per request).
 func WithObserver(ctx context.Context, o Observer) context.Context {
-	return context.WithValue(ctx, observerKey{}, o)
+	return context.WithValue(ctx, observerKey{}, &observer{fn: o})
+}
+
+// refused reports a request that ended in err before any job ran.
+func refused(ctx context.Context, err error) {
+	if ob, _ := ctx.Value(observerKey{}).(*observer); ob != nil && !ob.told {
+		ob.told = true
+		ob.fn(Observation{End: time.Now(), Err: err})
+	}
 }
 
 // observe wraps a job's emit to note its times and calls; done reports the
 // end. Without an observer in ctx both do nothing more.
 func observe(ctx context.Context, emit func(output) error) (func(output) error, func(result, error)) {
-	o, _ := ctx.Value(observerKey{}).(Observer)
-	if o == nil {
+	state, _ := ctx.Value(observerKey{}).(*observer)
+	if state == nil {
 		return emit, func(result, error) {}
 	}
+	state.told = true
+	o := state.fn
 	var ob Observation
 	wrapped := func(out output) error {
 		t := time.Now()

@@ -200,6 +200,7 @@ func badRequest(param, format string, args ...any) *APIError {
 func strp(s string) *string { return &s }
 
 func (s *Server) handleError(err error, c echo.Context) {
+	refused(c.Request().Context(), err)
 	if c.Response().Committed {
 		return
 	}
