@@ -98,8 +98,24 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		q.PromptTokens, q.CompletionTokens, q.CachedTokens = ob.Usage.PromptTokens, ob.Usage.CompletionTokens, ob.Usage.CachedTokens
 		q.Finish = ob.Finish
-		for i, c := range ob.Calls {
-			q.Calls = append(q.Calls, Call{ID: clip(c.ID), Name: clip(c.Function.Name), Args: clip(c.Function.Arguments), ArgsBytes: len(c.Function.Arguments)})
+		// A fast client may send its next request, naming these calls, before
+		// this handler returns: the calls that request's history put here are
+		// these calls, and keep their exit codes.
+		early := q.Calls
+		q.Calls = nil
+		for _, c := range ob.Calls {
+			made := Call{ID: clip(c.ID), Name: clip(c.Function.Name), Args: clip(c.Function.Arguments), ArgsBytes: len(c.Function.Arguments)}
+			for j := range early {
+				if c.ID != "" && early[j].ID == c.ID {
+					made.ExitCode = early[j].ExitCode
+					early = append(early[:j], early[j+1:]...)
+					break
+				}
+			}
+			q.Calls = append(q.Calls, made)
+		}
+		q.Calls = append(q.Calls, early...)
+		for i, c := range q.Calls {
 			if c.ID != "" {
 				rc.calls[c.ID] = [2]int{turn, i}
 			}

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,7 +39,27 @@ func TestRecorderRecordsFromTheServerSide(t *testing.T) {
 	defer e.Close()
 	var traj bytes.Buffer
 	start := time.Now()
-	rec := newRecorder(server.New(e, server.Options{}).Handler(), "s0", start, func() bool { return false }, &traj)
+	// The first handler returns only after the second request arrived: a
+	// streaming client has its answer at [DONE], before the handler ends,
+	// and a fast agent's next request may name the calls first.
+	api := server.New(e, server.Options{}).Handler()
+	second := make(chan struct{})
+	var served atomic.Int32
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := served.Add(1)
+		if n == 2 {
+			close(second)
+		}
+		api.ServeHTTP(w, r)
+		if n == 1 {
+			select {
+			case <-second:
+			case <-time.After(10 * time.Second):
+				t.Error("the second request never came")
+			}
+		}
+	})
+	rec := newRecorder(slow, "s0", start, func() bool { return false }, &traj)
 	var steps []Request
 	rec.onStep = func(r *Request) { steps = append(steps, *r) }
 	srv := httptest.NewServer(rec)
