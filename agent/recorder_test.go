@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,8 +61,15 @@ func TestRecorderRecordsFromTheServerSide(t *testing.T) {
 		}
 	})
 	rec := newRecorder(slow, "s0", start, func() bool { return false }, &traj)
-	var steps []Request
-	rec.onStep = func(r *Request) { steps = append(steps, *r) }
+	var (
+		stepMu sync.Mutex
+		steps  []Request
+	)
+	rec.onStep = func(r *Request) {
+		stepMu.Lock()
+		steps = append(steps, *r)
+		stepMu.Unlock()
+	}
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
 	cfg := openai.DefaultConfig("")
@@ -116,7 +124,12 @@ func TestRecorderRecordsFromTheServerSide(t *testing.T) {
 		t.Fatal("a request past the context was accepted")
 	}
 
+	// A client has its answer before the handler returns and reports its
+	// step: Close waits for every handler.
+	srv.Close()
 	got := rec.requests()
+	stepMu.Lock()
+	defer stepMu.Unlock()
 	if len(got) != 3 || len(steps) != 3 {
 		t.Fatalf("%d requests, %d steps", len(got), len(steps))
 	}
