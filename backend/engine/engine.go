@@ -23,20 +23,53 @@ import (
 
 // Options configure an engine. Zero values take the defaults in comments.
 type Options struct {
-	BlockSize    int   // tokens per KV block (16)
-	KVMemory     int64 // bytes of KV cache (default: a fifth of available memory, at most 4 GiB)
+	BlockSize    int   // tokens per KV block
+	KVMemory     int64 // bytes of KV cache (0: a fifth of available memory, at most 4 GiB)
 	KVBlocks     int   // overrides KVMemory with an exact block count
-	PrefillSolo  int   // prefill tokens per step when nothing else runs (4096)
-	PrefillMixed int   // prefill tokens per step, all prefills together, otherwise (2048)
-	MaxSeqs      int   // requests running at once (64)
-	MaxWaiting   int   // requests in flight (queued or running) before Submit says ErrQueueFull (1024)
-	MaxContext   int   // tokens per sequence (default: the model's, at least 32768)
+	PrefillSolo  int   // prefill tokens per step when nothing else runs
+	PrefillMixed int   // prefill tokens per step, all prefills together, otherwise
+	MaxSeqs      int   // requests running at once
+	MaxWaiting   int   // requests in flight (queued or running) before Submit says ErrQueueFull
+	MaxContext   int   // tokens per sequence (0: the model's, at least 32768)
 	Speculate    int   // n-gram draft tokens per decode step (0: off)
-	SpecNgram    int   // longest n-gram the drafter matches (3)
+	SpecNgram    int   // longest n-gram the drafter matches
 	ModelName    string
 	Trace        io.Writer       // per-step JSON lines, when set
 	OnStep       func(StepTrace) // per-step callback, when set (tests)
 	Log          io.Writer       // start-up facts (default stderr; io.Discard to silence)
+}
+
+// DefaultOptions are the engine's defaults, in one place: New fills every
+// zero field from them, and the command-line flags start from them.
+func DefaultOptions() Options {
+	return Options{
+		BlockSize:    16,
+		PrefillSolo:  4096,
+		PrefillMixed: 2048,
+		MaxSeqs:      64,
+		MaxWaiting:   1024,
+		SpecNgram:    3,
+	}
+}
+
+// withDefaults returns opt with every unset field taken from DefaultOptions
+// (MaxContext, KVMemory and Log depend on the model and the machine and
+// are settled in New).
+func (opt Options) withDefaults() Options {
+	d := DefaultOptions()
+	for _, f := range []struct{ v, def *int }{
+		{&opt.BlockSize, &d.BlockSize},
+		{&opt.PrefillSolo, &d.PrefillSolo},
+		{&opt.PrefillMixed, &d.PrefillMixed},
+		{&opt.MaxSeqs, &d.MaxSeqs},
+		{&opt.MaxWaiting, &d.MaxWaiting},
+		{&opt.SpecNgram, &d.SpecNgram},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	return opt
 }
 
 // StepTrace describes one engine step's batch.
@@ -84,24 +117,7 @@ type Engine struct {
 
 // New starts an engine over m.
 func New(m *model.Model, opt Options) (*Engine, error) {
-	if opt.BlockSize <= 0 {
-		opt.BlockSize = 16
-	}
-	if opt.PrefillSolo <= 0 {
-		opt.PrefillSolo = 4096
-	}
-	if opt.PrefillMixed <= 0 {
-		opt.PrefillMixed = 2048
-	}
-	if opt.MaxSeqs <= 0 {
-		opt.MaxSeqs = 64
-	}
-	if opt.MaxWaiting <= 0 {
-		opt.MaxWaiting = 1024
-	}
-	if opt.SpecNgram <= 0 {
-		opt.SpecNgram = 3
-	}
+	opt = opt.withDefaults()
 	if opt.MaxContext <= 0 {
 		opt.MaxContext = max(m.Context, 32768)
 	}
