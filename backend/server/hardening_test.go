@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -246,5 +247,33 @@ func TestAbortNeverClaimsANormalEnd(t *testing.T) {
 	}
 	if resp, body := post(t, srv.URL+"/v1/completions", "", `{"prompt":"x","max_tokens":2}`); resp.StatusCode != 503 {
 		t.Fatalf("after Abort: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestStoryEndsByItself: the embedded model ends a story with BOS (its
+// llama2.c training never wrote EOS); a greedy reply stops there with
+// finish_reason stop, well inside the limit, in chat and completions.
+func TestStoryEndsByItself(t *testing.T) {
+	f := start(t, engine.Options{}, Options{})
+	for _, c := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"Once upon a time"}],"temperature":0,"max_tokens":1000}`},
+		{"/v1/completions", `{"prompt":"Once upon a time, there was a little girl","temperature":0,"max_tokens":1000}`},
+	} {
+		resp, body := post(t, f.srv.URL+c.path, "", c.body)
+		var out struct {
+			Choices []struct {
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+			Usage struct {
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(body), &out); err != nil || resp.StatusCode != 200 || len(out.Choices) != 1 {
+			t.Fatalf("%s: %d %s (%v)", c.path, resp.StatusCode, body, err)
+		}
+		if out.Choices[0].FinishReason != "stop" || out.Usage.CompletionTokens >= 1000 || out.Usage.CompletionTokens < 10 {
+			t.Errorf("%s: finish %q after %d tokens, want stop by itself", c.path, out.Choices[0].FinishReason, out.Usage.CompletionTokens)
+		}
+		t.Logf("%s: %s after %d tokens", c.path, out.Choices[0].FinishReason, out.Usage.CompletionTokens)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"jspark/backend/embedded"
 	"jspark/backend/gguf"
 )
 
@@ -80,5 +81,26 @@ func TestEndOfGenerationRules(t *testing.T) {
 	tok = build(map[string]uint32{"tokenizer.ggml.eom_token_id": 7, "tokenizer.ggml.fim_pad_token_id": 1})
 	if tok.EOT != 10 || tok.EOM != 7 || !tok.EOG[1] || !tok.EOG[7] {
 		t.Errorf("EOT %d (want 10, <|eot_id|>), EOM %d (want 7), EOG %v", tok.EOT, tok.EOM, tok.EOG)
+	}
+}
+
+// TestLlama2cModelsEndOnBOS: a model converted from llama2.c (the embedded
+// stories260K) ends its texts with BOS, as llama2.c's run.c expects, so BOS
+// joins its end-of-generation set; the same vocabulary without the
+// converter's marks keeps BOS out.
+func TestLlama2cModelsEndOnBOS(t *testing.T) {
+	f, err := embedded.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(maps.Keys(tok.EOG)); !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("embedded stories260K: EOG %v, want [1 2] (BOS and EOS)", got)
+	}
+	if tok := load(t, vocab+"ggml-vocab-llama-spm.gguf"); tok.EOG[tok.BOS] {
+		t.Errorf("llama-spm (not from llama2.c): BOS %d is EOG", tok.BOS)
 	}
 }

@@ -127,7 +127,22 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	if err := t.init(merges, fim); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
+	if fromLlama2c(f) && t.BOS >= 0 {
+		// llama2.c's models end a text with BOS, never EOS: its run.c
+		// stops there, and so must we, or a reply never ends.
+		t.EOG[t.BOS] = true
+	}
 	return t, nil
+}
+
+// fromLlama2c reports whether f was converted from a llama2.c checkpoint
+// by llama.cpp's llama-convert-llama2c-to-ggml, which names the model
+// "llama" and writes the separator and padding ids as UINT32_MAX.
+func fromLlama2c(f *gguf.File) bool {
+	name, _ := f.String("general.name")
+	sep, okSep := f.Uint("tokenizer.ggml.seperator_token_id")
+	pad, okPad := f.Uint("tokenizer.ggml.padding_token_id")
+	return name == "llama" && okSep && okPad && sep == 0xFFFFFFFF && pad == 0xFFFFFFFF
 }
 
 func (t *Tokenizer) init(merges []string, fim []int) error {
