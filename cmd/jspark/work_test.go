@@ -108,9 +108,15 @@ func TestWorkC3RepeatIdenticalAndCached(t *testing.T) {
 		if s.InitialPayload != first.Sessions[i].InitialPayload {
 			t.Errorf("%s: payload %s, twin %s", s.Name, s.InitialPayload, first.Sessions[i].InitialPayload)
 		}
-		q := s.Requests[0]
+		q, twin := s.Requests[0], first.Sessions[i].Requests[0]
+		if twin.TTFT < 0 {
+			// The twin's prefill did not finish inside the window (a loaded
+			// machine): its whole prompt was never committed to the cache.
+			t.Logf("%s: the first round's request had no first output; its prompt was not all cached", s.Name)
+			continue
+		}
 		if q.TTFT < 0 || q.CachedTokens < q.PromptTokens-16 || q.CachedTokens == 0 {
-			t.Errorf("%s first request: cached %d of %d prompt tokens, ttft %.3f", s.Name, q.CachedTokens, q.PromptTokens, q.TTFT)
+			t.Errorf("%s first request: cached %d of %d prompt tokens, ttft %.3f (twin: ttft %.3f, cached %d)", s.Name, q.CachedTokens, q.PromptTokens, q.TTFT, twin.TTFT, twin.CachedTokens)
 		}
 	}
 	// Which round's first outputs came sooner is a timing, not an invariant
