@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -25,6 +26,11 @@ type Options struct {
 	// ReadOnly are host folders the sandbox sees read-only at the same path
 	// (an external agent's install folder, say); absolute paths.
 	ReadOnly []string
+	// Programs the tasks run beyond python3 and bash (names looked up on
+	// PATH, or absolute paths; node for an external agent): with namespaces
+	// the sandbox sees each one's install prefix read-only where it lies
+	// outside the system directories (see programBinds).
+	Programs []string
 }
 
 // Sandbox is one session's workspace and shell. Commands run one at a time.
@@ -40,7 +46,8 @@ type Sandbox struct {
 	cg        *cgroup
 	iso       Isolation
 	limits    Limits
-	readOnly  []string
+	binds     []string // host paths seen read-only (ReadOnly and program prefixes)
+	path      []string // folders added to the sandbox's PATH for programs found off it
 
 	pathMu sync.Mutex // guards root, which Close moves; held only for that
 
@@ -61,18 +68,25 @@ func New(dir string, files map[string]string, o Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	var binds []string
 	for _, p := range o.ReadOnly {
 		if !filepath.IsAbs(p) {
 			return nil, fmt.Errorf("sandbox: read-only path %q is not absolute", p)
 		}
-		if _, err := os.Stat(p); err != nil {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
 			return nil, fmt.Errorf("sandbox: read-only path: %w", err)
 		}
+		binds = appendNew(binds, real)
+	}
+	progs, path := programBinds(append(append([]string{}, defaultPrograms...), o.Programs...))
+	for _, p := range progs {
+		binds = appendNew(binds, p)
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
 	}
-	s := &Sandbox{dir: root, root: root, rootFD: -1, limits: o.Limits, readOnly: o.ReadOnly}
+	s := &Sandbox{dir: root, root: root, rootFD: -1, limits: o.Limits, binds: binds, path: path}
 	if s.limits == (Limits{}) {
 		s.limits = DefaultLimits
 	}
@@ -321,7 +335,7 @@ func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, pr
 		Limits:     s.limits,
 		Argv:       argv,
 		Env: []string{
-			"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "TERM=dumb", "LANG=C.UTF-8",
+			"PATH=" + strings.Join(append(append([]string{}, sandboxPath...), s.path...), ":"), "HOME=" + home, "TERM=dumb", "LANG=C.UTF-8",
 			"USER=agent", "TMPDIR=/tmp", "PAGER=cat", "GIT_PAGER=cat",
 		},
 	}
@@ -329,6 +343,8 @@ func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, pr
 		for _, d := range s.doors {
 			c.Listen = append(c.Listen, d.addr.Port)
 		}
+		c.Binds = s.binds
+		c.Landlock = s.iso.Landlock
 	}
 	wsPath := s.dir
 	if s.tmpfs {
@@ -340,11 +356,11 @@ func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, pr
 	}
 	prepare(cmd)
 	if err := cmd.Start(); err != nil {
-		closeChildFiles(cmd)
+		closeChildFiles(cmd, extra)
 		sync.Close()
 		return nil, err
 	}
-	closeChildFiles(cmd)
+	closeChildFiles(cmd, extra)
 	ch := &child{cmd: cmd}
 	if s.cg != nil {
 		// Before the go-ahead: nothing runs outside the cgroup.
