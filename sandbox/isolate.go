@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -75,6 +76,8 @@ func childMain(raw string) error {
 	if err := json.Unmarshal([]byte(raw), &c); err != nil {
 		return err
 	}
+	// Landlock and no_new_privs bind the calling thread: this one execs.
+	runtime.LockOSThread()
 	var b [1]byte
 	if n, err := unix.Read(syncFD, b[:]); n != 1 {
 		return fmt.Errorf("no go-ahead from the parent: %v", err)
@@ -123,6 +126,11 @@ func setup(c childConfig) ([]int, error) {
 		return nil, err
 	}
 	unix.Close(workspaceFD)
+	if c.Landlock > 0 {
+		if err := restrictLandlock(c.Landlock, sandboxLandlock(c)); err != nil {
+			return nil, err
+		}
+	}
 	for _, l := range []struct {
 		res int
 		v   uint64

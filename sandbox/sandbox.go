@@ -130,9 +130,21 @@ func (s *Sandbox) open(o Options) error {
 		s.ns, why = namespaces()
 	}
 	s.iso.Namespaces = s.ns
+	s.iso.Landlock, s.iso.LandlockNote = landlockProbe()
+	s.iso.ReadOnly = s.binds
+	files := "files"
+	switch {
+	case s.ns:
+		s.iso.Root = "allowlist (system directories, a curated /etc, the workspace, a private /tmp, the read-only binds)"
+	case s.iso.Landlock > 0:
+		s.iso.Root = "the host's, opened only on the allowlist by Landlock (the workspace, /tmp, system directories, a curated /etc, the read-only binds)"
+		files = "files of the allowlist (Landlock)"
+	default:
+		s.iso.Root = "the host's, every file its uid may read"
+	}
 	if !s.ns {
-		s.iso.Warnings = append(s.iso.Warnings, fmt.Sprintf("NO NAMESPACES (%s): commands see the host's network, processes and files as uid %d; "+
-			"they can read jspark's command line (/proc/PID/cmdline), so pass API keys with JSPARK_API_KEY or a key file, never --api-key", why, s.uid))
+		s.iso.Warnings = append(s.iso.Warnings, fmt.Sprintf("NO NAMESPACES (%s): commands see the host's network, processes and %s as uid %d; "+
+			"they can read jspark's command line (/proc/PID/cmdline), so pass API keys with JSPARK_API_KEY or a key file, never --api-key", why, files, s.uid))
 	}
 	if setup, why := cgroups(); setup != nil {
 		if s.cg, err = newCgroup(setup, s.limits); err != nil {
@@ -343,9 +355,8 @@ func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, pr
 		for _, d := range s.doors {
 			c.Listen = append(c.Listen, d.addr.Port)
 		}
-		c.Binds = s.binds
-		c.Landlock = s.iso.Landlock
 	}
+	c.Binds, c.Landlock = s.binds, s.iso.Landlock
 	wsPath := s.dir
 	if s.tmpfs {
 		wsPath = "" // only the mount itself will do
