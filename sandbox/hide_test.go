@@ -136,15 +136,26 @@ func TestProgramPrefixOutsideSystemDirsIsBound(t *testing.T) {
 }
 
 func TestReadOnlyFoldersAreVisibleReadOnly(t *testing.T) {
-	dir := plant(t)
-	s := namespaced(t, Options{ReadOnly: []string{dir}})
-	f := filepath.Join(dir, "secret")
-	r := run(t, s, fmt.Sprintf("cat %q; echo x >> %q || echo REFUSED; touch %q/new 2>/dev/null || echo REFUSED", f, f, dir), 10*time.Second)
-	if !strings.HasPrefix(r.Output, "SECRET\n") || strings.Count(r.Output, "REFUSED") != 2 {
-		t.Errorf("a read-only folder must be readable and not writable: %+v", r)
+	// One in the project tree, one under the host's /tmp (the sandbox's own
+	// /tmp must not cover it).
+	tmp := t.TempDir()
+	os.Chmod(tmp, 0o755)
+	os.WriteFile(filepath.Join(tmp, "secret"), []byte("SECRET\n"), 0o644)
+	for _, dir := range []string{plant(t), tmp} {
+		s := namespaced(t, Options{ReadOnly: []string{dir}})
+		f := filepath.Join(dir, "secret")
+		r := run(t, s, fmt.Sprintf("cat %q; echo x >> %q || echo REFUSED; touch %q/new 2>/dev/null || echo REFUSED", f, f, dir), 10*time.Second)
+		if !strings.HasPrefix(r.Output, "SECRET\n") || strings.Count(r.Output, "REFUSED") != 2 {
+			t.Errorf("%s: a read-only folder must be readable and not writable: %+v", dir, r)
+		}
+		if b, _ := os.ReadFile(f); string(b) != "SECRET\n" {
+			t.Errorf("the host file changed: %q", b)
+		}
 	}
-	if b, _ := os.ReadFile(f); string(b) != "SECRET\n" {
-		t.Errorf("the host file changed: %q", b)
+	for _, bad := range []string{"/", "/home", "/tmp"} {
+		if _, err := New(filepath.Join(t.TempDir(), "ws"), nil, Options{ReadOnly: []string{bad}}); err == nil {
+			t.Errorf("ReadOnly %s would cover the sandbox's own folders; it must be refused", bad)
+		}
 	}
 }
 
@@ -168,13 +179,14 @@ func TestLandlockProbeIsReported(t *testing.T) {
 }
 
 // Landlock binds what the mounts alone would allow: /proc is mounted
-// read-write, yet a write to it is refused.
+// read-write, yet a write to it is refused, and the sandbox's root (root of
+// its user namespace) cannot change its mounts.
 func TestLandlockRefusesWhatMountsAllow(t *testing.T) {
 	if abi, why := landlockProbe(); abi == 0 {
 		t.Skipf("Landlock %s", why)
 	}
 	s := namespaced(t, Options{})
-	if r := run(t, s, "echo renamed > /proc/self/comm && echo WROTE; mkdir a b && echo x > a/f && mv a/f b/f && cat b/f", 10*time.Second); strings.Contains(r.Output, "WROTE") || !strings.HasSuffix(r.Output, "x\n") {
+	if r := run(t, s, "echo renamed > /proc/self/comm && echo WROTE; mount -o remount,bind,rw /usr 2>/dev/null && echo REMOUNTED; umount /etc/passwd 2>/dev/null && echo UNMOUNTED; mkdir a b && echo x > a/f && mv a/f b/f && cat b/f", 10*time.Second); strings.Contains(r.Output, "WROTE") || strings.Contains(r.Output, "MOUNTED") || !strings.HasSuffix(r.Output, "x\n") {
 		t.Errorf("Landlock: %+v", r)
 	}
 }

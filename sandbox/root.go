@@ -105,18 +105,6 @@ func buildRoot(c childConfig) error {
 	if err := buildDev(); err != nil {
 		return err
 	}
-	for i, p := range c.Binds {
-		var err error
-		if i < len(c.BindFDs) && c.BindFDs[i] >= 0 {
-			err = attachBind(c.BindFDs[i], p)
-			unix.Close(c.BindFDs[i])
-		} else {
-			err = bindHost(p, false)
-		}
-		if err != nil {
-			return err
-		}
-	}
 	for _, dir := range []string{"/tmp", "/proc", Home, "/var"} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
@@ -134,6 +122,20 @@ func buildRoot(c childConfig) error {
 		}
 	} else if err := unix.Mount(oldRoot+c.Workspace, Home, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("bind workspace %s: %w", c.Workspace, err)
+	}
+	// After /tmp and Home: a bind below them (an agent cached under /tmp)
+	// lands on their mounts, not under them.
+	for i, p := range c.Binds {
+		var err error
+		if i < len(c.BindFDs) && c.BindFDs[i] >= 0 {
+			err = attachBind(c.BindFDs[i], p)
+			unix.Close(c.BindFDs[i])
+		} else {
+			err = bindHost(p, false)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	// A fresh proc needs a fully visible one in the namespace: the host's is
 	// still there under oldRoot.

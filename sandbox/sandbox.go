@@ -77,6 +77,11 @@ func New(dir string, files map[string]string, o Options) (*Sandbox, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: read-only path: %w", err)
 		}
+		for _, own := range []string{Home, "/tmp", "/proc", "/dev"} {
+			if real == "/" || inside(own, real) {
+				return nil, fmt.Errorf("sandbox: read-only path %s would cover the sandbox's %s", p, own)
+			}
+		}
 		binds = appendNew(binds, real)
 	}
 	progs, path := programBinds(append(append([]string{}, defaultPrograms...), o.Programs...))
