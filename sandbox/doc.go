@@ -13,8 +13,11 @@
 // is bound by a clone the parent makes, so /root itself stays unseen).
 // Nothing else: no /root, /home, /run, project folders, other workspaces, no
 // host unix socket. Where the kernel has Landlock (ABI 2 or later), the init
-// also restricts itself to those paths before it becomes the shell; without
-// namespaces Landlock is all that keeps the host's files closed. Isolation
+// also restricts itself to those paths before it becomes the shell, which
+// also keeps the mounts as built (without it the sandbox's root, root of its
+// user namespace only, could remount its binds read-write; files it does not
+// own stay closed to it by their permissions); without namespaces Landlock
+// is all that keeps the host's files closed. Isolation
 // says what is in force, and the first sandbox prints it once with a loud
 // warning for each thing missing.
 //

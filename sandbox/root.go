@@ -1,12 +1,16 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -286,8 +290,8 @@ func buildDev() error {
 }
 
 // programBinds resolves each program (a name looked up on the sandbox's PATH,
-// then on jspark's own PATH skipping version-manager shims, or an absolute
-// path) through its links and returns the install prefixes that lie outside
+// then on jspark's own PATH skipping version-manager shims, then through such
+// a shim; or an absolute path) through its links and returns the install prefixes that lie outside
 // systemDirs (a pyenv under /root, a Node under /opt: the folder above its
 // bin/) and the folders to add to the sandbox's PATH for programs found only
 // on jspark's. A program found nowhere is left out: the task that runs it
@@ -299,6 +303,9 @@ func programBinds(programs []string) (binds, path []string) {
 			found = lookPath(name, sandboxPath)
 			if found == "" {
 				found = lookPath(name, hostPath())
+			}
+			if found == "" {
+				found = shimTarget(name)
 			}
 			if found == "" {
 				continue
@@ -351,6 +358,37 @@ func hostPath() []string {
 	}
 	return out
 }
+
+// shimTarget finds the interpreter a pyenv-style shim on jspark's PATH runs
+// (a Python found only that way): the shim itself is a script that needs the
+// manager's state, so the interpreter says where it is. Asked once per name.
+func shimTarget(name string) string {
+	if !strings.HasPrefix(name, "python") {
+		return ""
+	}
+	shimMu.Lock()
+	defer shimMu.Unlock()
+	if p, ok := shims[name]; ok {
+		return p
+	}
+	shims[name] = ""
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, p, "-c", "import sys; print(sys.executable)").Output()
+	if exe := strings.TrimSpace(string(out)); err == nil && filepath.IsAbs(exe) {
+		shims[name] = exe
+	}
+	return shims[name]
+}
+
+var (
+	shimMu sync.Mutex
+	shims  = map[string]string{}
+)
 
 func lookPath(name string, dirs []string) string {
 	for _, d := range dirs {
