@@ -122,6 +122,9 @@ func TestSessionRunsToolsUntilTheCut(t *testing.T) {
 	if s.End != EndCut {
 		t.Errorf("end %s, want cut", s.End)
 	}
+	if iso := res.Rounds[0].Isolation; iso == nil || iso.Root == "" || iso.Namespaces != s.Isolated {
+		t.Errorf("results.json must say what confined the sandboxes: %+v", iso)
+	}
 	// Six scripted answers, then a seventh request hangs until the cut.
 	if len(s.Requests) != 7 || !s.Requests[6].Cut {
 		t.Fatalf("%d requests: %+v", len(s.Requests), s.Requests)

@@ -118,6 +118,9 @@ type RoundResult struct {
 	Sessions    []SessionResult `json:"sessions"`
 	Samples     []Sample        `json:"samples"`
 	Summary     Summary         `json:"summary"`
+	// Isolation is what confined the round's sandboxes (the first one's
+	// report: they are made alike), warnings included.
+	Isolation *sandbox.Isolation `json:"isolation,omitempty"`
 }
 
 // RunRound starts every session of the round at once, cuts them at the
@@ -151,6 +154,10 @@ func RunRound(ctx context.Context, o RoundOptions) (*RoundResult, error) {
 			sopt.Limits = sandbox.DefaultLimits
 		}
 		sopt.Limits.AddressSpace = 0
+		// The sandbox shows the host only what it names: the agent's
+		// install and node's.
+		sopt.ReadOnly = append(append([]string{}, sopt.ReadOnly...), o.Agent.Dir)
+		sopt.Programs = append(append([]string{}, sopt.Programs...), o.Agent.Node)
 	}
 	for i, task := range plan {
 		name := fmt.Sprintf("s%d-%s", i, task.ID)
@@ -160,6 +167,10 @@ func RunRound(ctx context.Context, o RoundOptions) (*RoundResult, error) {
 			return nil, fmt.Errorf("session %s: %w", name, err)
 		}
 		boxes[i] = box
+		if res.Isolation == nil {
+			iso := box.Isolation()
+			res.Isolation = &iso
+		}
 		if logs[i], err = os.Create(filepath.Join(dir, "trajectory.jsonl")); err != nil {
 			return nil, err
 		}

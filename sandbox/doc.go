@@ -3,6 +3,24 @@
 // allows, rlimits always), PTY shells, per-command timeouts and the cleanup of
 // every process a session started.
 //
+// # What a sandbox sees of the host
+//
+// With namespaces, the root is built from an allowlist (buildRoot in
+// root.go), never the host's root made read-only: system directories and a
+// curated /etc read-only, a minimal /dev, its own /proc and /tmp, the
+// workspace at Home, and read-only the folders Options.ReadOnly names and the
+// install prefixes of python3, bash and Options.Programs (a pyenv under /root
+// is bound by a clone the parent makes, so /root itself stays unseen).
+// Nothing else: no /root, /home, /run, project folders, other workspaces, no
+// host unix socket. Where the kernel has Landlock (ABI 2 or later), the init
+// also restricts itself to those paths before it becomes the shell, which
+// also keeps the mounts as built (without it the sandbox's root, root of its
+// user namespace only, could remount its binds read-write; files it does not
+// own stay closed to it by their permissions); without namespaces Landlock
+// is all that keeps the host's files closed. Isolation
+// says what is in force, and the first sandbox prints it once with a loud
+// warning for each thing missing.
+//
 // # Commands end, whatever they do
 //
 // A command's end is marked by the wrapper the shell runs it in, never by the
@@ -43,5 +61,6 @@
 // Without namespaces a door is a plain listener on the host's loopback (port
 // 0: any free port). Close closes every door. What the service's client needs
 // on disk (an agent installed with npm outside the workspace) is named in
-// Options.ReadOnly and appears read-only at the same path.
+// Options.ReadOnly and appears read-only at the same path; its interpreter
+// (node) is named in Options.Programs.
 package sandbox

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,7 +47,10 @@ type childConfig struct {
 	Tree       bool     `json:"tree"`      // workspaceFD is a detached mount of the workspace
 	Workspace  string   `json:"workspace"` // host path, bound when there is no tree
 	Limits     Limits   `json:"limits"`
-	Listen     []int    `json:"listen"` // loopback ports to listen on inside the network namespace
+	Listen     []int    `json:"listen"`   // loopback ports to listen on inside the network namespace
+	Binds      []string `json:"binds"`    // host paths seen read-only at the same path (see buildRoot)
+	BindFDs    []int    `json:"bind_fds"` // per bind: a read-only clone made by the parent, or -1 (bind by path)
+	Landlock   int      `json:"landlock"` // the Landlock ABI to restrict with; 0: none
 	Argv       []string `json:"argv"`
 	Env        []string `json:"env"`
 }
@@ -72,6 +76,8 @@ func childMain(raw string) error {
 	if err := json.Unmarshal([]byte(raw), &c); err != nil {
 		return err
 	}
+	// Landlock and no_new_privs bind the calling thread: this one execs.
+	runtime.LockOSThread()
 	var b [1]byte
 	if n, err := unix.Read(syncFD, b[:]); n != 1 {
 		return fmt.Errorf("no go-ahead from the parent: %v", err)
@@ -120,6 +126,11 @@ func setup(c childConfig) ([]int, error) {
 		return nil, err
 	}
 	unix.Close(workspaceFD)
+	if c.Landlock > 0 {
+		if err := restrictLandlock(c.Landlock, sandboxLandlock(c)); err != nil {
+			return nil, err
+		}
+	}
 	for _, l := range []struct {
 		res int
 		v   uint64
@@ -140,61 +151,18 @@ func setup(c childConfig) ([]int, error) {
 	return fds, nil
 }
 
-// confine runs as root of fresh user, mount, pid and network namespaces: every
-// mount becomes read-only, /tmp and /home become private tmpfs, the workspace
-// is attached read-write at Home, and /proc shows only the sandbox's processes.
-// The workspace comes as a detached mount made by the parent (open_tree), so
-// its host path need not be searchable by the sandbox's uid; a parent without
-// the privilege for that passes the path instead.
+// confine runs as root of fresh user, mount, pid and network namespaces: the
+// process moves into a root built from an allowlist (buildRoot), with the
+// workspace read-write at Home, a private /tmp and a /proc that shows only the
+// sandbox's processes. The workspace comes as a detached mount made by the
+// parent (open_tree), so its host path need not be searchable by the
+// sandbox's uid; a parent without the privilege for that passes the path
+// instead.
 func confine(c childConfig) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
-	points, err := mountPoints()
-	if err != nil {
-		return err
-	}
-	for _, p := range points {
-		err := remountReadOnly(p)
-		if err != nil && p == "/" {
-			return fmt.Errorf("remount / read-only: %w", err)
-		}
-	}
-	for _, dir := range []string{"/tmp", "/home"} {
-		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=256m,mode=1777"); err != nil {
-			return fmt.Errorf("tmpfs on %s: %w", dir, err)
-		}
-	}
-	if err := os.Mkdir(Home, 0o755); err != nil {
-		return err
-	}
-	if c.Tree {
-		if err := unix.MoveMount(workspaceFD, "", unix.AT_FDCWD, Home, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return fmt.Errorf("attach workspace: %w", err)
-		}
-	} else if err := unix.Mount(c.Workspace, Home, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return fmt.Errorf("bind workspace %s: %w", c.Workspace, err)
-	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("mount /proc: %w", err)
-	}
-	return nil
-}
-
-// mountPoints lists the mount points of this namespace, parents first.
-func mountPoints() ([]string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 {
-			out = append(out, unescapeMount(f[4]))
-		}
-	}
-	return out, nil
+	return buildRoot(c)
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space).
@@ -212,25 +180,6 @@ func unescapeMount(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
-}
-
-// remountReadOnly adds MS_RDONLY to a bind remount, keeping the flags a user
-// namespace may not drop (nosuid, nodev, noexec and the atime ones).
-func remountReadOnly(p string) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(p, &st); err != nil {
-		return err
-	}
-	flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY)
-	for _, m := range []struct{ st, ms int64 }{
-		{unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV}, {unix.ST_NOEXEC, unix.MS_NOEXEC},
-		{unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
-	} {
-		if st.Flags&m.st != 0 {
-			flags |= uintptr(m.ms)
-		}
-	}
-	return unix.Mount("", p, "", flags, "")
 }
 
 // namespaces reports whether this kernel lets us create the sandbox's
@@ -262,7 +211,7 @@ var namespaces = sync.OnceValues(func() (bool, string) {
 		sync.Close()
 		return false, err.Error()
 	}
-	closeChildFiles(cmd)
+	closeChildFiles(cmd, nil)
 	_, err = handshake(context.Background(), sync, 0)
 	if werr := cmd.Wait(); err == nil && werr != nil {
 		err = werr
@@ -298,9 +247,29 @@ func childCommand(wsFD int, wsPath string, c childConfig, uid int, extra []*os.F
 		unix.CloseOnExec(fd)
 		ws = os.NewFile(uintptr(fd), wsPath)
 	}
+	// Read-only binds are cloned here where this process may: the sandbox's
+	// uid may not be able to reach them (a pyenv under /root).
+	var binds []*os.File
+	c.BindFDs = nil
+	for _, p := range c.Binds {
+		fd := -1
+		if c.Namespaces {
+			if f, err := cloneReadOnly(p); err == nil {
+				fd = 5 + len(extra) + len(binds)
+				binds = append(binds, f)
+			}
+		}
+		c.BindFDs = append(c.BindFDs, fd)
+	}
+	closeBinds := func() {
+		for _, f := range binds {
+			f.Close()
+		}
+	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		ws.Close()
+		closeBinds()
 		return nil, nil, err
 	}
 	parent, child := os.NewFile(uintptr(pair[0]), "sandbox-sync"), os.NewFile(uintptr(pair[1]), "sandbox-sync-child")
@@ -309,11 +278,12 @@ func childCommand(wsFD int, wsPath string, c childConfig, uid int, extra []*os.F
 		ws.Close()
 		parent.Close()
 		child.Close()
+		closeBinds()
 		return nil, nil, err
 	}
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Env = []string{initEnv + "=" + string(raw)}
-	cmd.ExtraFiles = append([]*os.File{ws, child}, extra...)
+	cmd.ExtraFiles = append(append([]*os.File{ws, child}, extra...), binds...)
 	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	if c.Namespaces {
 		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
@@ -330,11 +300,15 @@ func childCommand(wsFD int, wsPath string, c childConfig, uid int, extra []*os.F
 	return cmd, parent, nil
 }
 
-// closeChildFiles closes the parent's copies of the workspace descriptor and
-// the child's socket end.
-func closeChildFiles(cmd *exec.Cmd) {
-	cmd.ExtraFiles[0].Close()
-	cmd.ExtraFiles[1].Close()
+// closeChildFiles closes the parent's copies of what the child was given but
+// the caller's extra files: the workspace descriptor, the child's socket end
+// and the read-only clones.
+func closeChildFiles(cmd *exec.Cmd, extra []*os.File) {
+	for i, f := range cmd.ExtraFiles {
+		if i < 2 || i >= 2+len(extra) {
+			f.Close()
+		}
+	}
 }
 
 // handshakeWait bounds a child's start (confining itself is a few mounts).

@@ -10,9 +10,13 @@ import (
 type Isolation struct {
 	Namespaces bool     `json:"namespaces"`
 	Cgroup     string   `json:"cgroup"`                 // "cgroup v2", "cgroup v1" or "none"
+	Root       string   `json:"root"`                   // what of the host's files the sandbox sees
+	ReadOnly   []string `json:"read_only,omitempty"`    // host folders bound read-only beyond the system ones
 	Landlock   int      `json:"landlock_abi,omitempty"` // the Landlock ABI in force; 0: none
-	Workspace  string   `json:"workspace"`              // a capped tmpfs or the host folder
-	Warnings   []string `json:"warnings,omitempty"`
+	// LandlockNote says why Landlock is not in force ("unavailable (ABI probe: ENOSYS)").
+	LandlockNote string   `json:"landlock,omitempty"`
+	Workspace    string   `json:"workspace"` // a capped tmpfs or the host folder
+	Warnings     []string `json:"warnings,omitempty"`
 }
 
 // Mode is the one line that says it.
@@ -24,10 +28,11 @@ func (i Isolation) Mode() string {
 		parts = append(parts, "NO namespaces")
 	}
 	parts = append(parts, "resources: "+i.Cgroup)
+	parts = append(parts, "root: "+i.Root)
 	if i.Landlock > 0 {
-		parts = append(parts, fmt.Sprintf("Landlock ABI %d", i.Landlock))
+		parts = append(parts, fmt.Sprintf("landlock: ABI %d", i.Landlock))
 	} else {
-		parts = append(parts, "no Landlock")
+		parts = append(parts, "landlock: "+i.LandlockNote)
 	}
 	parts = append(parts, "workspace: "+i.Workspace)
 	return "isolation: " + strings.Join(parts, "; ")

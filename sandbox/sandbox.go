@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -25,6 +26,11 @@ type Options struct {
 	// ReadOnly are host folders the sandbox sees read-only at the same path
 	// (an external agent's install folder, say); absolute paths.
 	ReadOnly []string
+	// Programs the tasks run beyond python3 and bash (names looked up on
+	// PATH, or absolute paths; node for an external agent): with namespaces
+	// the sandbox sees each one's install prefix read-only where it lies
+	// outside the system directories (see programBinds).
+	Programs []string
 }
 
 // Sandbox is one session's workspace and shell. Commands run one at a time.
@@ -40,7 +46,8 @@ type Sandbox struct {
 	cg        *cgroup
 	iso       Isolation
 	limits    Limits
-	readOnly  []string
+	binds     []string // host paths seen read-only (ReadOnly and program prefixes)
+	path      []string // folders added to the sandbox's PATH for programs found off it
 
 	pathMu sync.Mutex // guards root, which Close moves; held only for that
 
@@ -61,18 +68,30 @@ func New(dir string, files map[string]string, o Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	var binds []string
 	for _, p := range o.ReadOnly {
 		if !filepath.IsAbs(p) {
 			return nil, fmt.Errorf("sandbox: read-only path %q is not absolute", p)
 		}
-		if _, err := os.Stat(p); err != nil {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
 			return nil, fmt.Errorf("sandbox: read-only path: %w", err)
 		}
+		for _, own := range []string{Home, "/tmp", "/proc", "/dev"} {
+			if real == "/" || inside(own, real) {
+				return nil, fmt.Errorf("sandbox: read-only path %s would cover the sandbox's %s", p, own)
+			}
+		}
+		binds = appendNew(binds, real)
+	}
+	progs, path := programBinds(append(append([]string{}, defaultPrograms...), o.Programs...))
+	for _, p := range progs {
+		binds = appendNew(binds, p)
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
 	}
-	s := &Sandbox{dir: root, root: root, rootFD: -1, limits: o.Limits, readOnly: o.ReadOnly}
+	s := &Sandbox{dir: root, root: root, rootFD: -1, limits: o.Limits, binds: binds, path: path}
 	if s.limits == (Limits{}) {
 		s.limits = DefaultLimits
 	}
@@ -116,9 +135,21 @@ func (s *Sandbox) open(o Options) error {
 		s.ns, why = namespaces()
 	}
 	s.iso.Namespaces = s.ns
+	s.iso.Landlock, s.iso.LandlockNote = landlockProbe()
+	s.iso.ReadOnly = s.binds
+	files := "files"
+	switch {
+	case s.ns:
+		s.iso.Root = "allowlist (system directories, a curated /etc, the workspace, a private /tmp, the read-only binds)"
+	case s.iso.Landlock > 0:
+		s.iso.Root = "the host's, opened only on the allowlist by Landlock (the workspace, /tmp, system directories, a curated /etc, the read-only binds)"
+		files = "files of the allowlist (Landlock)"
+	default:
+		s.iso.Root = "the host's, every file its uid may read"
+	}
 	if !s.ns {
-		s.iso.Warnings = append(s.iso.Warnings, fmt.Sprintf("NO NAMESPACES (%s): commands see the host's network, processes and files as uid %d; "+
-			"they can read jspark's command line (/proc/PID/cmdline), so pass API keys with JSPARK_API_KEY or a key file, never --api-key", why, s.uid))
+		s.iso.Warnings = append(s.iso.Warnings, fmt.Sprintf("NO NAMESPACES (%s): commands see the host's network, processes and %s as uid %d; "+
+			"they can read jspark's command line (/proc/PID/cmdline), so pass API keys with JSPARK_API_KEY or a key file, never --api-key", why, files, s.uid))
 	}
 	if setup, why := cgroups(); setup != nil {
 		if s.cg, err = newCgroup(setup, s.limits); err != nil {
@@ -321,7 +352,7 @@ func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, pr
 		Limits:     s.limits,
 		Argv:       argv,
 		Env: []string{
-			"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "TERM=dumb", "LANG=C.UTF-8",
+			"PATH=" + strings.Join(append(append([]string{}, sandboxPath...), s.path...), ":"), "HOME=" + home, "TERM=dumb", "LANG=C.UTF-8",
 			"USER=agent", "TMPDIR=/tmp", "PAGER=cat", "GIT_PAGER=cat",
 		},
 	}
@@ -330,6 +361,7 @@ func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, pr
 			c.Listen = append(c.Listen, d.addr.Port)
 		}
 	}
+	c.Binds, c.Landlock = s.binds, s.iso.Landlock
 	wsPath := s.dir
 	if s.tmpfs {
 		wsPath = "" // only the mount itself will do
@@ -340,11 +372,11 @@ func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, pr
 	}
 	prepare(cmd)
 	if err := cmd.Start(); err != nil {
-		closeChildFiles(cmd)
+		closeChildFiles(cmd, extra)
 		sync.Close()
 		return nil, err
 	}
-	closeChildFiles(cmd)
+	closeChildFiles(cmd, extra)
 	ch := &child{cmd: cmd}
 	if s.cg != nil {
 		// Before the go-ahead: nothing runs outside the cgroup.

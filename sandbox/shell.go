@@ -68,6 +68,11 @@ func (s *Sandbox) start(ctx context.Context) (*shell, error) {
 		tty.Close()
 		return nil, err
 	}
+	// The terminal is the sandbox's own: a command may reopen it
+	// (echo >/dev/stderr opens /proc/self/fd/2).
+	if s.dedicated {
+		unix.Fchown(int(tty.Fd()), s.uid, -1)
+	}
 	if t, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS); err == nil {
 		t.Lflag &^= unix.ECHO
 		t.Oflag &^= unix.ONLCR
