@@ -13,7 +13,9 @@ import (
 // round, an unmeasured TTFT as "–", and reads back through ParseTable.
 func TestWorkTable(t *testing.T) {
 	ttft := 2.1194
-	round := func(name string, s agent.Summary) *agent.RoundResult { return &agent.RoundResult{Name: name, Summary: s} }
+	round := func(name string, s agent.Summary) *agent.RoundResult {
+		return &agent.RoundResult{Name: name, Summary: s}
+	}
 	res := &WorkResults{Recipe: "work", Window: 180, Targets: []WorkTarget{
 		{Name: "L4", Kind: "boot", WorkResult: &agent.WorkResult{Rounds: []*agent.RoundResult{
 			round("c3-first", agent.Summary{BackendTokS: 80.7, InitialTTFT: &ttft, ToolCalls: 26, CountedBy: "engine"}),
