@@ -14,29 +14,14 @@ import (
 // tok/s against concurrency. Inline SVG; it opens with no network.
 func Report(res *Result) string {
 	var b strings.Builder
-	b.WriteString(`<!doctype html><html><head><meta charset="utf-8"><title>jspark bench</title><style>
-body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin-bottom:.5em}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
-th{background:#f4f4f4}td:first-child{text-align:left}svg{background:#fafafa;border:1px solid #ddd;margin:0.5em 1em 1em 0}p.note{max-width:60em;color:#555}
-</style></head><body>`)
+	b.WriteString(`<!doctype html><html><head><meta charset="utf-8"><title>jspark bench</title>` + style + `</head><body>`)
 	var names []string
 	for _, t := range res.Targets {
 		names = append(names, fmt.Sprintf("%s (%s %s)", t.Name, t.Kind, t.Spec))
 	}
 	fmt.Fprintf(&b, "<h1>jspark bench: %s</h1><p>Targets: %s.</p>", html.EscapeString(strings.Join(res.Screens, ", ")), html.EscapeString(strings.Join(names, "; ")))
-	for _, t := range res.Tables {
-		fmt.Fprintf(&b, "<h2>%s</h2><table><tr>", html.EscapeString(t.Title))
-		for _, c := range t.Columns {
-			fmt.Fprintf(&b, "<th>%s</th>", html.EscapeString(c))
-		}
-		b.WriteString("</tr>")
-		for _, r := range t.Rows {
-			b.WriteString("<tr>")
-			for _, c := range r {
-				fmt.Fprintf(&b, "<td>%s</td>", html.EscapeString(c))
-			}
-			b.WriteString("</tr>")
-		}
-		fmt.Fprintf(&b, "</table><p class=note>%s</p>", html.EscapeString(t.Note))
+	for i := range res.Tables {
+		tableHTML(&b, &res.Tables[i])
 	}
 	for _, s := range res.Screens {
 		switch s {
@@ -50,6 +35,28 @@ th{background:#f4f4f4}td:first-child{text-align:left}svg{background:#fafafa;bord
 	}
 	b.WriteString("</body></html>\n")
 	return b.String()
+}
+
+const style = `<style>
+body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin-bottom:.5em}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
+th{background:#f4f4f4}td:first-child{text-align:left}svg{background:#fafafa;border:1px solid #ddd;margin:0.5em 1em 1em 0}p.note{max-width:60em;color:#555}
+</style>`
+
+// tableHTML writes a table as report.html shows it: title, cells, note.
+func tableHTML(b *strings.Builder, t *Table) {
+	fmt.Fprintf(b, "<h2>%s</h2><table><tr>", html.EscapeString(t.Title))
+	for _, c := range t.Columns {
+		fmt.Fprintf(b, "<th>%s</th>", html.EscapeString(c))
+	}
+	b.WriteString("</tr>")
+	for _, r := range t.Rows {
+		b.WriteString("<tr>")
+		for _, c := range r {
+			fmt.Fprintf(b, "<td>%s</td>", html.EscapeString(c))
+		}
+		b.WriteString("</tr>")
+	}
+	fmt.Fprintf(b, "</table><p class=note>%s</p>", html.EscapeString(t.Note))
 }
 
 // cachePlots: each target's TTFT of every cache request, in order, one

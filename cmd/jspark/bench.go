@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -13,10 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/shlex"
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"jspark/agent"
 	"jspark/agent/bench"
@@ -210,100 +207,27 @@ func lengthFlag(n int) string {
 	return fmt.Sprint(n)
 }
 
-// targets are the boots, in the order given, then the endpoints.
+// targets are the boots, in the order given, then the endpoints, each its
+// own column.
 func (o *BenchOptions) targets(log io.Writer) ([]bench.Target, error) {
-	var out []bench.Target
-	seen := map[string]bool{}
-	add := func(t bench.Target) error {
-		if seen[t.Name] {
-			return fmt.Errorf("two targets are named %q", t.Name)
-		}
-		seen[t.Name] = true
-		out = append(out, t)
-		return nil
-	}
-	boots := o.Boots
-	if len(boots) == 0 && len(o.Endpoints) == 0 {
-		boots = []string{"jspark="}
-	}
-	for _, b := range boots {
-		name, flags, ok := strings.Cut(b, "=")
-		if !ok || name == "" {
-			return nil, fmt.Errorf("--boot %q: want NAME='ENGINE FLAGS'", b)
-		}
-		words, err := shlex.Split(flags)
-		if err != nil {
-			return nil, fmt.Errorf("--boot %s: %w", name, err)
-		}
-		ef, err := parseEngineFlags(append(append([]string{}, o.engineArgs...), words...))
-		if err != nil {
-			return nil, fmt.Errorf("--boot %s: %w", name, err)
-		}
-		spec := strings.Join(append(append([]string{}, o.engineArgs...), words...), " ")
-		if err := add(bench.Target{Name: name, Kind: "boot", Spec: spec, Open: func(context.Context) (agent.Backend, func(), error) {
-			return inProcessBackend(ef, log)
-		}}); err != nil {
-			return nil, err
-		}
-	}
-	for _, e := range o.Endpoints {
-		name, u := endpointName(e)
-		if _, err := url.ParseRequestURI(u); err != nil || !strings.HasPrefix(u, "http") {
-			return nil, fmt.Errorf("--endpoint %q: want [NAME=]http://host:port/v1", e)
-		}
-		u = strings.TrimSuffix(u, "/")
-		if err := add(bench.Target{Name: name, Kind: "endpoint", Spec: u, Open: func(ctx context.Context) (agent.Backend, func(), error) {
-			b, err := endpointBackend(ctx, u, o.APIKey, o.ServedModel, io.Discard)
-			return b, func() {}, err
-		}}); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// endpointName splits "NAME=URL"; a bare URL is named by its host:port.
-func endpointName(s string) (name, u string) {
-	if i := strings.Index(s, "="); i > 0 && !strings.ContainsAny(s[:i], ":/") {
-		return s[:i], s[i+1:]
-	}
-	if p, err := url.Parse(s); err == nil && p.Host != "" {
-		return p.Host, s
-	}
-	return s, s
-}
-
-// parseEngineFlags reads a boot's engine flags with the flag definitions
-// serve and work use.
-// NOTE: one small function so that it switches over to the consolidated
-// engine-flag parser once that lands.
-func parseEngineFlags(args []string) (*EngineFlags, error) {
-	o := &EngineFlags{}
-	c := &cobra.Command{Use: "boot"}
-	addEngineFlags(c, o)
-	f := c.Flags()
-	f.SetOutput(io.Discard)
-	f.Usage = func() {}
-	if err := f.Parse(args); err != nil {
+	specs, err := parseTargets(o.Boots, o.Endpoints, o.engineArgs, false)
+	if err != nil {
 		return nil, err
 	}
-	if f.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q (engine flags only)", f.Arg(0))
-	}
-	return o, nil
-}
-
-// changedEngineFlags are the engine flags set on the command line, as
-// arguments a boot's own flags are parsed after.
-func changedEngineFlags(fs *pflag.FlagSet) []string {
-	probe := &cobra.Command{}
-	addEngineFlags(probe, &EngineFlags{})
-	engine := probe.Flags()
-	var args []string
-	fs.Visit(func(f *pflag.Flag) {
-		if engine.Lookup(f.Name) != nil {
-			args = append(args, "--"+f.Name+"="+f.Value.String())
+	var out []bench.Target
+	for _, sp := range specs {
+		t := bench.Target{Name: sp.Name, Kind: sp.Kind, Spec: sp.Spec}
+		if sp.Kind == "boot" {
+			ef := sp.Engine
+			t.Open = func(context.Context) (agent.Backend, func(), error) { return inProcessBackend(ef, log) }
+		} else {
+			u := sp.URLs[0]
+			t.Open = func(ctx context.Context) (agent.Backend, func(), error) {
+				b, err := endpointBackend(ctx, u, o.APIKey, o.ServedModel, io.Discard)
+				return b, func() {}, err
+			}
 		}
-	})
-	return args
+		out = append(out, t)
+	}
+	return out, nil
 }

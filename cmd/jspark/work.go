@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"jspark/agent"
+	"jspark/agent/bench"
 	"jspark/recipes"
 	"jspark/sandbox"
 )
@@ -27,13 +28,16 @@ type WorkOptions struct {
 	EngineFlags
 	Round     string
 	Recipe    string
-	Endpoints []string
+	Boots     []string // NAME='ENGINE FLAGS'
+	Endpoints []string // [NAME=]URL; the unnamed ones spread the sessions of one target
 	APIKeyFlags
 	ServedModel  string
 	Window       time.Duration
 	Out          string
 	NoNamespaces bool
 	AgentCache   string
+
+	engineArgs []string // the engine flags given on the command line, which every boot inherits
 }
 
 func newWorkCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -44,10 +48,17 @@ func newWorkCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `Run a recipe's round of concurrent agent sessions, each a tool loop in its own
 sandboxed workspace, cut at the window; a *-repeat round first runs its first
 round on the same backend. Without --endpoint the in-process engine serves the
-model (--model, or the embedded default) over loopback HTTP.`,
+model (--model, or the embedded default) over loopback HTTP.
+
+Several targets (--boot NAME='ENGINE FLAGS', a configuration of the in-process
+engine: the command's engine flags, then its own; --endpoint NAME=URL; the
+unnamed --endpoint URLs together, spreading the sessions) each run the rounds
+in turn, under --out/NAME, and the seed's "Work: four recipes" table follows:
+one row per target and round.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Round = args[0]
+			o.engineArgs = changedEngineFlags(cmd.Flags())
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runWork(ctx, o, stdout, stderr)
@@ -56,7 +67,8 @@ model (--model, or the embedded default) over loopback HTTP.`,
 	addEngineFlags(cmd, &o.EngineFlags)
 	f := cmd.Flags()
 	f.StringVar(&o.Recipe, "recipe", "work", "built-in recipe name or YAML file")
-	f.StringArrayVar(&o.Endpoints, "endpoint", nil, "OpenAI-compatible base URL (http://host:port/v1) instead of the in-process engine; repeat to spread sessions")
+	f.StringArrayVar(&o.Boots, "boot", nil, "NAME='ENGINE FLAGS': a configuration of the in-process engine to run the rounds on (repeatable)")
+	f.StringArrayVar(&o.Endpoints, "endpoint", nil, "[NAME=]URL: an OpenAI-compatible base URL (http://host:port/v1) instead of the in-process engine; repeat unnamed ones to spread sessions, a named one is a target of its own")
 	addAPIKeyFlags(cmd, &o.APIKeyFlags, "bearer key for --endpoint (its /metrics too)")
 	f.StringVar(&o.ServedModel, "served-model", "", "model id to request from --endpoint (default: its first /v1/models entry)")
 	f.DurationVar(&o.Window, "window", 0, "session window (default: the recipe's, 180s for work)")
@@ -86,46 +98,92 @@ func runWork(ctx context.Context, o *WorkOptions, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	var backends []agent.Backend
-	if len(o.Endpoints) > 0 {
-		for _, u := range o.Endpoints {
-			b, err := endpointBackend(ctx, u, key, o.ServedModel, stderr)
-			if err != nil {
-				return err
-			}
-			backends = append(backends, b)
-		}
-	} else {
-		b, stop, err := inProcessBackend(&o.EngineFlags, stderr)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		backends = append(backends, b)
+	specs, err := parseTargets(o.Boots, o.Endpoints, o.engineArgs, true)
+	if err != nil {
+		return err
 	}
 	tty := false
 	if f, ok := stdout.(*os.File); ok {
 		tty = isatty.IsTerminal(f.Fd())
 	}
-	res, err := agent.Work(ctx, agent.WorkOptions{
-		Recipe: r, Round: o.Round, Backends: backends, Window: o.Window, Out: o.Out,
-		Sandbox:    sandbox.Options{NoNamespaces: o.NoNamespaces, Log: stderr},
-		AgentCache: o.AgentCache, Log: stderr,
-		Progress: func(round string, n int) agent.Progress {
-			if tty {
-				return agent.NewLiveView(stdout, round, n)
-			}
-			return agent.NewPlainLog(stderr, round, n)
-		},
-	})
+	run := func(sp targetSpec, out string) (*agent.WorkResult, error) {
+		backends, stop, err := o.open(ctx, sp, key, stderr)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		return agent.Work(ctx, agent.WorkOptions{
+			Recipe: r, Round: o.Round, Backends: backends, Window: o.Window, Out: out,
+			Sandbox:    sandbox.Options{NoNamespaces: o.NoNamespaces, Log: stderr},
+			AgentCache: o.AgentCache, Log: stderr,
+			Progress: func(round string, n int) agent.Progress {
+				if tty {
+					return agent.NewLiveView(stdout, round, n)
+				}
+				return agent.NewPlainLog(stderr, round, n)
+			},
+		})
+	}
+	if len(specs) == 1 {
+		res, err := run(specs[0], o.Out)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout)
+		agent.Table(stdout, res)
+		fmt.Fprintf(stdout, "results: %s, %s, trajectories under %s\n",
+			filepath.Join(o.Out, "results.json"), filepath.Join(o.Out, "report.html"), o.Out)
+		return nil
+	}
+	all := &bench.WorkResults{Recipe: r.File}
+	for _, sp := range specs {
+		out := filepath.Join(o.Out, sp.Name)
+		fmt.Fprintf(stderr, "jspark work: target %s (%s %s)\n", sp.Name, sp.Kind, sp.Spec)
+		res, err := run(sp, out)
+		if err != nil {
+			return fmt.Errorf("target %s: %w", sp.Name, err)
+		}
+		fmt.Fprintf(stdout, "\n%s (%s %s):\n", sp.Name, sp.Kind, sp.Spec)
+		agent.Table(stdout, res)
+		all.Window = res.Window
+		all.Targets = append(all.Targets, bench.WorkTarget{Name: sp.Name, Kind: sp.Kind, Spec: sp.Spec, Out: out, WorkResult: res})
+	}
+	b, err := json.MarshalIndent(all, "", "  ")
 	if err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(o.Out, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(o.Out, "report.html"), []byte(bench.WorkReport(all, o.Out)), 0o644); err != nil {
+		return err
+	}
+	t := bench.WorkTable(all)
 	fmt.Fprintln(stdout)
-	agent.Table(stdout, res)
-	fmt.Fprintf(stdout, "results: %s, %s, trajectories under %s\n",
-		filepath.Join(o.Out, "results.json"), filepath.Join(o.Out, "report.html"), o.Out)
+	t.Write(stdout)
+	fmt.Fprintf(stdout, "results: %s, %s; each target's under %s\n",
+		filepath.Join(o.Out, "results.json"), filepath.Join(o.Out, "report.html"), filepath.Join(o.Out, "NAME"))
 	return nil
+}
+
+// open starts a boot, or checks a target's endpoints; stop stops what it started.
+func (o *WorkOptions) open(ctx context.Context, sp targetSpec, key string, log io.Writer) ([]agent.Backend, func(), error) {
+	if sp.Kind == "boot" {
+		b, stop, err := inProcessBackend(sp.Engine, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []agent.Backend{b}, stop, nil
+	}
+	var backends []agent.Backend
+	for _, u := range sp.URLs {
+		b, err := endpointBackend(ctx, u, key, o.ServedModel, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		backends = append(backends, b)
+	}
+	return backends, func() {}, nil
 }
 
 // inProcessBackend serves the engine on a loopback port: the runner measures

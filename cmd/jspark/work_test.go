@@ -2,13 +2,17 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"jspark/agent"
+	"jspark/agent/bench"
 )
 
 func readResults(t *testing.T, dir string) *agent.WorkResult {
@@ -244,5 +248,125 @@ func TestWorkPiValidationRunsPiInTheSandbox(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "workspace", "first.txt")); err != nil {
 		t.Error(err)
+	}
+}
+
+// `jspark work` over two boots: the round runs once per boot, each under its
+// own folder, and the seed's "Work: four recipes" table has one row per boot
+// and round whose cells are the recorded summaries'.
+func TestWorkTwoBootsOneTable(t *testing.T) {
+	out := t.TempDir()
+	stdout, stderr, code := jspark(t, "work", "c3-first", "--window", "20s", "--out", out, "--kv-memory", "128",
+		"--boot", "S256=--prefill-solo 256", "--boot", "S2048=--prefill-solo 2048 --prefill-mixed 512")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	tb, ok := bench.ParseTable(stdout, "Work: 2 backends, c3-first")
+	if !ok {
+		t.Fatalf("no combined table:\n%s", stdout)
+	}
+	wantCols := []string{"Backend", "Round", "Backend tok/s", "Initial TTFT, s", "Later median TTFT, s", "Tools", "Nonzero exits",
+		"API errors", "Pending at cut", "Waiting max", "Running max", "Preemptions"}
+	if d := cmp.Diff(wantCols, tb.Columns); d != "" {
+		t.Fatalf("columns (-want +got):\n%s", d)
+	}
+	var rows [][2]string
+	for _, r := range tb.Rows {
+		rows = append(rows, [2]string{r[0], r[1]})
+	}
+	if d := cmp.Diff([][2]string{{"S256", "c3-first"}, {"S2048", "c3-first"}}, rows); d != "" {
+		t.Fatalf("rows (-want +got):\n%s", d)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res bench.WorkResults
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Targets) != 2 || res.Window != 20 {
+		t.Fatalf("%d targets, window %v", len(res.Targets), res.Window)
+	}
+	for i, tg := range res.Targets {
+		if tg.Name != rows[i][0] || tg.Kind != "boot" || !strings.Contains(tg.Spec, "--kv-memory=128") || len(tg.Rounds) != 1 || len(tg.Rounds[0].Sessions) != 3 {
+			t.Fatalf("target %d: %s %s %q, %d rounds", i, tg.Name, tg.Kind, tg.Spec, len(tg.Rounds))
+		}
+		// The target's own folder holds its single-target results.json.
+		if own := readResults(t, filepath.Join(out, tg.Name)); len(own.Rounds) != 1 || own.Rounds[0].Summary.OutputTokens != tg.Rounds[0].Summary.OutputTokens {
+			t.Errorf("%s: own results.json %+v", tg.Name, own.Rounds)
+		}
+		// Cells recomputed from the recorded round: backend tok/s is the
+		// counter's output tokens over the window, tools and pending first
+		// outputs are the sessions', running max the samples'. (How far a
+		// loaded machine gets in the window is not asserted.)
+		r := tg.Rounds[0]
+		calls, pending, running := 0, 0, 0.0
+		for _, ss := range r.Sessions {
+			calls += ss.ToolCalls
+			if ss.FirstOutputPending {
+				pending++
+			}
+		}
+		for _, x := range r.Samples {
+			running = max(running, x.Running)
+		}
+		row := tb.Rows[i]
+		if want := fmt.Sprintf("%.2f", r.Summary.OutputTokens/res.Window); row[2] != want {
+			t.Errorf("%s backend tok/s: table %s, results.json %s", tg.Name, row[2], want)
+		}
+		if row[5] != fmt.Sprint(calls) || row[8] != fmt.Sprint(pending) {
+			t.Errorf("%s tools, pending: table %s, %s; sessions %d, %d", tg.Name, row[5], row[8], calls, pending)
+		}
+		if row[10] != fmt.Sprintf("%.0f", running) || running < 1 {
+			t.Errorf("%s running max: table %s, samples %v", tg.Name, row[10], running)
+		}
+	}
+	if !strings.Contains(res.Targets[0].Spec, "--prefill-solo 256") || !strings.Contains(res.Targets[1].Spec, "--prefill-solo 2048") {
+		t.Errorf("specs %q, %q", res.Targets[0].Spec, res.Targets[1].Spec)
+	}
+	if h, err := os.ReadFile(filepath.Join(out, "report.html")); err != nil || !strings.Contains(string(h), `href="S256/report.html"`) {
+		t.Errorf("report.html: %v", err)
+	}
+}
+
+// The targets of work: boots in order, named endpoints each its own, the
+// unnamed ones one target that spreads its sessions; bench keeps every
+// endpoint apart.
+func TestParseTargets(t *testing.T) {
+	got, err := parseTargets([]string{"A=--prefill-solo 64"}, []string{"http://h:1/v1", "N=http://n:3/v1/", "http://h:2/v1"}, []string{"--kv-memory=32"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		Name, Kind, Spec string
+		URLs             []string
+	}
+	var rows []row
+	for _, sp := range got {
+		rows = append(rows, row{sp.Name, sp.Kind, sp.Spec, sp.URLs})
+	}
+	want := []row{
+		{"A", "boot", "--kv-memory=32 --prefill-solo 64", nil},
+		{"N", "endpoint", "http://n:3/v1", []string{"http://n:3/v1"}},
+		{"h:1+h:2", "endpoint", "http://h:1/v1 http://h:2/v1", []string{"http://h:1/v1", "http://h:2/v1"}},
+	}
+	if d := cmp.Diff(want, rows); d != "" {
+		t.Errorf("work targets (-want +got):\n%s", d)
+	}
+	if ef := got[0].Engine; ef.PrefillSolo != 64 || ef.KVMemMiB != 32 {
+		t.Errorf("boot A engine flags: solo %d, kv %d", ef.PrefillSolo, ef.KVMemMiB)
+	}
+	got, err = parseTargets(nil, []string{"http://h:1/v1", "http://h:2/v1"}, nil, false)
+	if err != nil || len(got) != 2 || got[0].Name != "h:1" || got[1].Name != "h:2" {
+		t.Errorf("bench targets %+v %v", got, err)
+	}
+	if got, err := parseTargets(nil, nil, []string{"--prefill-solo=8"}, true); err != nil || len(got) != 1 || got[0].Name != "jspark" || got[0].Engine.PrefillSolo != 8 {
+		t.Errorf("default target %+v %v", got, err)
+	}
+	for _, bad := range [][]string{{"A=--no-such-flag"}, {"a/b=--prefill-solo 8"}, {"A=", "A="}} {
+		if _, err := parseTargets(bad, nil, nil, true); err == nil {
+			t.Errorf("boots %q: no error", bad)
+		}
 	}
 }
