@@ -22,10 +22,11 @@ import (
 // BenchOptions are the flags of `jspark bench`.
 type BenchOptions struct {
 	EngineFlags
-	Screen      string
-	Boots       []string // NAME='ENGINE FLAGS'
-	Endpoints   []string // [NAME=]URL
-	APIKey      string
+	Screen    string
+	Boots     []string // NAME='ENGINE FLAGS'
+	Endpoints []string // [NAME=]URL
+	APIKeyFlags
+	apiKey      string // resolved from the flags or the environment
 	ServedModel string
 	Out         string
 
@@ -64,7 +65,7 @@ and report.html (plots) go under --out.`,
 	f := cmd.Flags()
 	f.StringArrayVar(&o.Boots, "boot", nil, "NAME='ENGINE FLAGS': a configuration of the in-process engine to start and measure (repeatable)")
 	f.StringArrayVar(&o.Endpoints, "endpoint", nil, "[NAME=]URL: an OpenAI-compatible base URL (http://host:port/v1) to measure (repeatable)")
-	f.StringVar(&o.APIKey, "api-key", "", "bearer key for --endpoint")
+	addAPIKeyFlags(cmd, &o.APIKeyFlags, "bearer key for --endpoint (its /metrics too)")
 	f.StringVar(&o.ServedModel, "served-model", "", "model id to request from --endpoint (default: its first /v1/models entry)")
 	f.StringVar(&o.Out, "out", "", "output folder (default: results/bench-SCREEN-TIME)")
 	f.StringVar(&o.Lengths, "lengths", joinLengths(d.Lengths), "cache: prompt lengths in tokens (k = 1024)")
@@ -90,6 +91,9 @@ func runBench(ctx context.Context, o *BenchOptions, stdout, stderr io.Writer) er
 	}
 	cfg, err := o.config()
 	if err != nil {
+		return err
+	}
+	if o.apiKey, err = o.resolve(os.Getenv); err != nil {
 		return err
 	}
 	targets, err := o.targets(stderr)
@@ -223,7 +227,7 @@ func (o *BenchOptions) targets(log io.Writer) ([]bench.Target, error) {
 		} else {
 			u := sp.URLs[0]
 			t.Open = func(ctx context.Context) (agent.Backend, func(), error) {
-				b, err := endpointBackend(ctx, u, o.APIKey, o.ServedModel, io.Discard)
+				b, err := endpointBackend(ctx, u, o.apiKey, o.ServedModel, io.Discard)
 				return b, func() {}, err
 			}
 		}

@@ -201,7 +201,7 @@ func inProcessBackend(ef *EngineFlags, log io.Writer) (agent.Backend, func(), er
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
 	go hs.Serve(ln)
-	fmt.Fprintf(log, "jspark work: engine %s (KV capacity %d tokens) at http://%s/v1\n", e.Options().ModelName, e.CapacityTokens(), ln.Addr())
+	fmt.Fprintf(log, "jspark: engine %s (KV capacity %d tokens) at http://%s/v1\n", e.Options().ModelName, e.CapacityTokens(), ln.Addr())
 	b := agent.Backend{
 		URL:   fmt.Sprintf("http://%s/v1", ln.Addr()),
 		Model: e.Options().ModelName,
