@@ -76,7 +76,7 @@ type ToolCall struct {
 // FunctionCall names a function and carries its JSON arguments as text.
 type FunctionCall struct {
 	Name      string `json:"name,omitempty"`
-	Arguments string `json:"arguments,omitempty"`
+	Arguments string `json:"arguments"` // always sent, "" before any arrives, as OpenAI does
 }
 
 // Tool is a function the model may call.

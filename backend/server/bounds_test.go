@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -107,5 +108,46 @@ func TestUnsupportedKeywordIs400(t *testing.T) {
 			t.Errorf("%d %s; want 400 naming %s and its path", resp.StatusCode, body, c.want)
 		}
 		t.Logf("%s", body)
+	}
+}
+
+// TestTypeErrorsSpeakJSON: a field of the wrong JSON type is a 400 that
+// names the field and the JSON types, not Go's.
+func TestTypeErrorsSpeakJSON(t *testing.T) {
+	f := start(t, engine.Options{}, Options{})
+	for _, c := range []struct{ body, want string }{
+		{`[]`, `the body must be a JSON object, not a JSON array`},
+		{`{"messages":"hi"}`, `field \"messages\" must be a JSON array, not a JSON string`},
+		{`{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}`, `field \"temperature\" must be a JSON number, not a JSON string`},
+		{`{"messages":[{"role":"user","content":"x"}],"max_tokens":1.5}`, `field \"max_tokens\" must be a JSON integer, not a JSON number`},
+	} {
+		resp, body := post(t, f.srv.URL+"/v1/chat/completions", "", c.body)
+		if resp.StatusCode != 400 || !strings.Contains(body, c.want) {
+			t.Errorf("%s: %d %s; want %s", c.body, resp.StatusCode, body, c.want)
+		}
+	}
+}
+
+// TestCutCallHasArguments: a forced call cut by max_tokens after its name
+// keeps "arguments" (empty or the prefix that arrived), as OpenAI's
+// clients expect the field to be there.
+func TestCutCallHasArguments(t *testing.T) {
+	f := start(t, engine.Options{}, Options{})
+	seen := 0
+	for n := 1; n <= 40; n++ {
+		body := fmt.Sprintf(`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"pick","parameters":{"type":"object","properties":{"s":{"type":"string"}},"required":["s"]}}}],"tool_choice":"required","max_tokens":%d,"temperature":0}`, n)
+		resp, out := post(t, f.srv.URL+"/v1/chat/completions", "", body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("max_tokens %d: %d %s", n, resp.StatusCode, out)
+		}
+		if strings.Contains(out, `"name":"pick"`) {
+			seen++
+			if !strings.Contains(out, `"name":"pick","arguments":"`) {
+				t.Errorf("max_tokens %d: a call without arguments: %s", n, out)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no max_tokens in 1..40 reached the call's name")
 	}
 }

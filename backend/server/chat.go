@@ -38,6 +38,9 @@ type ChatRequest struct {
 	// ChatTemplateKwargs are extra variables for the model's chat template
 	// (vLLM's and llama.cpp's field), e.g. {"enable_thinking": false}.
 	ChatTemplateKwargs chat.Vars `json:"chat_template_kwargs"`
+	// limitParam names the output limit in errors when the request came
+	// in another shape (the Responses API's max_output_tokens).
+	limitParam string
 }
 
 // Sampling are the sampling fields shared by both completion APIs.
@@ -75,8 +78,9 @@ type JSONSchemaFormat struct {
 }
 
 // params checks the sampling fields against OpenAI's and vLLM's ranges;
-// vocab bounds the token ids of logit_bias.
-func (p Sampling) params(vocab int) (sample.Params, error) {
+// vocab bounds the token ids of logit_bias, and seed gives the seed of a
+// request that names none.
+func (p Sampling) params(vocab int, seed func() uint64) (sample.Params, error) {
 	out := sample.Params{Temperature: 1, TopP: 1, RepeatPenalty: 1}
 	type field struct {
 		name   string
@@ -118,6 +122,8 @@ func (p Sampling) params(vocab int) (sample.Params, error) {
 	}
 	if p.Seed != nil {
 		out.Seed = *p.Seed
+	} else {
+		out.Seed = seed()
 	}
 	if len(p.LogitBias) > 0 {
 		out.LogitBias = make(map[int]float32, len(p.LogitBias))
@@ -209,7 +215,7 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 		return job{}, err
 	}
 	tok := s.e.Model().Tok
-	params, err := r.Sampling.params(tok.VocabSize())
+	params, err := r.Sampling.params(tok.VocabSize(), s.seed)
 	if err != nil {
 		return job{}, err
 	}
@@ -217,12 +223,15 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 	if err != nil {
 		return job{}, err
 	}
-	maxTok := r.MaxCompletionTokens
+	maxTok, param := r.MaxCompletionTokens, "max_completion_tokens"
+	if r.limitParam != "" {
+		param = r.limitParam
+	}
 	if maxTok == nil {
-		maxTok = r.MaxTokens
+		maxTok, param = r.MaxTokens, "max_tokens"
 	}
 	if maxTok != nil {
-		if err := s.maxTokens("max_tokens", *maxTok); err != nil {
+		if err := s.maxTokens(param, *maxTok); err != nil {
 			return job{}, err
 		}
 	}
@@ -250,7 +259,7 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 		}
 	}
 	var g *grammar.Grammar
-	param := "response_format" // what a grammar error is about
+	param = "response_format" // what a grammar error is about
 	switch {
 	case mode == "required" || mode == "named":
 		param = "tools"

@@ -101,7 +101,7 @@ func (s *Server) completions(c echo.Context) error {
 	default:
 		return badRequest("prompt", "prompt must be a string or an array of token ids")
 	}
-	params, err := r.Sampling.params(tok.VocabSize())
+	params, err := r.Sampling.params(tok.VocabSize(), s.seed)
 	if err != nil {
 		return err
 	}

@@ -22,15 +22,15 @@ import (
 func TestMaxTokensTwoToThe63IsRangeChecked(t *testing.T) {
 	f := start(t, engine.Options{MaxContext: 64}, Options{})
 	const huge = "9223372036854775807"
-	for _, c := range []struct{ path, body string }{
-		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":` + huge + `}`},
-		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":` + huge + `}`},
-		{"/v1/completions", `{"prompt":"x","max_tokens":` + huge + `}`},
-		{"/v1/responses", `{"input":"x","max_output_tokens":` + huge + `}`},
-		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":65}`},
+	for _, c := range []struct{ path, body, param string }{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":` + huge + `}`, "max_tokens"},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":` + huge + `}`, "max_completion_tokens"},
+		{"/v1/completions", `{"prompt":"x","max_tokens":` + huge + `}`, "max_tokens"},
+		{"/v1/responses", `{"input":"x","max_output_tokens":` + huge + `}`, "max_output_tokens"},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":65}`, "max_tokens"},
 	} {
 		resp, body := post(t, f.srv.URL+c.path, "", c.body)
-		if resp.StatusCode != 400 || !strings.Contains(body, `is more than this model's maximum context length of 64 tokens","type":"invalid_request_error","param":"max_tokens","code":"context_length_exceeded"`) {
+		if resp.StatusCode != 400 || !strings.Contains(body, `is more than this model's maximum context length of 64 tokens","type":"invalid_request_error","param":"`+c.param+`","code":"context_length_exceeded"`) {
 			t.Errorf("%s %s: %d %s", c.path, c.body, resp.StatusCode, body)
 		}
 	}

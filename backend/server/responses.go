@@ -76,7 +76,7 @@ func (r *ResponsesRequest) chatRequest() (*ChatRequest, *responseTools, error) {
 		return nil, nil, badRequest("background", "background responses are not supported")
 	}
 	cr := &ChatRequest{Model: r.Model, ParallelToolCalls: r.ParallelToolCalls, MaxCompletionTokens: r.MaxOutputTokens,
-		Sampling: r.Sampling, ChatTemplateKwargs: r.ChatTemplateKwargs, CacheSalt: r.CacheSalt}
+		Sampling: r.Sampling, ChatTemplateKwargs: r.ChatTemplateKwargs, CacheSalt: r.CacheSalt, limitParam: "max_output_tokens"}
 	if r.Instructions != "" {
 		cr.Messages = append(cr.Messages, chat.Message{Role: "system", Content: chat.Content(r.Instructions)})
 	}

@@ -6,12 +6,14 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -50,9 +52,23 @@ type Options struct {
 	// past it the request is aborted; 0 takes DefaultWriteTimeout,
 	// negative none.
 	WriteTimeout time.Duration
+	// Seed is the sampling seed of a request that names none; nil draws a
+	// fresh one per request, so unseeded requests at a temperature differ,
+	// as they do with OpenAI, vLLM and llama-server.
+	Seed *uint64
 	// Log receives what a request's answer does not say (tools a Responses
 	// request offers that this server cannot run); nil discards it.
 	Log io.Writer
+}
+
+// seed is the seed of a request that names none.
+func (s *Server) seed() uint64 {
+	if s.opt.Seed != nil {
+		return *s.opt.Seed
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
 }
 
 // DefaultMaxTokens is the output limit of a request that names none: a
@@ -233,11 +249,37 @@ func decode(c echo.Context, v any) error {
 			if i := strings.LastIndex(field, "Sampling."); i >= 0 { // an embedded struct's prefix
 				field = field[i+len("Sampling."):]
 			}
-			return badRequest(field, "field %q must be %v, not JSON %s", field, te.Type, te.Value)
+			if field == "" {
+				return badRequest("", "the body must be a JSON %s, not a JSON %s", jsonKind(te.Type), te.Value)
+			}
+			return badRequest(field, "field %q must be a JSON %s, not a JSON %s", field, jsonKind(te.Type), te.Value)
 		}
 		return badRequest("", "malformed JSON body: %v", err)
 	}
 	return nil
+}
+
+// jsonKind names what JSON a Go type decodes from, as a client would say it.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.String:
+		return "string"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Struct, reflect.Map:
+		return "object"
+	}
+	return "value of another type"
 }
 
 func (s *Server) checkModel(name string) error {

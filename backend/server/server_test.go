@@ -53,6 +53,11 @@ func start(t testing.TB, eopt engine.Options, sopt Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if sopt.Seed == nil {
+		// Unseeded requests share seed 0, so tests at a temperature can
+		// compare runs (a server's default draws a seed per request).
+		sopt.Seed = new(uint64)
+	}
 	srv := httptest.NewServer(New(e, sopt).Handler())
 	t.Cleanup(func() { srv.Close(); e.Close() })
 	cfg := openai.DefaultConfig(sopt.APIKey)
@@ -674,5 +679,33 @@ func TestCompletionLogprobs(t *testing.T) {
 	resp, out = post(t, f.srv.URL+"/v1/completions", "", `{"prompt":"x","echo":true,"logprobs":1}`)
 	if resp.StatusCode != 400 || !strings.Contains(out, `"param":"echo"`) {
 		t.Fatalf("echo with logprobs: %d %s", resp.StatusCode, out)
+	}
+}
+
+// TestUnseededRequestsDiffer: without a seed, requests at a temperature
+// draw their own (as OpenAI, vLLM and llama-server do); with Options.Seed
+// they share it.
+func TestUnseededRequestsDiffer(t *testing.T) {
+	f := start(t, engine.Options{}, Options{})
+	fresh := httptest.NewServer(New(f.e, Options{}).Handler())
+	defer fresh.Close()
+	body := `{"messages":[{"role":"user","content":"Tell me a story"}],"max_tokens":24,"temperature":1,"ignore_eos":true}`
+	texts := func(url string) map[string]bool {
+		seen := map[string]bool{}
+		for range 3 {
+			resp, out := post(t, url+"/v1/chat/completions", "", body)
+			var r openai.ChatCompletionResponse
+			if resp.StatusCode != 200 || json.Unmarshal([]byte(out), &r) != nil || len(r.Choices) != 1 {
+				t.Fatalf("%d %s", resp.StatusCode, out)
+			}
+			seen[r.Choices[0].Message.Content] = true
+		}
+		return seen
+	}
+	if got := texts(fresh.URL); len(got) == 1 {
+		t.Errorf("three unseeded requests at temperature 1 gave one text: %v", got)
+	}
+	if got := texts(f.srv.URL); len(got) != 1 {
+		t.Errorf("with a server seed, three requests gave %d texts", len(got))
 	}
 }

@@ -144,6 +144,7 @@ type ServeOptions struct {
 	WriteTimeout     time.Duration
 	MaxTokensDefault int
 	ShutdownTimeout  time.Duration
+	Seed             int64
 }
 
 func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -166,6 +167,7 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	addAPIKeyFlags(cmd, &o.APIKeyFlags, "require this bearer key")
 	f.StringVar(&o.ServedName, "served-name", "", "model id clients use (default: the model's name)")
 	f.IntVar(&o.MaxTokensDefault, "max-tokens-default", server.DefaultMaxTokens, "output tokens of a request that names no limit (capped by the context)")
+	f.Int64Var(&o.Seed, "seed", -1, "sampling seed of a request that names none (-1: a fresh one per request, as OpenAI, vLLM and llama-server do)")
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long running requests may go on before they are ended with an error")
 	f.BoolVar(&o.MetricsOpen, "metrics-open", false, "serve /metrics without the API key (as vLLM does), for scrapers that send none")
 	f.DurationVar(&o.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "longest a request body may take to arrive (408 past it)")
@@ -183,6 +185,12 @@ func runServe(ctx context.Context, o *ServeOptions, log io.Writer) error {
 		return err
 	}
 	defer stopProfile()
+	// The port first: a port in use is said at once, before the model loads.
+	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, fmt.Sprint(o.Port)))
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	e, sopt, closeEngine, err := openEngine(&o.EngineFlags, log)
 	if err != nil {
 		return err
@@ -190,11 +198,11 @@ func runServe(ctx context.Context, o *ServeOptions, log io.Writer) error {
 	defer closeEngine()
 	sopt.APIKey, sopt.ServedName, sopt.Log = key, o.ServedName, log
 	sopt.MetricsOpen, sopt.BodyTimeout, sopt.WriteTimeout, sopt.MaxTokensDefault = o.MetricsOpen, o.BodyTimeout, o.WriteTimeout, o.MaxTokensDefault
-	srv := newServer(e, sopt, log)
-	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, fmt.Sprint(o.Port)))
-	if err != nil {
-		return err
+	if o.Seed >= 0 {
+		seed := uint64(o.Seed)
+		sopt.Seed = &seed
 	}
+	srv := newServer(e, sopt, log)
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
 	drained := make(chan struct{})
 	go func() {
