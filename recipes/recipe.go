@@ -238,23 +238,24 @@ func Parse(file string, data []byte) (*Recipe, error) {
 	if len(root.Content) == 0 {
 		return nil, Errors{{File: file, Line: 1, Msg: "empty recipe"}}
 	}
+	lines := map[string]int{}
+	index(root.Content[0], "", lines)
 	var r Recipe
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&r); err != nil {
 		var te *yaml.TypeError
+		msgs := []string{err.Error()}
 		if errors.As(err, &te) {
-			var es Errors
-			for _, m := range te.Errors {
-				es = append(es, yamlError(file, m))
-			}
-			return nil, es
+			msgs = te.Errors
 		}
-		return nil, Errors{yamlError(file, err.Error())}
+		var es Errors
+		for _, m := range msgs {
+			es = append(es, fieldOf(yamlError(file, m), lines))
+		}
+		return nil, es
 	}
 	r.File = file
-	lines := map[string]int{}
-	index(root.Content[0], "", lines)
 	if es := r.validate(file, lines); len(es) > 0 {
 		return nil, es
 	}
@@ -266,9 +267,70 @@ func yamlError(file, msg string) *Error {
 	msg = strings.TrimSpace(msg)
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[1])
-		return &Error{File: file, Line: n, Msg: strings.Replace(m[2], "not found in type recipes.", "is not a field of ", 1)}
+		return &Error{File: file, Line: n, Msg: m[2]}
 	}
 	return &Error{File: file, Line: 1, Msg: msg}
+}
+
+var (
+	yamlUnknown = regexp.MustCompile("^field (\\S+) not found in type \\S+$")
+	yamlType    = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (\\S+)$")
+)
+
+// fieldOf names the field of a decoding error by its line (the decoder
+// knows only lines and Go types) and says what is wrong in the recipe's
+// terms: "sampling.temperature: `hot` is not a number".
+func fieldOf(e *Error, lines map[string]int) *Error {
+	// The deepest key on the line (tasks[0].id, not tasks[0]; max_tokens,
+	// not max_tokens[0] of a flow list).
+	for path, line := range lines {
+		if line == e.Line && path != "" && !strings.HasSuffix(path, "]") && (e.Field == "" || len(path) > len(e.Field)) {
+			e.Field = path
+		}
+	}
+	if m := yamlUnknown.FindStringSubmatch(e.Msg); m != nil {
+		parent := "the recipe"
+		if i := strings.LastIndexByte(e.Field, '.'); i > 0 {
+			parent = e.Field[:i]
+		}
+		e.Msg = fmt.Sprintf("not a field of %s", parent)
+	} else if m := yamlType.FindStringSubmatch(e.Msg); m != nil {
+		what := m[2]
+		if what == "" {
+			what = map[string]string{"seq": "a list", "map": "a mapping"}[m[1]]
+			if what == "" {
+				what = "this value"
+			}
+		} else {
+			what = strconv.Quote(what)
+		}
+		e.Msg = fmt.Sprintf("%s is not %s", what, yamlKind(m[3]))
+	} else if strings.HasPrefix(e.Msg, "line ") {
+		// Duration's own message already carries its line.
+		if _, rest, ok := strings.Cut(e.Msg, ": "); ok {
+			e.Msg = rest
+		}
+	}
+	return e
+}
+
+// yamlKind says what a Go type is written as in YAML.
+func yamlKind(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	case strings.HasPrefix(goType, "map["), strings.HasPrefix(goType, "recipes."):
+		return "a mapping"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	case goType == "bool":
+		return "true or false"
+	case goType == "string":
+		return "text"
+	}
+	return "a " + goType
 }
 
 // index records the line of every field path (name, tasks[0].id, …).

@@ -60,9 +60,11 @@ func TestBadRecipes(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"syntax", "name: t\ntools:\n\t- bash\n", "bad.yaml:3: found character that cannot start any token"},
-		{"unknown field", strings.Replace(good, "tools:", "tool:", 1), "bad.yaml:2: field tool is not a field of Recipe"},
-		{"wrong type", strings.Replace(good, "max_tokens: 64", "max_tokens: many", 1), "bad.yaml:4: cannot unmarshal !!str `many` into int"},
-		{"bad duration", "window: soon\n" + good, `bad.yaml:1: "soon" is not a duration (like 180s or 2m)`},
+		{"unknown field", strings.Replace(good, "tools:", "tool:", 1), "bad.yaml:2: tool: not a field of the recipe"},
+		{"wrong type", strings.Replace(good, "max_tokens: 64", "max_tokens: many", 1), `bad.yaml:4: sampling.max_tokens: "many" is not a whole number`},
+		{"bad duration", "window: soon\n" + good, `bad.yaml:1: window: "soon" is not a duration (like 180s or 2m)`},
+		{"nested unknown field", good + "nudge:\n  mx: 2\n", "bad.yaml:14: nudge.mx: not a field of nudge"},
+		{"list for a number", strings.Replace(good, "max_tokens: 64", "max_tokens: [64]", 1), "bad.yaml:4: sampling.max_tokens: a list is not a whole number"},
 		{"missing name", strings.Replace(good, "name: t\n", "", 1), "bad.yaml:1: name: is required"},
 		{"unknown tool", strings.Replace(good, "[bash, read]", "[bash, rm]", 1), "bad.yaml:2: tools[1]: unknown tool \"rm\" (known: bash, read, write, edit, list, search)"},
 		{"duplicate tool", strings.Replace(good, "[bash, read]", "[bash, bash]", 1), `bad.yaml:2: tools[1]: "bash" is listed twice`},
