@@ -66,7 +66,11 @@ func (p *PlainLog) Step(i int, name string, r *Request) {
 	defer p.mu.Unlock()
 	s := &p.views[i]
 	update(s, name, r)
-	fmt.Fprintf(p.w, "%s %s turn %d at %.1fs: %s (ttft %.3fs, %d tokens)\n", p.round, name, r.Turn, r.End, s.last, r.TTFT, max(r.CompletionTokens, r.StreamedTokens))
+	ttft := "no first output"
+	if r.TTFT >= 0 {
+		ttft = fmt.Sprintf("ttft %.3fs", r.TTFT)
+	}
+	fmt.Fprintf(p.w, "%s %s turn %d at %.1fs: %s (%s, %d tokens)\n", p.round, name, r.Turn, r.End, s.last, ttft, max(r.CompletionTokens, r.StreamedTokens))
 }
 
 func (p *PlainLog) Tick(time.Duration, time.Duration) {}

@@ -49,6 +49,36 @@ type Request struct {
 	Trimmed          bool    `json:"trimmed,omitempty"`
 }
 
+// requestJSON is Request as results.json and trajectories write it: a TTFT
+// nobody measured (no first output, -1 in memory) is null, never a number.
+type requestJSON struct {
+	requestFields
+	TTFT *float64 `json:"ttft"`
+}
+
+type requestFields Request
+
+func (q Request) MarshalJSON() ([]byte, error) {
+	out := requestJSON{requestFields: requestFields(q)}
+	if q.TTFT >= 0 {
+		out.TTFT = &q.TTFT
+	}
+	return json.Marshal(out)
+}
+
+func (q *Request) UnmarshalJSON(b []byte) error {
+	var in requestJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*q = Request(in.requestFields)
+	q.TTFT = -1
+	if in.TTFT != nil {
+		q.TTFT = *in.TTFT
+	}
+	return nil
+}
+
 // Session is one agent working on one task.
 type Session struct {
 	Name    string

@@ -55,9 +55,14 @@ engine: the command's engine flags, then its own; --endpoint NAME=URL; the
 unnamed --endpoint URLs together, spreading the sessions) each run the rounds
 in turn, under --out/NAME, and the seed's "Work: four recipes" table follows:
 one row per target and round.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Round = args[0]
+			if len(args) == 1 {
+				o.Round = args[0]
+			}
+			if cmd.Flags().Changed("window") && o.Window < time.Second {
+				return fmt.Errorf("--window %v: a window is at least 1s", o.Window)
+			}
 			o.engineArgs = changedEngineFlags(cmd.Flags())
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -89,6 +94,9 @@ func runWork(ctx context.Context, o *WorkOptions, stdout, stderr io.Writer) erro
 		return err
 	}
 	if _, err := agent.Rounds(r, o.Round); err != nil {
+		if o.Round == "" {
+			return fmt.Errorf("name a round: %w", err)
+		}
 		return err
 	}
 	if o.Out == "" {

@@ -370,3 +370,21 @@ func TestParseTargets(t *testing.T) {
 		}
 	}
 }
+
+// A window under a second, or no round named, is refused before anything
+// runs, and the refusal lists the recipe's rounds.
+func TestWorkRefusesBadWindowAndNoRound(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"work", "c3-first", "--window", "0s"}, "--window 0s: a window is at least 1s"},
+		{[]string{"work", "c3-first", "--window", "-5s"}, "--window -5s: a window is at least 1s"},
+		{[]string{"work"}, "name a round: recipe work has no round \"\" (rounds: c3-first, c3-repeat, c6-first, c6-repeat, pi-validation, or all)"},
+	} {
+		_, stderr, code := jspark(t, c.args...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", c.args, code, stderr, c.want)
+		}
+	}
+}

@@ -1,0 +1,29 @@
+package agent
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestUnmeasuredTTFTIsNull: a request with no first output writes "ttft":
+// null in results.json and trajectories, never -1, and reads back as
+// unmeasured; a measured one keeps its value.
+func TestUnmeasuredTTFTIsNull(t *testing.T) {
+	for _, c := range []struct {
+		q    Request
+		want string
+	}{
+		{Request{Turn: 5, TTFT: -1, Cut: true}, `"ttft":null`},
+		{Request{Turn: 1, TTFT: 0.25}, `"ttft":0.25`},
+	} {
+		b, err := json.Marshal(c.q)
+		if err != nil || !strings.Contains(string(b), c.want) || strings.Count(string(b), `"ttft"`) != 1 {
+			t.Fatalf("%+v: %s %v; want %s", c.q, b, err, c.want)
+		}
+		var back Request
+		if err := json.Unmarshal(b, &back); err != nil || back.TTFT != c.q.TTFT || back.Turn != c.q.Turn || back.Cut != c.q.Cut {
+			t.Errorf("%s read back as %+v (%v)", b, back, err)
+		}
+	}
+}
