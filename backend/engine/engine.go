@@ -33,10 +33,15 @@ type Options struct {
 	MaxContext   int   // tokens per sequence (0: the model's, at least 32768)
 	Speculate    int   // n-gram draft tokens per decode step (0: off)
 	SpecNgram    int   // longest n-gram the drafter matches
-	ModelName    string
-	Trace        io.Writer       // per-step JSON lines, when set
-	OnStep       func(StepTrace) // per-step callback, when set (tests)
-	Log          io.Writer       // start-up facts (default stderr; io.Discard to silence)
+	// MaxStepMs bounds in time a step that prefills: chunks are sized from
+	// the engine's measured speed so that an arrival waits at most about
+	// one such step (PrefillSolo and PrefillMixed stay upper bounds). 0 is
+	// off, token budgets only; New leaves 0 as it is.
+	MaxStepMs int
+	ModelName string
+	Trace     io.Writer       // per-step JSON lines, when set
+	OnStep    func(StepTrace) // per-step callback, when set (tests)
+	Log       io.Writer       // start-up facts (default stderr; io.Discard to silence)
 }
 
 // DefaultOptions are the engine's defaults, in one place: New fills every
@@ -49,12 +54,17 @@ func DefaultOptions() Options {
 		MaxSeqs:      64,
 		MaxWaiting:   1024,
 		SpecNgram:    3,
+		MaxStepMs:    200,
 	}
 }
 
 // withDefaults returns opt with every unset field taken from DefaultOptions
 // (MaxContext, KVMemory and Log depend on the model and the machine and
 // are settled in New).
+//
+// NOTE: MaxStepMs is not filled: its zero means off, so an engine built
+// from Options{} schedules by token budgets alone (exact, as tests want),
+// and the 200 ms default reaches serve through the flags.
 func (opt Options) withDefaults() Options {
 	d := DefaultOptions()
 	for _, f := range []struct{ v, def *int }{
@@ -98,6 +108,7 @@ type Engine struct {
 	kv    *model.Pool
 	pool  *BlockPool
 	stats *Metrics
+	clock *stepClock
 
 	mu       sync.Mutex
 	incoming []*seq
@@ -142,7 +153,7 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 	e := &Engine{
 		m: m, opt: opt,
 		kv:   model.NewTypedPool(m.Config, blocks, opt.BlockSize, m.KVType),
-		pool: NewBlockPool(blocks),
+		pool: NewBlockPool(blocks), clock: newStepClock(m.Config),
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		ever: map[BlockHash]struct{}{},
 	}

@@ -30,6 +30,7 @@ func (e *Engine) stepOnce() bool {
 	e.step++
 	tr := StepTrace{Step: e.step}
 	var entries []*entry
+	var work float64 // flops of the batch, for the step clock
 	batch := &model.Batch{}
 	add := func(s *seq, tokens []int, drafts []int, wantLogits bool) {
 		en := &entry{s: s, start: len(batch.Tokens), n: len(tokens), drafts: drafts, logit: -1}
@@ -77,6 +78,7 @@ func (e *Engine) stepOnce() bool {
 			continue
 		}
 		add(s, append([]int{s.tokens[s.computed]}, drafts...), drafts, true)
+		work += e.clock.work(s.computed, 1+len(drafts))
 		tr.Decode++
 		tr.Drafts += len(drafts)
 	}
@@ -122,6 +124,15 @@ func (e *Engine) stepOnce() bool {
 			admitted = true
 		}
 		n := min(s.left(), budget)
+		if e.opt.MaxStepMs > 0 {
+			n = e.timeBound(s, n, work, len(tr.Prefill) == 0)
+		}
+		if n <= 0 {
+			if admitted {
+				e.unadmit(s)
+			}
+			continue
+		}
 		if !e.ensureBlocks(s, s.computed+n) {
 			// Take what fits; prefill never preempts.
 			fit := (len(s.table)+e.pool.Free())*e.opt.BlockSize - s.computed
@@ -135,6 +146,7 @@ func (e *Engine) stepOnce() bool {
 		}
 		add(s, s.tokens[s.computed:s.computed+n], nil, s.computed+n == len(s.tokens))
 		tr.Prefill = append(tr.Prefill, Chunk{Req: s.id, Tokens: n})
+		work += e.clock.work(s.computed, n)
 		budget -= n
 	}
 	if len(batch.Tokens) == 0 {
@@ -185,10 +197,29 @@ func (e *Engine) stepOnce() bool {
 		}
 	}
 	tr.FreeBlocks = e.pool.Free()
-	tr.DurationSec = time.Since(t0).Seconds()
+	d := time.Since(t0)
+	e.clock.observe(work, d)
+	tr.DurationSec = d.Seconds()
 	e.setLoad()
 	e.trace(tr)
 	return true
+}
+
+// timeBound caps a prefill chunk of n tokens so that the step, with work
+// flops already in it, is predicted to end within MaxStepMs. The step's
+// first chunk gets at least a block, so prefill always progresses; before
+// the clock has timed a step, a chunk is a few blocks (a probe).
+func (e *Engine) timeBound(s *seq, n int, work float64, first bool) int {
+	bs := e.opt.BlockSize
+	if !e.clock.known() {
+		return min(n, 4*bs)
+	}
+	left := float64(e.opt.MaxStepMs)/1000 - e.clock.seconds(work)
+	fit := e.clock.fit(s.computed, left)
+	if first {
+		fit = max(fit, bs)
+	}
+	return min(n, fit)
 }
 
 // sampleFrom applies the request's constraint and samples one token.
