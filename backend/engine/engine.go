@@ -106,7 +106,8 @@ type Engine struct {
 	m     *model.Model
 	opt   Options
 	kv    *model.Pool
-	pool  *BlockPool
+	cache *kvCache
+	pool  *BlockPool // the cache's, read for load and by tests
 	stats *Metrics
 	clock *stepClock
 
@@ -123,7 +124,6 @@ type Engine struct {
 	running []*seq
 	step    int64
 	nextID  atomic.Int64
-	ever    map[BlockHash]struct{} // every hash ever committed: the reuse bound
 }
 
 // New starts an engine over m.
@@ -152,11 +152,11 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 	}
 	e := &Engine{
 		m: m, opt: opt,
-		kv:   model.NewTypedPool(m.Config, blocks, opt.BlockSize, m.KVType),
-		pool: NewBlockPool(blocks), clock: newStepClock(m.Config),
+		kv:    model.NewTypedPool(m.Config, blocks, opt.BlockSize, m.KVType),
+		cache: newKVCache(blocks, opt.BlockSize), clock: newStepClock(m.Config),
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
-		ever: map[BlockHash]struct{}{},
 	}
+	e.pool = e.cache.pool
 	e.stats = newMetrics(opt.ModelName, blocks*opt.BlockSize)
 	e.setLoad()
 	fmt.Fprintf(opt.Log, "jspark engine: %s, KV cache %d tokens (%d blocks of %d, %.1f MiB), context %d",

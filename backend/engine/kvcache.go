@@ -1,0 +1,109 @@
+package engine
+
+// kvCache is the engine's cache manager: it owns the block pool, the chain
+// hashes of each sequence's blocks and the reuse bound. The scheduler sees
+// it only through computedPrefix, take, grow, commit and free, and never
+// touches a block id itself.
+type kvCache struct {
+	pool *BlockPool
+	bs   int
+	ever map[BlockHash]struct{} // every hash ever committed: the reuse bound
+}
+
+func newKVCache(blocks, blockSize int) *kvCache {
+	return &kvCache{pool: NewBlockPool(blocks), bs: blockSize, ever: map[BlockHash]struct{}{}}
+}
+
+// hashUpTo extends s.hashes over the first blocks full blocks of its tokens.
+func (c *kvCache) hashUpTo(s *seq, blocks int) {
+	for len(s.hashes) < blocks {
+		i := len(s.hashes)
+		var parent BlockHash
+		if i > 0 {
+			parent = s.hashes[i-1]
+		}
+		s.hashes = append(s.hashes, HashBlock(parent, s.req.CacheSalt, s.tokens[i*c.bs:(i+1)*c.bs]))
+	}
+}
+
+// computedPrefix is how many of a waiting request's tokens the cache holds
+// (the last token is always left to compute, for its logits).
+func (c *kvCache) computedPrefix(s *seq) int {
+	full := len(s.tokens) / c.bs
+	c.hashUpTo(s, full)
+	n := 0
+	for n < full {
+		if _, ok := c.pool.Lookup(s.hashes[n]); !ok {
+			break
+		}
+		n++
+	}
+	return min(n*c.bs, len(s.tokens)-1)
+}
+
+// take gives a request with no blocks its cached prefix: references on the
+// cached blocks, s.computed past them. It returns the tokens found in
+// cached blocks and the reuse bound (tokens earlier requests committed).
+func (c *kvCache) take(s *seq) (hit, bound int) {
+	full := len(s.tokens) / c.bs
+	c.hashUpTo(s, full)
+	n := 0
+	for n < full {
+		id, ok := c.pool.Lookup(s.hashes[n])
+		if !ok {
+			break
+		}
+		c.pool.Ref(id)
+		s.table = append(s.table, id)
+		n++
+	}
+	s.committed = n
+	// With every token cached, the last is still recomputed for its logits.
+	s.computed = min(n*c.bs, len(s.tokens)-1)
+	b := 0
+	for b < full {
+		if _, ok := c.ever[s.hashes[b]]; !ok {
+			break
+		}
+		b++
+	}
+	return n * c.bs, b * c.bs
+}
+
+// grow makes s's block table hold n tokens; it takes nothing when the pool
+// has too few free blocks.
+func (c *kvCache) grow(s *seq, n int) bool {
+	need := (n+c.bs-1)/c.bs - len(s.table)
+	if need <= 0 {
+		return true
+	}
+	ids, ok := c.pool.Allocate(need)
+	if !ok {
+		return false
+	}
+	s.table = append(s.table, ids...)
+	return true
+}
+
+// room is how many tokens s could hold, counting every free block.
+func (c *kvCache) room(s *seq) int { return (len(s.table) + c.pool.Free()) * c.bs }
+
+// commit registers every newly full, computed block of s in the cache.
+func (c *kvCache) commit(s *seq) {
+	full := s.computed / c.bs
+	if full <= s.committed {
+		return
+	}
+	c.hashUpTo(s, full)
+	for b := s.committed; b < full; b++ {
+		c.pool.Commit(s.table[b], s.hashes[b])
+		c.ever[s.hashes[b]] = struct{}{}
+	}
+	s.committed = full
+}
+
+// free returns s's blocks to the pool (committed ones stay cached).
+func (c *kvCache) free(s *seq) {
+	c.pool.Release(s.table)
+	s.table, s.computed, s.committed = nil, 0, 0
+}
