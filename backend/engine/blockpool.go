@@ -3,6 +3,7 @@ package engine
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"slices"
 )
 
 // BlockHash identifies the contents of one full KV block: the hash of its
@@ -35,7 +36,9 @@ type block struct {
 	ref        int
 	hash       BlockHash
 	hashed     bool
-	prev, next BlockID // free queue links, -1 at the ends
+	tail       []int     // a cached partial block: the tokens of its valid slots
+	tailKey    BlockHash // its place in the tail index, when tail != nil
+	prev, next BlockID   // free queue links, -1 at the ends
 	queued     bool
 }
 
@@ -48,16 +51,21 @@ type block struct {
 // request goes first and, within one request, its later blocks go before
 // its earlier ones (a later block is useless without the earlier ones).
 // A free block that still has a hash is a cache entry until it is reused.
+//
+// A request's last, partial block can be cached too (a tail): it is found
+// by its parent's chain and its tokens, and only ever read (a request that
+// extends it copies it first), so it too stays valid until reused.
 type BlockPool struct {
 	blocks     []block
 	head, tail BlockID
 	free       int
 	cached     map[BlockHash]BlockID
+	tails      map[BlockHash][]BlockID // tail key → partial blocks under that parent
 }
 
 // NewBlockPool makes a pool of n free blocks.
 func NewBlockPool(n int) *BlockPool {
-	p := &BlockPool{blocks: make([]block, n), head: -1, tail: -1, cached: map[BlockHash]BlockID{}}
+	p := &BlockPool{blocks: make([]block, n), head: -1, tail: -1, cached: map[BlockHash]BlockID{}, tails: map[BlockHash][]BlockID{}}
 	for i := range p.blocks {
 		p.blocks[i].prev, p.blocks[i].next = -1, -1
 		p.pushTail(BlockID(i))
@@ -134,6 +142,7 @@ func (p *BlockPool) Allocate(n int) ([]BlockID, bool) {
 			}
 			b.hashed = false
 		}
+		p.dropTail(id)
 		b.ref = 1
 		ids[i] = id
 	}
@@ -163,4 +172,72 @@ func (p *BlockPool) Commit(id BlockID, h BlockHash) {
 	b := &p.blocks[id]
 	b.hash, b.hashed = h, true
 	p.cached[h] = id
+}
+
+// TailKey names the partial blocks that may follow a chain: parent is the
+// hash of the last full block before them (zero at the start).
+func TailKey(parent BlockHash, salt string) BlockHash { return HashBlock(parent, salt, nil) }
+
+// tailsPerKey bounds how many different tails one chain keeps.
+const tailsPerKey = 4
+
+// CommitTail makes a partial block findable under key by its first
+// len(tokens) slots, which must be computed and are never written again.
+// Tails that the new one extends are dropped from the index (they stay in
+// the free queue as plain blocks).
+func (p *BlockPool) CommitTail(id BlockID, key BlockHash, tokens []int) {
+	b := &p.blocks[id]
+	if b.hashed || b.tail != nil || len(tokens) == 0 {
+		return
+	}
+	for _, o := range slices.Clone(p.tails[key]) {
+		if t := p.blocks[o].tail; len(t) <= len(tokens) && slices.Equal(t, tokens[:len(t)]) {
+			p.dropTail(o)
+		}
+	}
+	if l := p.tails[key]; len(l) >= tailsPerKey {
+		p.dropTail(l[0])
+	}
+	b.tail, b.tailKey = slices.Clone(tokens), key
+	p.tails[key] = append(p.tails[key], id)
+}
+
+// LookupTail finds the cached partial block under key whose tokens share
+// the longest prefix with tokens, and that prefix's length.
+func (p *BlockPool) LookupTail(key BlockHash, tokens []int) (BlockID, int) {
+	best, n := BlockID(-1), 0
+	for _, id := range p.tails[key] {
+		t := p.blocks[id].tail
+		c := 0
+		for c < len(t) && c < len(tokens) && t[c] == tokens[c] {
+			c++
+		}
+		if c > n {
+			best, n = id, c
+		}
+	}
+	return best, n
+}
+
+// TailBlocks is the number of cached partial blocks.
+func (p *BlockPool) TailBlocks() int {
+	n := 0
+	for _, l := range p.tails {
+		n += len(l)
+	}
+	return n
+}
+
+func (p *BlockPool) dropTail(id BlockID) {
+	b := &p.blocks[id]
+	if b.tail == nil {
+		return
+	}
+	l := slices.DeleteFunc(p.tails[b.tailKey], func(x BlockID) bool { return x == id })
+	if len(l) == 0 {
+		delete(p.tails, b.tailKey)
+	} else {
+		p.tails[b.tailKey] = l
+	}
+	b.tail = nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"jspark/backend/model"
 	"jspark/backend/sample"
+	"jspark/kernels"
 )
 
 // Options configure an engine. Zero values take the defaults in comments.
@@ -153,9 +154,10 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 	e := &Engine{
 		m: m, opt: opt,
 		kv:    model.NewTypedPool(m.Config, blocks, opt.BlockSize, m.KVType),
-		cache: newKVCache(blocks, opt.BlockSize), clock: newStepClock(m.Config),
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+		clock: newStepClock(m.Config),
+		wake:  make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
+	e.cache = newKVCache(blocks, opt.BlockSize, e.copyBlock)
 	e.pool = e.cache.pool
 	e.stats = newMetrics(opt.ModelName, blocks*opt.BlockSize)
 	e.setLoad()
@@ -167,6 +169,23 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 	fmt.Fprintln(opt.Log)
 	go e.loop()
 	return e, nil
+}
+
+// copyBlock copies the keys and values of the first n slots of block src
+// into block dst, in every layer.
+func (e *Engine) copyBlock(dst, src BlockID, n int) {
+	keys, values, err := e.kv.Buffers(e.m.K)
+	if err != nil {
+		panic("engine: a cached block without a KV store: " + err.Error())
+	}
+	width, bs := e.m.KVDim(), e.opt.BlockSize
+	buf := make([]byte, e.kv.Type.RowBytes(width)*n)
+	for l := range keys {
+		for _, b := range []*kernels.Buffer{keys[l], values[l]} {
+			e.m.K.Read(buf, b, int(src)*bs*width)
+			e.m.K.Write(b, int(dst)*bs*width, buf)
+		}
+	}
 }
 
 // availableMemory reads MemAvailable from /proc/meminfo (1 GiB if unknown).

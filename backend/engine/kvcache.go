@@ -8,10 +8,22 @@ type kvCache struct {
 	pool *BlockPool
 	bs   int
 	ever map[BlockHash]struct{} // every hash ever committed: the reuse bound
+	// copy copies the K/V of the first n slots of block src into dst
+	// (every layer); nil turns tail reuse off.
+	copy func(dst, src BlockID, n int)
 }
 
-func newKVCache(blocks, blockSize int) *kvCache {
-	return &kvCache{pool: NewBlockPool(blocks), bs: blockSize, ever: map[BlockHash]struct{}{}}
+func newKVCache(blocks, blockSize int, copy func(dst, src BlockID, n int)) *kvCache {
+	return &kvCache{pool: NewBlockPool(blocks), bs: blockSize, ever: map[BlockHash]struct{}{}, copy: copy}
+}
+
+// tailKey is where the partial blocks after s's first full blocks are found.
+func (c *kvCache) tailKey(s *seq, full int) BlockHash {
+	var parent BlockHash
+	if full > 0 {
+		parent = s.hashes[full-1]
+	}
+	return TailKey(parent, s.req.CacheSalt)
 }
 
 // hashUpTo extends s.hashes over the first blocks full blocks of its tokens.
@@ -38,13 +50,20 @@ func (c *kvCache) computedPrefix(s *seq) int {
 		}
 		n++
 	}
-	return min(n*c.bs, len(s.tokens)-1)
+	hit := n * c.bs
+	if c.copy != nil && hit < len(s.tokens) {
+		_, k := c.pool.LookupTail(c.tailKey(s, n), s.tokens[hit:])
+		hit += k
+	}
+	return min(hit, len(s.tokens)-1)
 }
 
 // take gives a request with no blocks its cached prefix: references on the
-// cached blocks, s.computed past them. It returns the tokens found in
-// cached blocks and the reuse bound (tokens earlier requests committed).
-func (c *kvCache) take(s *seq) (hit, bound int) {
+// cached full blocks, then a copy of the cached partial block that shares
+// most of its next tokens, and s.computed past them. It returns the tokens
+// found in full blocks (hit), those copied from a partial one (tail), and
+// the reuse bound (tokens of full blocks earlier requests committed).
+func (c *kvCache) take(s *seq) (hit, tail, bound int) {
 	full := len(s.tokens) / c.bs
 	c.hashUpTo(s, full)
 	n := 0
@@ -60,6 +79,7 @@ func (c *kvCache) take(s *seq) (hit, bound int) {
 	s.committed = n
 	// With every token cached, the last is still recomputed for its logits.
 	s.computed = min(n*c.bs, len(s.tokens)-1)
+	tail = c.takeTail(s, n)
 	b := 0
 	for b < full {
 		if _, ok := c.ever[s.hashes[b]]; !ok {
@@ -67,7 +87,31 @@ func (c *kvCache) take(s *seq) (hit, bound int) {
 		}
 		b++
 	}
-	return n * c.bs, b * c.bs
+	return n * c.bs, tail, b * c.bs
+}
+
+// takeTail copies the best cached partial block after s's first full
+// blocks into a block of s's own (copy on write: the cached one is never
+// written), leaving the last token to compute. It returns the tokens taken.
+func (c *kvCache) takeTail(s *seq, full int) int {
+	at := full * c.bs
+	if c.copy == nil || at >= len(s.tokens)-1 {
+		return 0
+	}
+	src, k := c.pool.LookupTail(c.tailKey(s, full), s.tokens[at:])
+	if k = min(k, len(s.tokens)-1-at); k <= 0 {
+		return 0
+	}
+	c.pool.Ref(src) // held, so that allocating the copy cannot evict it
+	defer c.pool.Release([]BlockID{src})
+	ids, ok := c.pool.Allocate(1)
+	if !ok {
+		return 0
+	}
+	c.copy(ids[0], src, k)
+	s.table = append(s.table, ids[0])
+	s.computed = at + k
+	return k
 }
 
 // grow makes s's block table hold n tokens; it takes nothing when the pool
@@ -102,8 +146,12 @@ func (c *kvCache) commit(s *seq) {
 	s.committed = full
 }
 
-// free returns s's blocks to the pool (committed ones stay cached).
+// free returns s's blocks to the pool: committed ones stay cached, and so
+// does its last, partial block as a tail (over its computed tokens).
 func (c *kvCache) free(s *seq) {
+	if f := s.computed / c.bs; c.copy != nil && s.computed%c.bs != 0 && f < len(s.table) && s.committed == f {
+		c.pool.CommitTail(s.table[f], c.tailKey(s, f), s.tokens[f*c.bs:s.computed])
+	}
 	c.pool.Release(s.table)
 	s.table, s.computed, s.committed = nil, 0, 0
 }

@@ -56,7 +56,10 @@ type Usage struct {
 	// CommittedTokens is the reuse bound: how much of the prompt earlier
 	// requests had committed (full blocks), whether or not it is still cached.
 	CommittedTokens int `json:"committed_tokens"`
-	Preemptions     int `json:"preemptions"`
+	// ReusedTokens of the prompt were not computed: CachedTokens plus those
+	// copied from a cached partial block (a request's last, unfinished one).
+	ReusedTokens int `json:"reused_tokens"`
+	Preemptions  int `json:"preemptions"`
 }
 
 // TokenProb is a token with its log-probability.

@@ -338,10 +338,11 @@ func (s *seq) pendingLogprobs(lp []float64, tok int) {
 
 // admit moves a waiting request to running, taking its cached prefix.
 func (e *Engine) admit(s *seq) {
-	hit, bound := e.cache.take(s)
+	hit, _, bound := e.cache.take(s)
 	if !s.admitted {
 		s.admitted = true
 		s.usage.CachedTokens = hit
+		s.usage.ReusedTokens = s.computed
 		s.usage.CommittedTokens = bound
 		e.stats.prompt.Add(float64(len(s.tokens)))
 		e.stats.cacheQueries.Add(float64(len(s.tokens)))

@@ -4,6 +4,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 )
@@ -46,5 +47,39 @@ func TestShortBehindLongBoundedInTime(t *testing.T) {
 	t.Logf("long cold TTFT %v, short TTFT %v behind it: ratio %.3f (%d steps)", coldTTFT, shortTTFT, ratio, len(log.all()))
 	if ratio > 0.10 {
 		t.Fatalf("short/long-cold TTFT = %.3f, want ≤ 0.10", ratio)
+	}
+}
+
+// TestExactRepeatTTFTIsADecodeStep: an exact repeat of a long prompt gets
+// its first token in about one decode step (its cached partial block is
+// copied, one token is computed), measured against its own decode steps.
+func TestExactRepeatTTFTIsADecodeStep(t *testing.T) {
+	m := tinyModel(t, 256, 8)
+	e := newEngine(t, m, Options{MaxStepMs: 200, KVBlocks: 1024})
+	p := prompt(53, 2007, m.Vocab)
+	run(t, e, greedy(p, 1))
+	waitIdle(t, e)
+	t0 := time.Now()
+	ch, err := e.Submit(context.Background(), greedy(p, 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var times []time.Time
+	for ev := range ch {
+		if ev.Finish == "" {
+			times = append(times, ev.Time)
+		}
+	}
+	ttft := times[0].Sub(t0)
+	var gaps []time.Duration
+	for i := 1; i < len(times); i++ {
+		gaps = append(gaps, times[i].Sub(times[i-1]))
+	}
+	slices.Sort(gaps)
+	step := gaps[len(gaps)/2]
+	ratio := ttft.Seconds() / step.Seconds()
+	t.Logf("exact repeat TTFT %v, median decode step %v: ratio %.2f", ttft, step, ratio)
+	if ratio > 2 {
+		t.Fatalf("exact repeat TTFT = %.2f decode steps, want ≤ 2", ratio)
 	}
 }
