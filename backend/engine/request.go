@@ -113,6 +113,8 @@ type seq struct {
 	committed int         // leading blocks registered in the cache
 	usage     Usage
 	admitted  bool // the first admission happened (usage.CachedTokens set)
+	starved   int  // steps in a row as a prefill candidate without a chunk
+	aged      bool // starved agingSteps: its prefill goes first, with a share
 	firstTok  time.Time
 	lastTok   time.Time
 	submitted time.Time

@@ -136,21 +136,30 @@ func (e *Engine) schedulePrefills(p *plan) {
 		budget = e.opt.PrefillSolo
 		p.trace.Solo = true
 	}
-	for _, s := range cands {
+	for i, s := range cands {
 		if budget <= 0 {
+			e.starve(cands[i:])
 			break
+		}
+		// An aged prefill takes at most half the budget while others wait
+		// behind it, so the shorts keep coming through too.
+		limit := budget
+		if s.aged && i < len(cands)-1 {
+			limit = max(budget/2, min(budget, e.opt.BlockSize))
 		}
 		admitted := s.state == stateWaiting
 		if admitted {
 			e.admit(s)
 		}
-		n := e.chunk(s, budget, p)
+		n := e.chunk(s, limit, p)
 		if n <= 0 {
 			if admitted {
 				e.requeue(s, false)
 			}
+			e.starve(cands[i : i+1])
 			continue
 		}
+		s.starved = 0
 		p.add(s, s.tokens[s.computed:s.computed+n], nil, s.computed+n == len(s.tokens))
 		p.trace.Prefill = append(p.trace.Prefill, Chunk{Req: s.id, Tokens: n})
 		p.work += e.clock.work(s.computed, n)
@@ -158,9 +167,23 @@ func (e *Engine) schedulePrefills(p *plan) {
 	}
 }
 
+// agingSteps is how many steps in a row a prefill may get no chunk before
+// it is aged: from then on it goes first, with a share of the budget, so a
+// stream of shorter arrivals cannot starve it.
+const agingSteps = 8
+
+// starve counts a step without a chunk for each of ss.
+func (e *Engine) starve(ss []*seq) {
+	for _, s := range ss {
+		if s.starved++; s.starved >= agingSteps {
+			s.aged = true
+		}
+	}
+}
+
 // prefillOrder lists the requests that want prefill (running ones first,
-// then waiting ones while there is room to run them), shortest remaining
-// first.
+// then waiting ones while there is room to run them): aged ones first, in
+// arrival order, then shortest remaining first.
 func (e *Engine) prefillOrder() []*seq {
 	var cands []*seq
 	for _, s := range e.running {
@@ -184,7 +207,16 @@ func (e *Engine) prefillOrder() []*seq {
 			left[s] = s.left()
 		}
 	}
-	sort.SliceStable(cands, func(a, b int) bool { return left[cands[a]] < left[cands[b]] })
+	sort.SliceStable(cands, func(a, b int) bool {
+		x, y := cands[a], cands[b]
+		if x.aged != y.aged {
+			return x.aged
+		}
+		if x.aged { // the oldest first: under overload every waiter ages
+			return x.id < y.id
+		}
+		return left[cands[a]] < left[cands[b]]
+	})
 	return cands
 }
 
