@@ -85,14 +85,17 @@ func (opt Options) withDefaults() Options {
 
 // StepTrace describes one engine step's batch.
 type StepTrace struct {
-	Step        int64   `json:"step"`
-	Decode      int     `json:"decode_tokens"`
-	Drafts      int     `json:"draft_tokens,omitempty"`
-	Prefill     []Chunk `json:"prefill"`
-	Preempted   []int64 `json:"preempted,omitempty"`
-	FreeBlocks  int     `json:"free_blocks"`
-	Solo        bool    `json:"solo"`
-	DurationSec float64 `json:"duration_s"`
+	Step      int64   `json:"step"`
+	Decode    int     `json:"decode_tokens"`
+	Drafts    int     `json:"draft_tokens,omitempty"`
+	Prefill   []Chunk `json:"prefill"`
+	Preempted []int64 `json:"preempted,omitempty"`
+	// Diverged explains the requests admitted this step that reused less
+	// than earlier requests had committed.
+	Diverged    []Divergence `json:"diverged,omitempty"`
+	FreeBlocks  int          `json:"free_blocks"`
+	Solo        bool         `json:"solo"`
+	DurationSec float64      `json:"duration_s"`
 }
 
 // Chunk is one request's prefill share of a step.

@@ -7,14 +7,19 @@ package engine
 type kvCache struct {
 	pool *BlockPool
 	bs   int
-	ever map[BlockHash]struct{} // every hash ever committed: the reuse bound
+	ever *reuseBound
 	// copy copies the K/V of the first n slots of block src into dst
 	// (every layer); nil turns tail reuse off.
 	copy func(dst, src BlockID, n int)
 }
 
+// reuseMemory is how many committed hashes, per block of the pool, the
+// reuse bound remembers beyond what the pool caches.
+const reuseMemory = 4
+
 func newKVCache(blocks, blockSize int, copy func(dst, src BlockID, n int)) *kvCache {
-	return &kvCache{pool: NewBlockPool(blocks), bs: blockSize, ever: map[BlockHash]struct{}{}, copy: copy}
+	pool := NewBlockPool(blocks)
+	return &kvCache{pool: pool, bs: blockSize, ever: newReuseBound(pool, reuseMemory*blocks), copy: copy}
 }
 
 // tailKey is where the partial blocks after s's first full blocks are found.
@@ -62,8 +67,9 @@ func (c *kvCache) computedPrefix(s *seq) int {
 // cached full blocks, then a copy of the cached partial block that shares
 // most of its next tokens, and s.computed past them. It returns the tokens
 // found in full blocks (hit), those copied from a partial one (tail), and
-// the reuse bound (tokens of full blocks earlier requests committed).
-func (c *kvCache) take(s *seq) (hit, tail, bound int) {
+// the reuse bound (tokens of full blocks earlier requests committed) with,
+// when it reused less than that or left a predecessor's path, the reason.
+func (c *kvCache) take(s *seq) (hit, tail, bound int, div *Divergence) {
 	full := len(s.tokens) / c.bs
 	c.hashUpTo(s, full)
 	n := 0
@@ -81,13 +87,42 @@ func (c *kvCache) take(s *seq) (hit, tail, bound int) {
 	s.computed = min(n*c.bs, len(s.tokens)-1)
 	tail = c.takeTail(s, n)
 	b := 0
-	for b < full {
-		if _, ok := c.ever[s.hashes[b]]; !ok {
-			break
-		}
+	for b < full && c.ever.has(s.hashes[b]) {
 		b++
 	}
-	return n * c.bs, tail, b * c.bs
+	return n * c.bs, tail, b * c.bs, c.diverged(s, n, b)
+}
+
+// diverged explains a prompt whose first n full blocks were cached and
+// first b committed before: the committed ones past n were evicted, or the
+// block after them differs from the one a predecessor committed there.
+func (c *kvCache) diverged(s *seq, n, b int) *Divergence {
+	if n < b {
+		return &Divergence{Reason: "evicted", Position: n * c.bs}
+	}
+	if b*c.bs >= len(s.tokens) {
+		return nil
+	}
+	prev, ok := c.ever.child(c.tailKey(s, b))
+	if !ok {
+		return nil
+	}
+	ours := s.tokens[b*c.bs:]
+	for i, t := range prev.tokens {
+		if i >= len(ours) {
+			return nil // a shorter prompt than its predecessor, not a divergence
+		}
+		if int(t) != ours[i] {
+			// NOTE: at the root every prompt has some predecessor; one that
+			// parts within the first half block is another prompt, not a
+			// changed one.
+			if b == 0 && i < c.bs/2 {
+				return nil
+			}
+			return &Divergence{Reason: "changed", Position: b*c.bs + i, Token: ours[i], Was: int(t)}
+		}
+	}
+	return nil
 }
 
 // takeTail copies the best cached partial block after s's first full
@@ -141,7 +176,7 @@ func (c *kvCache) commit(s *seq) {
 	c.hashUpTo(s, full)
 	for b := s.committed; b < full; b++ {
 		c.pool.Commit(s.table[b], s.hashes[b])
-		c.ever[s.hashes[b]] = struct{}{}
+		c.ever.commit(s.hashes[b], c.tailKey(s, b), s.tokens[b*c.bs:(b+1)*c.bs])
 	}
 	s.committed = full
 }

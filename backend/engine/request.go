@@ -59,7 +59,10 @@ type Usage struct {
 	// ReusedTokens of the prompt were not computed: CachedTokens plus those
 	// copied from a cached partial block (a request's last, unfinished one).
 	ReusedTokens int `json:"reused_tokens"`
-	Preemptions  int `json:"preemptions"`
+	// Divergence, when set, says where and why the prompt reused less than
+	// earlier requests had committed.
+	Divergence  *Divergence `json:"divergence,omitempty"`
+	Preemptions int         `json:"preemptions"`
 }
 
 // TokenProb is a token with its log-probability.

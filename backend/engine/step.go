@@ -149,7 +149,7 @@ func (e *Engine) schedulePrefills(p *plan) {
 		}
 		admitted := s.state == stateWaiting
 		if admitted {
-			e.admit(s)
+			e.admit(s, p)
 		}
 		n := e.chunk(s, limit, p)
 		if n <= 0 {
@@ -369,10 +369,16 @@ func (s *seq) pendingLogprobs(lp []float64, tok int) {
 }
 
 // admit moves a waiting request to running, taking its cached prefix.
-func (e *Engine) admit(s *seq) {
-	hit, _, bound := e.cache.take(s)
+func (e *Engine) admit(s *seq, p *plan) {
+	hit, _, bound, div := e.cache.take(s)
 	if !s.admitted {
 		s.admitted = true
+		if div != nil {
+			s.usage.Divergence = div
+			d := *div
+			d.Req = s.id
+			p.trace.Diverged = append(p.trace.Diverged, d)
+		}
 		s.usage.CachedTokens = hit
 		s.usage.ReusedTokens = s.computed
 		s.usage.CommittedTokens = bound
