@@ -243,6 +243,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Event, error) {
 		id: e.nextID.Add(1), req: r, ctx: ctx, sampler: sample.New(r.Sampling),
 		tokens: append([]int(nil), r.Prompt...), submitted: time.Now(),
 	}
+	s.clock = newReqClock(s.submitted)
 	s.usage.PromptTokens = len(r.Prompt)
 	e.mu.Lock()
 	if e.closed {

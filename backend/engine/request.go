@@ -61,8 +61,13 @@ type Usage struct {
 	ReusedTokens int `json:"reused_tokens"`
 	// Divergence, when set, says where and why the prompt reused less than
 	// earlier requests had committed.
-	Divergence  *Divergence `json:"divergence,omitempty"`
-	Preemptions int         `json:"preemptions"`
+	Divergence *Divergence `json:"divergence,omitempty"`
+	// ComputedTokens counts the tokens prefilled for this request,
+	// recomputations after preemption included (decode tokens are not).
+	ComputedTokens int `json:"computed_tokens"`
+	// Timing is where the request's time went, set on the finish event.
+	Timing      Timing `json:"timing"`
+	Preemptions int    `json:"preemptions"`
 }
 
 // TokenProb is a token with its log-probability.
@@ -121,6 +126,7 @@ type seq struct {
 	firstTok  time.Time
 	lastTok   time.Time
 	submitted time.Time
+	clock     reqClock
 
 	logprobs *logprobs // of the token being sampled
 	out      *outbox

@@ -27,6 +27,7 @@ type plan struct {
 	batch   model.Batch
 	work    float64 // flops of the batch, for the step clock
 	trace   StepTrace
+	now     time.Time // when it was planned
 }
 
 // add appends tokens of s, at its next positions, to the batch.
@@ -81,7 +82,7 @@ func (e *Engine) stepOnce() bool {
 // schedule plans one step: decode tokens first, every running stream its
 // next one, then prefill chunks under the budgets.
 func (e *Engine) schedule() *plan {
-	p := &plan{trace: StepTrace{Step: e.step}}
+	p := &plan{trace: StepTrace{Step: e.step}, now: time.Now()}
 	e.scheduleDecodes(p)
 	e.schedulePrefills(p)
 	return p
@@ -160,6 +161,8 @@ func (e *Engine) schedulePrefills(p *plan) {
 			continue
 		}
 		s.starved = 0
+		s.clock.chunk(p.now)
+		s.usage.ComputedTokens += n
 		p.add(s, s.tokens[s.computed:s.computed+n], nil, s.computed+n == len(s.tokens))
 		p.trace.Prefill = append(p.trace.Prefill, Chunk{Req: s.id, Tokens: n})
 		p.work += e.clock.work(s.computed, n)
@@ -262,12 +265,12 @@ func (e *Engine) apply(p *plan, logits []float32) {
 		s := en.s
 		if en.logit < 0 {
 			s.computed += en.n
-			e.cache.commit(s)
-			continue
+		} else {
+			e.acceptTokens(en, logits, now)
 		}
-		e.acceptTokens(en, logits, now)
 		if s.state != stateDone {
 			e.cache.commit(s)
+			s.clock.progress(s.computed, now)
 		}
 	}
 }
@@ -322,6 +325,7 @@ func (e *Engine) appendToken(s *seq, tok int, now time.Time) FinishReason {
 	e.stats.generation.Inc()
 	if s.generated == 1 {
 		s.firstTok = now
+		s.clock.firstToken(now)
 		e.stats.ttft.Observe(now.Sub(s.submitted).Seconds())
 	} else {
 		e.stats.itl.Observe(now.Sub(s.lastTok).Seconds())
@@ -396,6 +400,9 @@ func (e *Engine) admit(s *seq, p *plan) {
 // the queue: a preemption (it recomputes, mostly from the prefix cache,
 // when readmitted) or an admission this step had no room for.
 func (e *Engine) requeue(s *seq, preempted bool) {
+	if preempted {
+		s.clock.preempted(s.computed, time.Now())
+	}
 	e.cache.free(s)
 	s.state = stateWaiting
 	if preempted {
@@ -435,7 +442,9 @@ func (e *Engine) finish(s *seq, reason FinishReason, err error) {
 	e.queued--
 	e.mu.Unlock()
 	e.stats.finished(reason)
-	s.out.push(Event{Token: -1, Step: e.step, Time: time.Now(), Finish: reason, Err: err, Usage: s.usage})
+	now := time.Now()
+	s.usage.Timing = s.clock.stop(now)
+	s.out.push(Event{Token: -1, Step: e.step, Time: now, Finish: reason, Err: err, Usage: s.usage})
 	e.setLoad()
 }
 
