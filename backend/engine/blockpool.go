@@ -38,9 +38,13 @@ type block struct {
 	hashed     bool
 	tail       []int     // a cached partial block: the tokens of its valid slots
 	tailKey    BlockHash // its place in the tail index, when tail != nil
+	session    string    // set while it waits in the kept queue
 	prev, next BlockID   // free queue links, -1 at the ends
 	queued     bool
 }
+
+// queue is a doubly linked list of blocks, threaded through their links.
+type queue struct{ head, tail BlockID }
 
 // BlockPool hands out KV blocks with reference counts and keeps full blocks
 // findable by hash after their requests end.
@@ -52,20 +56,31 @@ type block struct {
 // its earlier ones (a later block is useless without the earlier ones).
 // A free block that still has a hash is a cache entry until it is reused.
 //
+// Blocks released by a request of a session go to a second, kept queue in
+// the same order instead: they are reused only when the free queue is
+// empty, after the blocks of sessions that have gone idle (Idle) have
+// rejoined the head of the free queue. So an agent's prefix outlives other
+// traffic while its tool runs.
+//
 // A request's last, partial block can be cached too (a tail): it is found
 // by its parent's chain and its tokens, and only ever read (a request that
 // extends it copies it first), so it too stays valid until reused.
 type BlockPool struct {
-	blocks     []block
-	head, tail BlockID
-	free       int
-	cached     map[BlockHash]BlockID
-	tails      map[BlockHash][]BlockID // tail key → partial blocks under that parent
+	blocks []block
+	lru    queue // the free queue
+	kept   queue // free blocks of sessions, reused last
+	free   int
+	cached map[BlockHash]BlockID
+	tails  map[BlockHash][]BlockID // tail key → partial blocks under that parent
+	// Idle reports that a session's kept blocks may rejoin the free queue
+	// (nil: every session is idle).
+	Idle func(session string) bool
 }
 
 // NewBlockPool makes a pool of n free blocks.
 func NewBlockPool(n int) *BlockPool {
-	p := &BlockPool{blocks: make([]block, n), head: -1, tail: -1, cached: map[BlockHash]BlockID{}, tails: map[BlockHash][]BlockID{}}
+	p := &BlockPool{blocks: make([]block, n), lru: queue{-1, -1}, kept: queue{-1, -1},
+		cached: map[BlockHash]BlockID{}, tails: map[BlockHash][]BlockID{}}
 	for i := range p.blocks {
 		p.blocks[i].prev, p.blocks[i].next = -1, -1
 		p.pushTail(BlockID(i))
@@ -82,29 +97,51 @@ func (p *BlockPool) Free() int { return p.free }
 // CachedBlocks is the number of blocks findable by hash.
 func (p *BlockPool) CachedBlocks() int { return len(p.cached) }
 
-func (p *BlockPool) pushTail(id BlockID) {
-	b := &p.blocks[id]
-	b.prev, b.next, b.queued = p.tail, -1, true
-	if p.tail >= 0 {
-		p.blocks[p.tail].next = id
-	} else {
-		p.head = id
+// Kept reports whether a block waits, unreferenced, in the kept queue.
+func (p *BlockPool) Kept(id BlockID) bool { b := &p.blocks[id]; return b.queued && b.session != "" }
+
+func (p *BlockPool) queueOf(id BlockID) *queue {
+	if p.blocks[id].session != "" {
+		return &p.kept
 	}
-	p.tail = id
+	return &p.lru
+}
+
+func (p *BlockPool) pushTail(id BlockID) {
+	q, b := p.queueOf(id), &p.blocks[id]
+	b.prev, b.next, b.queued = q.tail, -1, true
+	if q.tail >= 0 {
+		p.blocks[q.tail].next = id
+	} else {
+		q.head = id
+	}
+	q.tail = id
+	p.free++
+}
+
+func (p *BlockPool) pushHead(id BlockID) {
+	q, b := p.queueOf(id), &p.blocks[id]
+	b.prev, b.next, b.queued = -1, q.head, true
+	if q.head >= 0 {
+		p.blocks[q.head].prev = id
+	} else {
+		q.tail = id
+	}
+	q.head = id
 	p.free++
 }
 
 func (p *BlockPool) unlink(id BlockID) {
-	b := &p.blocks[id]
+	q, b := p.queueOf(id), &p.blocks[id]
 	if b.prev >= 0 {
 		p.blocks[b.prev].next = b.next
 	} else {
-		p.head = b.next
+		q.head = b.next
 	}
 	if b.next >= 0 {
 		p.blocks[b.next].prev = b.prev
 	} else {
-		p.tail = b.prev
+		q.tail = b.prev
 	}
 	b.prev, b.next, b.queued = -1, -1, false
 	p.free--
@@ -121,21 +158,32 @@ func (p *BlockPool) Ref(id BlockID) {
 	b := &p.blocks[id]
 	if b.ref == 0 && b.queued {
 		p.unlink(id)
+		b.session = ""
 	}
 	b.ref++
 }
 
 // Allocate takes n blocks from the head of the free queue, evicting their
-// cache entries. It takes nothing when fewer than n are free.
+// cache entries; past its end, idle sessions' blocks rejoin it, then kept
+// ones are taken too. It takes nothing when fewer than n are free.
 func (p *BlockPool) Allocate(n int) ([]BlockID, bool) {
 	if n > p.free {
 		return nil, false
 	}
 	ids := make([]BlockID, n)
+	demoted := false
 	for i := range ids {
-		id := p.head
+		if p.lru.head < 0 && !demoted {
+			p.demoteIdle()
+			demoted = true
+		}
+		id := p.lru.head
+		if id < 0 {
+			id = p.kept.head
+		}
 		p.unlink(id)
 		b := &p.blocks[id]
+		b.session = ""
 		if b.hashed {
 			if p.cached[b.hash] == id {
 				delete(p.cached, b.hash)
@@ -149,8 +197,26 @@ func (p *BlockPool) Allocate(n int) ([]BlockID, bool) {
 	return ids, true
 }
 
+// demoteIdle moves the kept blocks of idle sessions to the head of the free
+// queue, in their order: they were released before anything in it.
+func (p *BlockPool) demoteIdle() {
+	for id := p.kept.tail; id >= 0; {
+		prev := p.blocks[id].prev
+		if p.Idle == nil || p.Idle(p.blocks[id].session) {
+			p.unlink(id)
+			p.blocks[id].session = ""
+			p.pushHead(id)
+		}
+		id = prev
+	}
+}
+
 // Release drops one reference from each block, last block first.
-func (p *BlockPool) Release(ids []BlockID) {
+func (p *BlockPool) Release(ids []BlockID) { p.ReleaseFor(ids, "") }
+
+// ReleaseFor is Release by a request of session: the blocks it frees wait
+// in the kept queue (none for the empty session).
+func (p *BlockPool) ReleaseFor(ids []BlockID, session string) {
 	for i := len(ids) - 1; i >= 0; i-- {
 		b := &p.blocks[ids[i]]
 		if b.ref <= 0 {
@@ -158,6 +224,7 @@ func (p *BlockPool) Release(ids []BlockID) {
 		}
 		b.ref--
 		if b.ref == 0 {
+			b.session = session
 			p.pushTail(ids[i])
 		}
 	}

@@ -39,23 +39,27 @@ type Options struct {
 	// one such step (PrefillSolo and PrefillMixed stay upper bounds). 0 is
 	// off, token budgets only; New leaves 0 as it is.
 	MaxStepMs int
-	ModelName string
-	Trace     io.Writer       // per-step JSON lines, when set
-	OnStep    func(StepTrace) // per-step callback, when set (tests)
-	Log       io.Writer       // start-up facts (default stderr; io.Discard to silence)
+	// SessionRetain: the blocks of a session active within this long are
+	// evicted after everyone else's (0: the default; negative: off).
+	SessionRetain time.Duration
+	ModelName     string
+	Trace         io.Writer       // per-step JSON lines, when set
+	OnStep        func(StepTrace) // per-step callback, when set (tests)
+	Log           io.Writer       // start-up facts (default stderr; io.Discard to silence)
 }
 
 // DefaultOptions are the engine's defaults, in one place: New fills every
 // zero field from them, and the command-line flags start from them.
 func DefaultOptions() Options {
 	return Options{
-		BlockSize:    16,
-		PrefillSolo:  4096,
-		PrefillMixed: 2048,
-		MaxSeqs:      64,
-		MaxWaiting:   1024,
-		SpecNgram:    3,
-		MaxStepMs:    200,
+		BlockSize:     16,
+		PrefillSolo:   4096,
+		PrefillMixed:  2048,
+		MaxSeqs:       64,
+		MaxWaiting:    1024,
+		SpecNgram:     3,
+		MaxStepMs:     200,
+		SessionRetain: 60 * time.Second,
 	}
 }
 
@@ -79,6 +83,9 @@ func (opt Options) withDefaults() Options {
 		if *f.v <= 0 {
 			*f.v = *f.def
 		}
+	}
+	if opt.SessionRetain == 0 {
+		opt.SessionRetain = d.SessionRetain
 	}
 	return opt
 }
@@ -160,9 +167,11 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 		clock: newStepClock(m.Config),
 		wake:  make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
-	e.cache = newKVCache(blocks, opt.BlockSize, e.copyBlock)
-	e.pool = e.cache.pool
 	e.stats = newMetrics(opt.ModelName, blocks*opt.BlockSize)
+	e.cache = newKVCache(blocks, opt.BlockSize, e.copyBlock)
+	e.cache.retain = opt.SessionRetain
+	e.cache.keptHits = &e.stats.sessionKeptHits
+	e.pool = e.cache.pool
 	e.setLoad()
 	fmt.Fprintf(opt.Log, "jspark engine: %s, KV cache %d tokens (%d blocks of %d, %.1f MiB), context %d",
 		m.Arch, blocks*opt.BlockSize, blocks, opt.BlockSize, float64(int64(blocks)*perBlock)/(1<<20), opt.MaxContext)

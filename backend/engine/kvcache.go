@@ -1,5 +1,7 @@
 package engine
 
+import "time"
+
 // kvCache is the engine's cache manager: it owns the block pool, the chain
 // hashes of each sequence's blocks and the reuse bound. The scheduler sees
 // it only through computedPrefix, take, grow, commit and free, and never
@@ -11,6 +13,16 @@ type kvCache struct {
 	// copy copies the K/V of the first n slots of block src into dst
 	// (every layer); nil turns tail reuse off.
 	copy func(dst, src BlockID, n int)
+
+	// Session retention: blocks released by a session active within
+	// retain are evicted after all others (retain ≤ 0: off).
+	retain   time.Duration
+	sessions map[string]time.Time // last activity of each recent session
+	now      func() time.Time     // the clock (tests replace it)
+	// keptHits counts tokens of full-block hits on blocks found in the kept
+	// queue: an upper bound on the hits retention saved (plain LRU might
+	// still have had some of them).
+	keptHits *counter
 }
 
 // reuseMemory is how many committed hashes, per block of the pool, the
@@ -19,7 +31,28 @@ const reuseMemory = 4
 
 func newKVCache(blocks, blockSize int, copy func(dst, src BlockID, n int)) *kvCache {
 	pool := NewBlockPool(blocks)
-	return &kvCache{pool: pool, bs: blockSize, ever: newReuseBound(pool, reuseMemory*blocks), copy: copy}
+	c := &kvCache{pool: pool, bs: blockSize, ever: newReuseBound(pool, reuseMemory*blocks), copy: copy,
+		sessions: map[string]time.Time{}, now: time.Now}
+	pool.Idle = c.idle
+	return c
+}
+
+// idle reports that a session was not active within the retention time; it
+// forgets such sessions.
+func (c *kvCache) idle(session string) bool {
+	at, ok := c.sessions[session]
+	if ok && c.now().Sub(at) <= c.retain {
+		return false
+	}
+	delete(c.sessions, session)
+	return true
+}
+
+// touch records activity of s's session.
+func (c *kvCache) touch(s *seq) {
+	if c.retain > 0 && s.req.Session != "" {
+		c.sessions[s.req.Session] = c.now()
+	}
 }
 
 // tailKey is where the partial blocks after s's first full blocks are found.
@@ -72,11 +105,15 @@ func (c *kvCache) computedPrefix(s *seq) int {
 func (c *kvCache) take(s *seq) (hit, tail, bound int, div *Divergence) {
 	full := len(s.tokens) / c.bs
 	c.hashUpTo(s, full)
+	c.touch(s)
 	n := 0
 	for n < full {
 		id, ok := c.pool.Lookup(s.hashes[n])
 		if !ok {
 			break
+		}
+		if c.pool.Kept(id) && c.keptHits != nil {
+			c.keptHits.Add(float64(c.bs))
 		}
 		c.pool.Ref(id)
 		s.table = append(s.table, id)
@@ -137,8 +174,9 @@ func (c *kvCache) takeTail(s *seq, full int) int {
 	if k = min(k, len(s.tokens)-1-at); k <= 0 {
 		return 0
 	}
+	sess := c.pool.blocks[src].session
 	c.pool.Ref(src) // held, so that allocating the copy cannot evict it
-	defer c.pool.Release([]BlockID{src})
+	defer c.pool.ReleaseFor([]BlockID{src}, sess)
 	ids, ok := c.pool.Allocate(1)
 	if !ok {
 		return 0
@@ -187,6 +225,11 @@ func (c *kvCache) free(s *seq) {
 	if f := s.computed / c.bs; c.copy != nil && s.computed%c.bs != 0 && f < len(s.table) && s.committed == f {
 		c.pool.CommitTail(s.table[f], c.tailKey(s, f), s.tokens[f*c.bs:s.computed])
 	}
-	c.pool.Release(s.table)
+	session := ""
+	if c.retain > 0 {
+		session = s.req.Session
+		c.touch(s)
+	}
+	c.pool.ReleaseFor(s.table, session)
 	s.table, s.computed, s.committed = nil, 0, 0
 }

@@ -22,6 +22,10 @@ type Request struct {
 	TopLogprobs int
 	// CacheSalt separates prefix-cache namespaces (tenants, experiments).
 	CacheSalt string
+	// Session names the conversation or agent run the request belongs to
+	// (X-Session-Id, OpenAI user): while a session is active its released
+	// blocks are evicted after all others (Options.SessionRetain).
+	Session string
 	// Constraint, when set, masks the logits before each sample and learns
 	// each accepted token (constrained decoding). Speculation is off for such
 	// requests.
