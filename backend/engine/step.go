@@ -71,7 +71,11 @@ func (e *Engine) stepOnce() bool {
 	}
 	e.apply(p, logits)
 	d := time.Since(t0)
-	e.clock.observe(p.work, d)
+	if len(p.trace.Prefill) > 0 {
+		// NOTE: decode-only steps are mostly fixed overhead; timing them
+		// would make the next prefill chunk look dear.
+		e.clock.observe(p.work, d)
+	}
 	p.trace.FreeBlocks = e.pool.Free()
 	p.trace.DurationSec = d.Seconds()
 	e.setLoad()
