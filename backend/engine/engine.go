@@ -1,8 +1,15 @@
 // Package engine runs many generation requests over one model: a paged KV
-// cache with a block prefix cache, continuous batching where each step is
-// one batch (decode tokens first, then prefill chunks under the solo and
-// mixed budgets), preemption by recomputation, n-gram speculation and
+// cache with a block prefix cache (full blocks by chain hash, a request's
+// last partial block as a copy-on-take tail, an active session's blocks
+// kept ahead of others), continuous batching where each step is one batch
+// (decode tokens first, then prefill chunks, shortest remaining first with
+// aging, under the solo and mixed budgets and, with MaxStepMs, in time),
+// preemption by recomputation, n-gram speculation, per-request timing and
 // Prometheus metrics under vLLM's names.
+//
+// A step is schedule (a plan: which sequences run which tokens) → the
+// model's forward pass → apply (sampling, drafts, commits, events); the
+// scheduler reaches the cache only through kvCache.
 package engine
 
 import (
