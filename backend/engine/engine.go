@@ -1,8 +1,15 @@
 // Package engine runs many generation requests over one model: a paged KV
-// cache with a block prefix cache, continuous batching where each step is
-// one batch (decode tokens first, then prefill chunks under the solo and
-// mixed budgets), preemption by recomputation, n-gram speculation and
+// cache with a block prefix cache (full blocks by chain hash, a request's
+// last partial block as a copy-on-take tail, an active session's blocks
+// kept ahead of others), continuous batching where each step is one batch
+// (decode tokens first, then prefill chunks, shortest remaining first with
+// aging, under the solo and mixed budgets and, with MaxStepMs, in time),
+// preemption by recomputation, n-gram speculation, per-request timing and
 // Prometheus metrics under vLLM's names.
+//
+// A step is schedule (a plan: which sequences run which tokens) → the
+// model's forward pass → apply (sampling, drafts, commits, events); the
+// scheduler reaches the cache only through kvCache.
 package engine
 
 import (
@@ -19,6 +26,7 @@ import (
 
 	"jspark/backend/model"
 	"jspark/backend/sample"
+	"jspark/kernels"
 )
 
 // Options configure an engine. Zero values take the defaults in comments.
@@ -33,28 +41,42 @@ type Options struct {
 	MaxContext   int   // tokens per sequence (0: the model's, at least 32768)
 	Speculate    int   // n-gram draft tokens per decode step (0: off)
 	SpecNgram    int   // longest n-gram the drafter matches
-	ModelName    string
-	Trace        io.Writer       // per-step JSON lines, when set
-	OnStep       func(StepTrace) // per-step callback, when set (tests)
-	Log          io.Writer       // start-up facts (default stderr; io.Discard to silence)
+	// MaxStepMs bounds in time a step that prefills: chunks are sized from
+	// the engine's measured speed so that an arrival waits at most about
+	// one such step (PrefillSolo and PrefillMixed stay upper bounds). 0 is
+	// off, token budgets only; New leaves 0 as it is.
+	MaxStepMs int
+	// SessionRetain: the blocks of a session active within this long are
+	// evicted after everyone else's (0: the default; negative: off).
+	SessionRetain time.Duration
+	ModelName     string
+	Trace         io.Writer       // per-step JSON lines, when set
+	OnStep        func(StepTrace) // per-step callback, when set (tests)
+	Log           io.Writer       // start-up facts (default stderr; io.Discard to silence)
 }
 
 // DefaultOptions are the engine's defaults, in one place: New fills every
 // zero field from them, and the command-line flags start from them.
 func DefaultOptions() Options {
 	return Options{
-		BlockSize:    16,
-		PrefillSolo:  4096,
-		PrefillMixed: 2048,
-		MaxSeqs:      64,
-		MaxWaiting:   1024,
-		SpecNgram:    3,
+		BlockSize:     16,
+		PrefillSolo:   4096,
+		PrefillMixed:  2048,
+		MaxSeqs:       64,
+		MaxWaiting:    1024,
+		SpecNgram:     3,
+		MaxStepMs:     200,
+		SessionRetain: 60 * time.Second,
 	}
 }
 
 // withDefaults returns opt with every unset field taken from DefaultOptions
 // (MaxContext, KVMemory and Log depend on the model and the machine and
 // are settled in New).
+//
+// NOTE: MaxStepMs is not filled: its zero means off, so an engine built
+// from Options{} schedules by token budgets alone (exact, as tests want),
+// and the 200 ms default reaches serve through the flags.
 func (opt Options) withDefaults() Options {
 	d := DefaultOptions()
 	for _, f := range []struct{ v, def *int }{
@@ -69,19 +91,25 @@ func (opt Options) withDefaults() Options {
 			*f.v = *f.def
 		}
 	}
+	if opt.SessionRetain == 0 {
+		opt.SessionRetain = d.SessionRetain
+	}
 	return opt
 }
 
 // StepTrace describes one engine step's batch.
 type StepTrace struct {
-	Step        int64   `json:"step"`
-	Decode      int     `json:"decode_tokens"`
-	Drafts      int     `json:"draft_tokens,omitempty"`
-	Prefill     []Chunk `json:"prefill"`
-	Preempted   []int64 `json:"preempted,omitempty"`
-	FreeBlocks  int     `json:"free_blocks"`
-	Solo        bool    `json:"solo"`
-	DurationSec float64 `json:"duration_s"`
+	Step      int64   `json:"step"`
+	Decode    int     `json:"decode_tokens"`
+	Drafts    int     `json:"draft_tokens,omitempty"`
+	Prefill   []Chunk `json:"prefill"`
+	Preempted []int64 `json:"preempted,omitempty"`
+	// Diverged explains the requests admitted this step that reused less
+	// than earlier requests had committed.
+	Diverged    []Divergence `json:"diverged,omitempty"`
+	FreeBlocks  int          `json:"free_blocks"`
+	Solo        bool         `json:"solo"`
+	DurationSec float64      `json:"duration_s"`
 }
 
 // Chunk is one request's prefill share of a step.
@@ -96,8 +124,10 @@ type Engine struct {
 	m     *model.Model
 	opt   Options
 	kv    *model.Pool
-	pool  *BlockPool
+	cache *kvCache
+	pool  *BlockPool // the cache's, read for load and by tests
 	stats *Metrics
+	clock *stepClock
 
 	mu       sync.Mutex
 	incoming []*seq
@@ -112,7 +142,6 @@ type Engine struct {
 	running []*seq
 	step    int64
 	nextID  atomic.Int64
-	ever    map[BlockHash]struct{} // every hash ever committed: the reuse bound
 }
 
 // New starts an engine over m.
@@ -141,12 +170,15 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 	}
 	e := &Engine{
 		m: m, opt: opt,
-		kv:   model.NewTypedPool(m.Config, blocks, opt.BlockSize, m.KVType),
-		pool: NewBlockPool(blocks),
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
-		ever: map[BlockHash]struct{}{},
+		kv:    model.NewTypedPool(m.Config, blocks, opt.BlockSize, m.KVType),
+		clock: newStepClock(m.Config),
+		wake:  make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	e.stats = newMetrics(opt.ModelName, blocks*opt.BlockSize)
+	e.cache = newKVCache(blocks, opt.BlockSize, e.copyBlock)
+	e.cache.retain = opt.SessionRetain
+	e.cache.keptHits = &e.stats.sessionKeptHits
+	e.pool = e.cache.pool
 	e.setLoad()
 	fmt.Fprintf(opt.Log, "jspark engine: %s, KV cache %d tokens (%d blocks of %d, %.1f MiB), context %d",
 		m.Arch, blocks*opt.BlockSize, blocks, opt.BlockSize, float64(int64(blocks)*perBlock)/(1<<20), opt.MaxContext)
@@ -156,6 +188,23 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 	fmt.Fprintln(opt.Log)
 	go e.loop()
 	return e, nil
+}
+
+// copyBlock copies the keys and values of the first n slots of block src
+// into block dst, in every layer.
+func (e *Engine) copyBlock(dst, src BlockID, n int) {
+	keys, values, err := e.kv.Buffers(e.m.K)
+	if err != nil {
+		panic("engine: a cached block without a KV store: " + err.Error())
+	}
+	width, bs := e.m.KVDim(), e.opt.BlockSize
+	buf := make([]byte, e.kv.Type.RowBytes(width)*n)
+	for l := range keys {
+		for _, b := range []*kernels.Buffer{keys[l], values[l]} {
+			e.m.K.Read(buf, b, int(src)*bs*width)
+			e.m.K.Write(b, int(dst)*bs*width, buf)
+		}
+	}
 }
 
 // availableMemory reads MemAvailable from /proc/meminfo (1 GiB if unknown).
@@ -210,6 +259,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Event, error) {
 		id: e.nextID.Add(1), req: r, ctx: ctx, sampler: sample.New(r.Sampling),
 		tokens: append([]int(nil), r.Prompt...), submitted: time.Now(),
 	}
+	s.clock = newReqClock(s.submitted)
 	s.usage.PromptTokens = len(r.Prompt)
 	e.mu.Lock()
 	if e.closed {

@@ -24,9 +24,12 @@ type Metrics struct {
 	itl          prometheus.Histogram
 	specDrafted  counter
 	specAccepted counter
-	success      *prometheus.CounterVec
-	runningNow   atomic.Int64
-	freeBlocks   atomic.Int64
+	// sessionKeptHits: prompt tokens found in blocks kept for an active
+	// session (see BlockPool).
+	sessionKeptHits counter
+	success         *prometheus.CounterVec
+	runningNow      atomic.Int64
+	freeBlocks      atomic.Int64
 }
 
 // counter is a Prometheus counter the engine can also read back exactly.
@@ -72,13 +75,15 @@ func newMetrics(modelName string, capacityTokens int) *Metrics {
 			Help: "Time between output tokens of one request.", Buckets: latency, ConstLabels: labels}),
 		specDrafted:  counter{Counter: f("vllm:spec_decode_num_draft_tokens_total", "Draft tokens proposed.")},
 		specAccepted: counter{Counter: f("vllm:spec_decode_num_accepted_tokens_total", "Draft tokens accepted.")},
+		sessionKeptHits: counter{Counter: f("jspark_session_kept_hits_total",
+			"Prompt tokens found in blocks kept for an active session (an upper bound on the hits session retention saved).")},
 		success: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm:request_success_total",
 			Help: "Finished requests by reason.", ConstLabels: labels}, []string{"finished_reason"}),
 	}
 	capGauge := g("jspark_kv_capacity_tokens", "KV cache capacity in tokens, computed at start.")
 	capGauge.Set(float64(capacityTokens))
 	reg.MustRegister(m.running, m.waiting.Gauge, m.preemptions.Counter, m.prompt.Counter, m.generation.Counter, m.cacheQueries.Counter, m.cacheHits.Counter,
-		m.kvUsage, m.ttft, m.itl, m.specDrafted.Counter, m.specAccepted.Counter, m.success, capGauge)
+		m.kvUsage, m.ttft, m.itl, m.specDrafted.Counter, m.specAccepted.Counter, m.sessionKeptHits.Counter, m.success, capGauge)
 	return m
 }
 
@@ -103,6 +108,7 @@ type Stats struct {
 	DraftTokens      int64 `json:"draft_tokens"`
 	AcceptedDrafts   int64 `json:"accepted_draft_tokens"`
 	FreeBlocks       int64 `json:"free_blocks"`
+	SessionKeptHits  int64 `json:"session_kept_hits"`
 }
 
 // Snapshot reads the counters; safe from any goroutine.
@@ -112,6 +118,6 @@ func (m *Metrics) Snapshot() Stats {
 		CacheQueries: m.cacheQueries.n.Load(), CacheHits: m.cacheHits.n.Load(),
 		Preemptions: m.preemptions.n.Load(), Running: m.runningNow.Load(), Waiting: m.waiting.n.Load(),
 		DraftTokens: m.specDrafted.n.Load(), AcceptedDrafts: m.specAccepted.n.Load(),
-		FreeBlocks: m.freeBlocks.Load(),
+		FreeBlocks: m.freeBlocks.Load(), SessionKeptHits: m.sessionKeptHits.n.Load(),
 	}
 }

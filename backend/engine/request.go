@@ -22,6 +22,10 @@ type Request struct {
 	TopLogprobs int
 	// CacheSalt separates prefix-cache namespaces (tenants, experiments).
 	CacheSalt string
+	// Session names the conversation or agent run the request belongs to
+	// (X-Session-Id, OpenAI user): while a session is active its released
+	// blocks are evicted after all others (Options.SessionRetain).
+	Session string
 	// Constraint, when set, masks the logits before each sample and learns
 	// each accepted token (constrained decoding). Speculation is off for such
 	// requests.
@@ -56,7 +60,18 @@ type Usage struct {
 	// CommittedTokens is the reuse bound: how much of the prompt earlier
 	// requests had committed (full blocks), whether or not it is still cached.
 	CommittedTokens int `json:"committed_tokens"`
-	Preemptions     int `json:"preemptions"`
+	// ReusedTokens of the prompt were not computed: CachedTokens plus those
+	// copied from a cached partial block (a request's last, unfinished one).
+	ReusedTokens int `json:"reused_tokens"`
+	// Divergence, when set, says where and why the prompt reused less than
+	// earlier requests had committed.
+	Divergence *Divergence `json:"divergence,omitempty"`
+	// ComputedTokens counts the tokens prefilled for this request,
+	// recomputations after preemption included (decode tokens are not).
+	ComputedTokens int `json:"computed_tokens"`
+	// Timing is where the request's time went, set on the finish event.
+	Timing      Timing `json:"timing"`
+	Preemptions int    `json:"preemptions"`
 }
 
 // TokenProb is a token with its log-probability.
@@ -110,9 +125,12 @@ type seq struct {
 	committed int         // leading blocks registered in the cache
 	usage     Usage
 	admitted  bool // the first admission happened (usage.CachedTokens set)
+	starved   int  // steps in a row as a prefill candidate without a chunk
+	aged      bool // starved agingSteps: its prefill goes first, with a share
 	firstTok  time.Time
 	lastTok   time.Time
 	submitted time.Time
+	clock     reqClock
 
 	logprobs *logprobs // of the token being sampled
 	out      *outbox

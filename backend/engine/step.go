@@ -19,6 +19,35 @@ type entry struct {
 	logit  int   // index of its first logits row, or -1
 }
 
+// plan is one step decided: which sequences run which tokens, in one batch.
+// schedule makes it (admitting, growing and preempting on the way), the
+// model runs its batch, and apply turns the logits into tokens.
+type plan struct {
+	entries []*entry
+	batch   model.Batch
+	work    float64 // flops of the batch, for the step clock
+	trace   StepTrace
+	now     time.Time // when it was planned
+}
+
+// add appends tokens of s, at its next positions, to the batch.
+func (p *plan) add(s *seq, tokens []int, drafts []int, wantLogits bool) {
+	b := &p.batch
+	en := &entry{s: s, start: len(b.Tokens), n: len(tokens), drafts: drafts, logit: -1}
+	for i, t := range tokens {
+		b.Tokens = append(b.Tokens, t)
+		b.Pos = append(b.Pos, s.computed+i)
+		b.Table = append(b.Table, s.table)
+	}
+	if wantLogits {
+		en.logit = len(b.Logits)
+		for i := len(tokens) - 1 - len(drafts); i < len(tokens); i++ {
+			b.Logits = append(b.Logits, en.start+i)
+		}
+	}
+	p.entries = append(p.entries, en)
+}
+
 // stepOnce schedules and runs one batch. It reports whether it did work.
 func (e *Engine) stepOnce() bool {
 	e.drainIncoming()
@@ -28,60 +57,141 @@ func (e *Engine) stepOnce() bool {
 	}
 	t0 := time.Now()
 	e.step++
-	tr := StepTrace{Step: e.step}
-	var entries []*entry
-	batch := &model.Batch{}
-	add := func(s *seq, tokens []int, drafts []int, wantLogits bool) {
-		en := &entry{s: s, start: len(batch.Tokens), n: len(tokens), drafts: drafts, logit: -1}
-		tbl := s.table
-		for i, t := range tokens {
-			batch.Tokens = append(batch.Tokens, t)
-			batch.Pos = append(batch.Pos, s.computed+i)
-			batch.Table = append(batch.Table, tbl)
-		}
-		if wantLogits {
-			en.logit = len(batch.Logits)
-			for i := len(tokens) - 1 - len(drafts); i < len(tokens); i++ {
-				batch.Logits = append(batch.Logits, en.start+i)
-			}
-		}
-		entries = append(entries, en)
+	p := e.schedule()
+	if len(p.batch.Tokens) == 0 {
+		e.step--
+		return false
 	}
+	logits, err := e.m.Forward(&p.batch, e.kv)
+	if err != nil {
+		for _, en := range p.entries {
+			e.finish(en.s, FinishError, err)
+		}
+		return true
+	}
+	e.apply(p, logits)
+	d := time.Since(t0)
+	if len(p.trace.Prefill) > 0 {
+		// NOTE: decode-only steps are mostly fixed overhead; timing them
+		// would make the next prefill chunk look dear.
+		e.clock.observe(p.work, d)
+	}
+	p.trace.FreeBlocks = e.pool.Free()
+	p.trace.DurationSec = d.Seconds()
+	e.setLoad()
+	e.trace(p.trace)
+	return true
+}
 
-	// Decode tokens first: every running stream gets its next token.
-	for i := 0; i < len(e.running); i++ {
-		s := e.running[i]
-		if !s.decoding() || s.out.backlogged() { // a consumer behind pauses its request
+// schedule plans one step: decode tokens first, every running stream its
+// next one, then prefill chunks under the budgets.
+func (e *Engine) schedule() *plan {
+	p := &plan{trace: StepTrace{Step: e.step}, now: time.Now()}
+	e.scheduleDecodes(p)
+	e.schedulePrefills(p)
+	return p
+}
+
+// scheduleDecodes gives every decoding stream its next token (and drafts),
+// preempting from the back of the running list when blocks run out.
+func (e *Engine) scheduleDecodes(p *plan) {
+	for _, s := range slices.Clone(e.running) {
+		// A stream preempted as a victim this step, or a consumer behind
+		// (a paused request), gets nothing.
+		if s.state != stateRunning || !s.decoding() || s.out.backlogged() {
 			continue
 		}
 		drafts := e.propose(s)
-		need := s.computed + 1 + len(drafts)
-		for !e.ensureBlocks(s, need) {
-			victim := e.running[len(e.running)-1]
-			if victim == s && len(e.running) == 1 {
-				// Alone and out of blocks: the cache cannot hold this sequence.
-				e.finish(s, FinishLength, nil)
-				i--
-				s = nil
-				break
-			}
-			e.preempt(victim)
-			tr.Preempted = append(tr.Preempted, victim.id)
-			if victim == s {
-				i--
-				s = nil
-				break
-			}
-		}
-		if s == nil {
+		if !e.makeRoom(s, s.computed+1+len(drafts), p) {
 			continue
 		}
-		add(s, append([]int{s.tokens[s.computed]}, drafts...), drafts, true)
-		tr.Decode++
-		tr.Drafts += len(drafts)
+		p.add(s, append([]int{s.tokens[s.computed]}, drafts...), drafts, true)
+		p.work += e.clock.work(s.computed, 1+len(drafts))
+		p.trace.Decode++
+		p.trace.Drafts += len(drafts)
 	}
+}
 
-	// Then prefill chunks, shortest remaining first, under the budget.
+// makeRoom grows s to n tokens, preempting the latest running requests
+// until it fits. It reports false when s itself was preempted, or ended
+// because the whole cache cannot hold it.
+func (e *Engine) makeRoom(s *seq, n int, p *plan) bool {
+	for !e.cache.grow(s, n) {
+		victim := e.running[len(e.running)-1]
+		if victim == s && len(e.running) == 1 {
+			e.finish(s, FinishLength, nil)
+			return false
+		}
+		e.requeue(victim, true)
+		p.trace.Preempted = append(p.trace.Preempted, victim.id)
+		if victim == s {
+			return false
+		}
+	}
+	return true
+}
+
+// schedulePrefills hands out prefill chunks, shortest remaining first,
+// under the token budget (solo or mixed) and, when MaxStepMs is set, the
+// step's time. A request that gets no chunk stays or goes back to waiting.
+func (e *Engine) schedulePrefills(p *plan) {
+	cands := e.prefillOrder()
+	budget := e.opt.PrefillMixed
+	if p.trace.Decode == 0 && len(cands) == 1 && len(e.running)+len(e.waiting) == 1 {
+		budget = e.opt.PrefillSolo
+		p.trace.Solo = true
+	}
+	for i, s := range cands {
+		if budget <= 0 {
+			e.starve(cands[i:])
+			break
+		}
+		// An aged prefill takes at most half the budget while others wait
+		// behind it, so the shorts keep coming through too.
+		limit := budget
+		if s.aged && i < len(cands)-1 {
+			limit = max(budget/2, min(budget, e.opt.BlockSize))
+		}
+		admitted := s.state == stateWaiting
+		if admitted {
+			e.admit(s, p)
+		}
+		n := e.chunk(s, limit, p)
+		if n <= 0 {
+			if admitted {
+				e.requeue(s, false)
+			}
+			e.starve(cands[i : i+1])
+			continue
+		}
+		s.starved = 0
+		s.clock.chunk(p.now)
+		s.usage.ComputedTokens += n
+		p.add(s, s.tokens[s.computed:s.computed+n], nil, s.computed+n == len(s.tokens))
+		p.trace.Prefill = append(p.trace.Prefill, Chunk{Req: s.id, Tokens: n})
+		p.work += e.clock.work(s.computed, n)
+		budget -= n
+	}
+}
+
+// agingSteps is how many steps in a row a prefill may get no chunk before
+// it is aged: from then on it goes first, with a share of the budget, so a
+// stream of shorter arrivals cannot starve it.
+const agingSteps = 8
+
+// starve counts a step without a chunk for each of ss.
+func (e *Engine) starve(ss []*seq) {
+	for _, s := range ss {
+		if s.starved++; s.starved >= agingSteps {
+			s.aged = true
+		}
+	}
+}
+
+// prefillOrder lists the requests that want prefill (running ones first,
+// then waiting ones while there is room to run them): aged ones first, in
+// arrival order, then shortest remaining first.
+func (e *Engine) prefillOrder() []*seq {
 	var cands []*seq
 	for _, s := range e.running {
 		if !s.decoding() {
@@ -96,99 +206,102 @@ func (e *Engine) stepOnce() bool {
 		cands = append(cands, s)
 		room--
 	}
-	budget := e.opt.PrefillMixed
-	if tr.Decode == 0 && len(cands) == 1 && len(e.running)+len(e.waiting) == 1 {
-		budget = e.opt.PrefillSolo
-		tr.Solo = true
-	}
-	remaining := func(s *seq) int {
-		if s.state == stateWaiting {
-			return len(s.tokens) - e.probe(s)
-		}
-		return s.left()
-	}
 	left := make(map[*seq]int, len(cands))
 	for _, s := range cands {
-		left[s] = remaining(s)
-	}
-	sort.SliceStable(cands, func(a, b int) bool { return left[cands[a]] < left[cands[b]] })
-	for _, s := range cands {
-		if budget <= 0 {
-			break
-		}
-		admitted := false
 		if s.state == stateWaiting {
-			e.admit(s)
-			admitted = true
+			left[s] = len(s.tokens) - e.cache.computedPrefix(s)
+		} else {
+			left[s] = s.left()
 		}
-		n := min(s.left(), budget)
-		if !e.ensureBlocks(s, s.computed+n) {
-			// Take what fits; prefill never preempts.
-			fit := (len(s.table)+e.pool.Free())*e.opt.BlockSize - s.computed
-			n = min(n, fit)
-			if n <= 0 || !e.ensureBlocks(s, s.computed+n) {
-				if admitted {
-					e.unadmit(s)
-				}
-				continue
-			}
+	}
+	sort.SliceStable(cands, func(a, b int) bool {
+		x, y := cands[a], cands[b]
+		if x.aged != y.aged {
+			return x.aged
 		}
-		add(s, s.tokens[s.computed:s.computed+n], nil, s.computed+n == len(s.tokens))
-		tr.Prefill = append(tr.Prefill, Chunk{Req: s.id, Tokens: n})
-		budget -= n
-	}
-	if len(batch.Tokens) == 0 {
-		e.step--
-		return false
-	}
+		if x.aged { // the oldest first: under overload every waiter ages
+			return x.id < y.id
+		}
+		return left[cands[a]] < left[cands[b]]
+	})
+	return cands
+}
 
-	logits, err := e.m.Forward(batch, e.kv)
-	if err != nil {
-		for _, en := range entries {
-			e.finish(en.s, FinishError, err)
-		}
-		return true
+// chunk sizes s's prefill chunk under the budget and the step's time, and
+// grows its blocks to hold it. Prefill never preempts: it takes what fits.
+func (e *Engine) chunk(s *seq, budget int, p *plan) int {
+	n := min(s.left(), budget)
+	if e.opt.MaxStepMs > 0 {
+		n = e.timeBound(s, n, p.work, len(p.trace.Prefill) == 0)
 	}
+	if n > 0 && !e.cache.grow(s, s.computed+n) {
+		n = min(n, e.cache.room(s)-s.computed)
+		if n <= 0 || !e.cache.grow(s, s.computed+n) {
+			return 0
+		}
+	}
+	return n
+}
+
+// timeBound caps a prefill chunk of n tokens so that the step, with work
+// flops already in it, is predicted to end within MaxStepMs. The step's
+// first chunk gets at least a block, so prefill always progresses; before
+// the clock has timed a step, a chunk is a few blocks (a probe).
+func (e *Engine) timeBound(s *seq, n int, work float64, first bool) int {
+	bs := e.opt.BlockSize
+	if !e.clock.known() {
+		return min(n, 4*bs)
+	}
+	left := float64(e.opt.MaxStepMs)/1000 - e.clock.seconds(work)
+	fit := e.clock.fit(s.computed, left)
+	if first {
+		fit = max(fit, bs)
+	}
+	return min(n, fit)
+}
+
+// apply turns the step's logits into tokens: a chunk short of its prompt's
+// end only advances; one that reaches it, or a decode, samples and checks
+// its drafts.
+func (e *Engine) apply(p *plan, logits []float32) {
 	now := time.Now()
-	vocab := e.m.Vocab
-	for _, en := range entries {
+	for _, en := range p.entries {
 		s := en.s
 		if en.logit < 0 {
 			s.computed += en.n
-			e.commitBlocks(s)
-			continue
+		} else {
+			e.acceptTokens(en, logits, now)
 		}
-		// Verify drafts: sample at each position, keep going while the
-		// sample equals the draft.
-		base := s.computed
-		accepted := 0
-		for j := 0; j <= len(en.drafts); j++ {
-			row := logits[(en.logit+j)*vocab : (en.logit+j+1)*vocab]
-			tok := e.sampleFrom(s, row)
-			s.computed = base + en.n - len(en.drafts) + j
-			reason := e.appendToken(s, tok, now)
-			if reason != "" {
-				e.commitBlocks(s)
-				e.finish(s, reason, nil)
-				break
-			}
-			if j < len(en.drafts) && tok == en.drafts[j] {
-				accepted++
-				continue
-			}
-			break
-		}
-		e.stats.specAccepted.Add(float64(accepted))
-		e.stats.specDrafted.Add(float64(len(en.drafts)))
 		if s.state != stateDone {
-			e.commitBlocks(s)
+			e.cache.commit(s)
+			s.clock.progress(s.computed, now)
 		}
 	}
-	tr.FreeBlocks = e.pool.Free()
-	tr.DurationSec = time.Since(t0).Seconds()
-	e.setLoad()
-	e.trace(tr)
-	return true
+}
+
+// acceptTokens samples at each of an entry's logits rows in turn and keeps
+// going while the sample equals the draft at that position.
+func (e *Engine) acceptTokens(en *entry, logits []float32, now time.Time) {
+	s, vocab := en.s, e.m.Vocab
+	base := s.computed
+	accepted := 0
+	for j := 0; j <= len(en.drafts); j++ {
+		row := logits[(en.logit+j)*vocab : (en.logit+j+1)*vocab]
+		tok := e.sampleFrom(s, row)
+		s.computed = base + en.n - len(en.drafts) + j
+		if reason := e.appendToken(s, tok, now); reason != "" {
+			e.cache.commit(s)
+			e.finish(s, reason, nil)
+			break
+		}
+		if j < len(en.drafts) && tok == en.drafts[j] {
+			accepted++
+			continue
+		}
+		break
+	}
+	e.stats.specAccepted.Add(float64(accepted))
+	e.stats.specDrafted.Add(float64(len(en.drafts)))
 }
 
 // sampleFrom applies the request's constraint and samples one token.
@@ -216,6 +329,7 @@ func (e *Engine) appendToken(s *seq, tok int, now time.Time) FinishReason {
 	e.stats.generation.Inc()
 	if s.generated == 1 {
 		s.firstTok = now
+		s.clock.firstToken(now)
 		e.stats.ttft.Observe(now.Sub(s.submitted).Seconds())
 	} else {
 		e.stats.itl.Observe(now.Sub(s.lastTok).Seconds())
@@ -262,79 +376,23 @@ func (s *seq) pendingLogprobs(lp []float64, tok int) {
 	s.logprobs = l
 }
 
-// ensureBlocks grows s's block table to hold n tokens.
-func (e *Engine) ensureBlocks(s *seq, n int) bool {
-	need := (n+e.opt.BlockSize-1)/e.opt.BlockSize - len(s.table)
-	if need <= 0 {
-		return true
-	}
-	ids, ok := e.pool.Allocate(need)
-	if !ok {
-		return false
-	}
-	s.table = append(s.table, ids...)
-	return true
-}
-
-// hashUpTo extends s.hashes over the first blocks full blocks of its tokens.
-func (e *Engine) hashUpTo(s *seq, blocks int) {
-	bs := e.opt.BlockSize
-	for len(s.hashes) < blocks {
-		i := len(s.hashes)
-		var parent BlockHash
-		if i > 0 {
-			parent = s.hashes[i-1]
-		}
-		s.hashes = append(s.hashes, HashBlock(parent, s.req.CacheSalt, s.tokens[i*bs:(i+1)*bs]))
-	}
-}
-
-// probe counts the prompt tokens the cache holds for a waiting request.
-func (e *Engine) probe(s *seq) int {
-	full := len(s.tokens) / e.opt.BlockSize
-	e.hashUpTo(s, full)
-	n := 0
-	for n < full {
-		if _, ok := e.pool.Lookup(s.hashes[n]); !ok {
-			break
-		}
-		n++
-	}
-	return min(n*e.opt.BlockSize, len(s.tokens)-1)
-}
-
 // admit moves a waiting request to running, taking its cached prefix.
-func (e *Engine) admit(s *seq) {
-	bs := e.opt.BlockSize
-	full := len(s.tokens) / bs
-	e.hashUpTo(s, full)
-	hit := 0
-	for hit < full {
-		id, ok := e.pool.Lookup(s.hashes[hit])
-		if !ok {
-			break
-		}
-		e.pool.Ref(id)
-		s.table = append(s.table, id)
-		hit++
-	}
-	s.committed = hit
-	// With every token cached, the last is still recomputed for its logits.
-	s.computed = min(hit*bs, len(s.tokens)-1)
+func (e *Engine) admit(s *seq, p *plan) {
+	hit, _, bound, div := e.cache.take(s)
 	if !s.admitted {
 		s.admitted = true
-		s.usage.CachedTokens = hit * bs
-		bound := 0
-		for bound < full {
-			if _, ok := e.ever[s.hashes[bound]]; !ok {
-				break
-			}
-			bound++
+		if div != nil {
+			s.usage.Divergence = div
+			d := *div
+			d.Req = s.id
+			p.trace.Diverged = append(p.trace.Diverged, d)
 		}
-		s.usage.CommittedTokens = bound * bs
+		s.usage.CachedTokens = hit
+		s.usage.ReusedTokens = s.computed
+		s.usage.CommittedTokens = bound
 		e.stats.prompt.Add(float64(len(s.tokens)))
 		e.stats.cacheQueries.Add(float64(len(s.tokens)))
-		e.stats.cacheHits.Add(float64(hit * bs))
+		e.stats.cacheHits.Add(float64(hit))
 	}
 	s.state = stateRunning
 	e.waiting = slices.DeleteFunc(e.waiting, func(x *seq) bool { return x == s })
@@ -342,41 +400,22 @@ func (e *Engine) admit(s *seq) {
 	e.stats.waiting.Dec()
 }
 
-// unadmit undoes admit for a request that got no room this step.
-func (e *Engine) unadmit(s *seq) {
-	e.pool.Release(s.table)
-	s.table, s.computed, s.committed = nil, 0, 0
+// requeue takes a running request's blocks back and puts it at the head of
+// the queue: a preemption (it recomputes, mostly from the prefix cache,
+// when readmitted) or an admission this step had no room for.
+func (e *Engine) requeue(s *seq, preempted bool) {
+	if preempted {
+		s.clock.preempted(s.computed, time.Now())
+	}
+	e.cache.free(s)
 	s.state = stateWaiting
+	if preempted {
+		s.usage.Preemptions++
+		e.stats.preemptions.Inc()
+	}
 	e.running = slices.DeleteFunc(e.running, func(x *seq) bool { return x == s })
 	e.waiting = append([]*seq{s}, e.waiting...)
 	e.stats.waiting.Inc()
-}
-
-// preempt frees a running request's blocks; it waits at the head of the
-// queue and recomputes (mostly from the prefix cache) when readmitted.
-func (e *Engine) preempt(s *seq) {
-	e.pool.Release(s.table)
-	s.table, s.computed, s.committed = nil, 0, 0
-	s.state = stateWaiting
-	s.usage.Preemptions++
-	e.stats.preemptions.Inc()
-	e.running = slices.DeleteFunc(e.running, func(x *seq) bool { return x == s })
-	e.waiting = append([]*seq{s}, e.waiting...)
-	e.stats.waiting.Inc()
-}
-
-// commitBlocks registers every newly full, computed block in the cache.
-func (e *Engine) commitBlocks(s *seq) {
-	full := s.computed / e.opt.BlockSize
-	if full <= s.committed {
-		return
-	}
-	e.hashUpTo(s, full)
-	for b := s.committed; b < full; b++ {
-		e.pool.Commit(s.table[b], s.hashes[b])
-		e.ever[s.hashes[b]] = struct{}{}
-	}
-	s.committed = full
 }
 
 // reapAborted ends requests whose context is done.
@@ -399,8 +438,7 @@ func (e *Engine) finish(s *seq, reason FinishReason, err error) {
 	if s.state == stateWaiting {
 		e.stats.waiting.Dec()
 	}
-	e.pool.Release(s.table)
-	s.table = nil
+	e.cache.free(s)
 	s.state = stateDone
 	e.running = slices.DeleteFunc(e.running, func(x *seq) bool { return x == s })
 	e.waiting = slices.DeleteFunc(e.waiting, func(x *seq) bool { return x == s })
@@ -408,7 +446,9 @@ func (e *Engine) finish(s *seq, reason FinishReason, err error) {
 	e.queued--
 	e.mu.Unlock()
 	e.stats.finished(reason)
-	s.out.push(Event{Token: -1, Step: e.step, Time: time.Now(), Finish: reason, Err: err, Usage: s.usage})
+	now := time.Now()
+	s.usage.Timing = s.clock.stop(now)
+	s.out.push(Event{Token: -1, Step: e.step, Time: now, Finish: reason, Err: err, Usage: s.usage})
 	e.setLoad()
 }
 

@@ -346,17 +346,24 @@ type PromptDetails struct {
 	CachedTokens int `json:"cached_tokens"`
 }
 
-// JsparkDetails adds the reuse bound.
+// JsparkDetails adds the reuse bound, where the request's time went (by
+// the engine's clock) and, when it reused less than earlier requests had
+// committed, where its prompt diverged.
 type JsparkDetails struct {
-	CommittedTokens int `json:"committed_tokens"`
-	Preemptions     int `json:"preemptions"`
+	CommittedTokens int                `json:"committed_tokens"`
+	Preemptions     int                `json:"preemptions"`
+	ReusedTokens    int                `json:"reused_tokens"`
+	ComputedTokens  int                `json:"computed_tokens"`
+	Timing          engine.Timing      `json:"timing"`
+	Divergence      *engine.Divergence `json:"divergence,omitempty"`
 }
 
 func usageOf(u engine.Usage) *Usage {
 	return &Usage{
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
 		PromptTokensDetails: PromptDetails{CachedTokens: u.CachedTokens},
-		Jspark:              &JsparkDetails{CommittedTokens: u.CommittedTokens, Preemptions: u.Preemptions},
+		Jspark: &JsparkDetails{CommittedTokens: u.CommittedTokens, Preemptions: u.Preemptions,
+			ReusedTokens: u.ReusedTokens, ComputedTokens: u.ComputedTokens, Timing: u.Timing, Divergence: u.Divergence},
 	}
 }
 

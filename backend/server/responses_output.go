@@ -214,6 +214,7 @@ func (b *responseBuilder) response(res *result) map[string]any {
 	m["usage"] = map[string]any{
 		"input_tokens": u.PromptTokens, "input_tokens_details": map[string]any{"cached_tokens": u.CachedTokens},
 		"output_tokens": u.CompletionTokens, "total_tokens": u.PromptTokens + u.CompletionTokens,
+		"jspark": usageOf(u).Jspark,
 	}
 	return m
 }

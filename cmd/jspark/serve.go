@@ -50,6 +50,7 @@ func addEngineFlags(cmd *cobra.Command, o *EngineFlags) {
 	f.IntVar(&o.MaxWaiting, "max-waiting", d.MaxWaiting, "requests in flight (queued or running) before 429")
 	f.IntVar(&o.MaxContext, "ctx", 0, "context tokens per sequence (0: the model's, at least 32768)")
 	f.IntVar(&o.Speculate, "speculate", d.Speculate, "n-gram draft tokens per decode step (0: off)")
+	f.IntVar(&o.MaxStepMs, "max-step-ms", d.MaxStepMs, "longest a prefilling step should take, in ms: chunks are sized from the measured speed (0: off, token budgets only)")
 	f.StringVar(&o.Trace, "trace", "", "write a per-step JSON-lines trace to this file")
 	f.StringVar(&o.ChatTemplateFile, "chat-template-file", "", "Jinja chat template to use instead of the model's tokenizer.chat_template")
 	f.StringVar(&o.ReasoningFormat, "reasoning-format", "auto", "auto: a thinking model's <think> block is returned as reasoning_content; none: left in content")
