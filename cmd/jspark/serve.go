@@ -17,13 +17,13 @@ import (
 	"jspark/backend/engine"
 	"jspark/backend/model"
 	"jspark/backend/server"
-	"jspark/kernels/cpu"
 )
 
 // EngineFlags are the engine options every engine-running command takes.
 type EngineFlags struct {
 	Model    string
 	Threads  int
+	Device   string
 	KVMemMiB int64
 	Trace    string
 	// ChatTemplateFile replaces the GGUF's chat template (like llama.cpp's
@@ -41,6 +41,7 @@ func addEngineFlags(cmd *cobra.Command, o *EngineFlags) {
 	f := cmd.Flags()
 	f.StringVar(&o.Model, "model", "", "GGUF model file (default: the embedded stories260K)")
 	f.IntVar(&o.Threads, "threads", 0, "CPU threads (0: all)")
+	f.StringVar(&o.Device, "device", "cpu", deviceFlagHelp)
 	f.IntVar(&o.BlockSize, "kv-block", 16, "tokens per KV block")
 	f.Int64Var(&o.KVMemMiB, "kv-memory", 0, "KV cache MiB (0: a fifth of available memory, at most 4 GiB)")
 	f.IntVar(&o.PrefillSolo, "prefill-solo", 4096, "prefill tokens per step when nothing else runs")
@@ -94,14 +95,21 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 	if err != nil {
 		return nil, server.Options{}, nil, err
 	}
-	m, err := model.Load(f, cpu.New(o.Threads))
+	k, closeDevice, err := openDevice(o.Device, o.Threads)
 	if err != nil {
+		f.Close()
+		return nil, server.Options{}, nil, err
+	}
+	m, err := model.Load(f, k)
+	if err != nil {
+		closeDevice()
 		f.Close()
 		return nil, server.Options{}, nil, err
 	}
 	m.KVType = kvType
 	tpl, err := o.chatTemplate(server.ChatTemplateOf(f))
 	if err != nil {
+		closeDevice()
 		f.Close()
 		return nil, server.Options{}, nil, err
 	}
@@ -112,6 +120,7 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 	var trace *os.File
 	if o.Trace != "" {
 		if trace, err = os.Create(o.Trace); err != nil {
+			closeDevice()
 			f.Close()
 			return nil, server.Options{}, nil, err
 		}
@@ -119,6 +128,7 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 	}
 	e, err := engine.New(m, opt)
 	if err != nil {
+		closeDevice()
 		f.Close()
 		return nil, server.Options{}, nil, err
 	}
@@ -127,6 +137,7 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 		if trace != nil {
 			trace.Close()
 		}
+		closeDevice()
 		f.Close()
 	}, nil
 }

@@ -51,8 +51,12 @@ func randVec(r *rand.Rand, n int) []float32 {
 }
 
 // host buffers for the reference, sharing the slices' memory.
-func hf32(v []float32) *kernels.Buffer { return kernels.NewHostBuffer(quant.F32, len(v), kernels.F32Bytes(v)) }
-func hi32(v []int32) *kernels.Buffer   { return kernels.NewHostBuffer(quant.I32, len(v), kernels.I32Bytes(v)) }
+func hf32(v []float32) *kernels.Buffer {
+	return kernels.NewHostBuffer(quant.F32, len(v), kernels.F32Bytes(v))
+}
+func hi32(v []int32) *kernels.Buffer {
+	return kernels.NewHostBuffer(quant.I32, len(v), kernels.I32Bytes(v))
+}
 
 // up puts host values on the device.
 func up(t testing.TB, d *Device, v []float32) *kernels.Buffer {
