@@ -62,7 +62,7 @@ CU_SRC    := $(wildcard kernels/cuda/*.cu)
 CU_PTX    := $(foreach a,80 90,$(patsubst kernels/cuda/%.cu,kernels/cuda/ptx/%.compute_$(a).ptx,$(CU_SRC)))
 CUDA_ENV  := CGO_CFLAGS="-I$(abspath $(CUDA_DIR))/usr/include" CGO_LDFLAGS="-L$(abspath $(CUDA_DIR))/usr/lib/x86_64-linux-gnu/stubs"
 
-.PHONY: cuda cuda-ptx cuda-check
+.PHONY: cuda cuda-ptx cuda-check cuda-emu
 
 cuda: cuda-check
 	$(CUDA_ENV) $(GO) vet -tags cuda ./kernels/cuda/ ./cmd/...
@@ -89,3 +89,9 @@ cuda-check: cuda-ptx | $(PTXAS)
 	done
 	@grep -c "Compiling entry" $(CUDA_DIR)/ptxas.log | sed 's/^/ptxas: kernels assembled: /'
 	@awk '/Function properties for/ {f=$$NF} /bytes spill stores/ && $$5 > 0 {print "ptxas: " f ": " $$0}' $(CUDA_DIR)/ptxas.log | sort -u
+
+# The GPU tests of kernels/cuda without a GPU: the same CUDA C compiled as
+# C++ and run by a host emulator (kernels/cuda/emu.cpp; every GPU thread a
+# fiber), behind the same Go device code. Slow (minutes), so not in make test.
+cuda-emu:
+	$(GO) test -count=1 -tags cudaemu ./kernels/cuda/

@@ -5,7 +5,11 @@
 // explicitly. Reductions are butterfly shuffles in a fixed order, never
 // atomics, so a result depends only on its own inputs.
 #pragma once
+#ifdef JSPARK_EMU
+#include "emu.h" // the host emulator of the cudaemu tests
+#else
 #include <cuda_fp16.h>
+#endif
 #include <stdint.h>
 
 #define FULL 0xffffffffu

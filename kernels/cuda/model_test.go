@@ -1,10 +1,11 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package cuda
 
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"gorgonia.org/cu"
 
 	"jspark/backend/embedded"
 	"jspark/backend/model"
@@ -138,8 +138,10 @@ func TestForwardBatchInvariant(t *testing.T) {
 		n := len(prompts[s])
 		alone := forward(s, 0, n)
 		sameBits(t, fmt.Sprintf("sequence %d alone", s), alone, batch[s*v:(s+1)*v])
-		forward(s, 0, n-2)
-		sameBits(t, fmt.Sprintf("sequence %d in two chunks", s), forward(s, n-2, n), alone)
+		if n >= 2 {
+			forward(s, 0, n/2)
+			sameBits(t, fmt.Sprintf("sequence %d in two chunks", s), forward(s, n/2, n), alone)
+		}
 	}
 }
 
@@ -204,29 +206,27 @@ func matrixBytes(m *model.Model) int {
 
 // copyBandwidth is a device-to-device copy's rate in GB/s, counting the
 // bytes read and written.
-func copyBandwidth(t *testing.T, d *Device, size int64, reps int) float64 {
-	defer d.enter()()
-	src, err := cu.MemAlloc(size)
+func copyBandwidth(t *testing.T, d *Device, size, reps int) float64 {
+	src, err := d.rt.alloc(size)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cu.MemFree(src)
-	dst, err := cu.MemAlloc(size)
+	defer d.rt.free(src)
+	dst, err := d.rt.alloc(size)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cu.MemFree(dst)
-	if err := cu.MemcpyDtoDAsync(dst, src, size, d.stream); err != nil {
+	defer d.rt.free(dst)
+	if err := errors.Join(d.rt.copy(dst, src, size), d.rt.sync()); err != nil {
 		t.Fatal(err)
 	}
-	d.stream.Synchronize()
 	start := time.Now()
 	for range reps {
-		if err := cu.MemcpyDtoDAsync(dst, src, size, d.stream); err != nil {
+		if err := d.rt.copy(dst, src, size); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := d.stream.Synchronize(); err != nil {
+	if err := d.rt.sync(); err != nil {
 		t.Fatal(err)
 	}
 	return 2 * float64(size) * float64(reps) / time.Since(start).Seconds() / 1e9

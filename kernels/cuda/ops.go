@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package cuda
 
@@ -32,12 +32,11 @@ func (d *Device) MatMul(dst, x *kernels.Buffer, n int, w *kernels.Matrix) {
 	if x.Type != quant.F32 || dst.Type != quant.F32 {
 		panic(fmt.Sprintf("cuda: MatMul of %v into %v: want F32", x.Type, dst.Type))
 	}
-	defer d.enter()()
 	f, tile, name := fns.matmul8, mmTile, "matmul_8"
 	if n == 1 {
 		f, tile, name = fns.matmul1, 1, "matmul_1"
 	}
-	d.launchFn(name, f, ceil(w.Rows, mmWarps), ceil(n, tile), 32*mmWarps, 0,
+	d.launchFn(name, f, ceil(w.Rows, mmWarps), ceil(n, tile), 32*mmWarps,
 		ptr(dst), ptr(x), ptr(w.Buf), i32(n), i32(w.Rows), i32(w.Cols), i32(w.Type.RowBytes(w.Cols)))
 }
 
@@ -58,14 +57,12 @@ func (d *Device) weightFns(op string, w *kernels.Matrix) weightFns {
 
 func (d *Device) Embed(dst *kernels.Buffer, w *kernels.Matrix, ids *kernels.Buffer, n int) {
 	fns := d.weightFns("Embed", w)
-	defer d.enter()()
-	d.launchFn("embed", fns.embed, ceil(n, mmWarps), 1, 32*mmWarps, 0,
+	d.launchFn("embed", fns.embed, ceil(n, mmWarps), 1, 32*mmWarps,
 		ptr(dst), ptr(w.Buf), ptr(ids), i32(n), i32(w.Cols), i32(w.Type.RowBytes(w.Cols)))
 }
 
 func (d *Device) RMSNorm(dst, x, weight *kernels.Buffer, n, dim int, eps float32) {
-	defer d.enter()()
-	d.launch("rmsnorm", ceil(n, rowWarps), 1, 32*rowWarps, 0, ptr(dst), ptr(x), ptr(weight), i32(n), i32(dim), f32(eps))
+	d.launch("rmsnorm", ceil(n, rowWarps), 1, 32*rowWarps, ptr(dst), ptr(x), ptr(weight), i32(n), i32(dim), f32(eps))
 }
 
 // RoPE: the per-pair factor is computed here exactly as ref computes it, in
@@ -76,8 +73,7 @@ func (d *Device) RoPE(x, pos *kernels.Buffer, n, heads, headDim, ropeDim int, ba
 	if neox {
 		nx = 1
 	}
-	defer d.enter()()
-	d.launch("rope", ceil(n*heads*(ropeDim/2), flat), 1, flat, 0,
+	d.launch("rope", ceil(n*heads*(ropeDim/2), flat), 1, flat,
 		ptr(x), ptr(pos), i32(n), i32(heads), i32(headDim), i32(ropeDim), f32(scale), i32(nx))
 }
 
@@ -95,30 +91,25 @@ func (d *Device) Attend(a *kernels.Attention) {
 	if a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 {
 		panic(fmt.Sprintf("cuda: Attend with %d heads over %d KV heads", a.Heads, a.KVHeads))
 	}
-	defer d.enter()()
-	d.launch(name, ceil(a.N*a.Heads, attWarps), 1, 32*attWarps, 0,
+	d.launch(name, ceil(a.N*a.Heads, attWarps), 1, 32*attWarps,
 		ptr(a.Out), ptr(a.Q), ptr(a.K), ptr(a.V), ptr(a.Pos), ptr(a.Seq), ptr(a.Table),
 		i32(a.TableStride), i32(a.BlockSize), i32(a.Heads), i32(a.KVHeads), i32(a.HeadDim), f32(a.Scale), i32(a.N))
 }
 
 func (d *Device) SiLUMul(gate, up *kernels.Buffer, n int) {
-	defer d.enter()()
-	d.launch("silu_mul", ceil(n, flat), 1, flat, 0, ptr(gate), ptr(up), i64(n))
+	d.launch("silu_mul", ceil(n, flat), 1, flat, ptr(gate), ptr(up), i64(n))
 }
 
 func (d *Device) Add(dst, src *kernels.Buffer, n int) {
-	defer d.enter()()
-	d.launch("add", ceil(n, flat), 1, flat, 0, ptr(dst), ptr(src), i64(n))
+	d.launch("add", ceil(n, flat), 1, flat, ptr(dst), ptr(src), i64(n))
 }
 
 func (d *Device) AddBias(x, bias *kernels.Buffer, n, dim int) {
-	defer d.enter()()
-	d.launch("add_bias", ceil(n*dim, flat), 1, flat, 0, ptr(x), ptr(bias), i64(n*dim), i32(dim))
+	d.launch("add_bias", ceil(n*dim, flat), 1, flat, ptr(x), ptr(bias), i64(n*dim), i32(dim))
 }
 
 func (d *Device) Gather(dst, src, rows *kernels.Buffer, n, width int) {
-	defer d.enter()()
-	d.launch("gather", ceil(n*width, flat), 1, flat, 0, ptr(dst), ptr(src), ptr(rows), i32(n), i32(width))
+	d.launch("gather", ceil(n*width, flat), 1, flat, ptr(dst), ptr(src), ptr(rows), i32(n), i32(width))
 }
 
 func (d *Device) Scatter(dst, src, slots *kernels.Buffer, n, width int) {
@@ -130,21 +121,18 @@ func (d *Device) Scatter(dst, src, slots *kernels.Buffer, n, width int) {
 	default:
 		panic(fmt.Sprintf("cuda: Scatter into %v: want F32 or F16", dst.Type))
 	}
-	defer d.enter()()
-	d.launch(name, ceil(n*width, flat), 1, flat, 0, ptr(dst), ptr(src), ptr(slots), i32(n), i32(width))
+	d.launch(name, ceil(n*width, flat), 1, flat, ptr(dst), ptr(src), ptr(slots), i32(n), i32(width))
 }
 
 // Argmax sets ids[i] (I32, n) to the index of the largest of row i of
 // logits (F32, n × width), the lowest index on a tie: greedy sampling on the
 // device, so that only n ids come back instead of n × width logits.
 func (d *Device) Argmax(ids, logits *kernels.Buffer, n, width int) {
-	defer d.enter()()
-	d.launch("argmax", n, 1, rowBlock, 0, ptr(ids), ptr(logits), i32(width))
+	d.launch("argmax", n, 1, rowBlock, ptr(ids), ptr(logits), i32(width))
 }
 
 // Softmax turns each of the n width-long rows of x into probabilities in
 // place (exp(x-max), summed in float64).
 func (d *Device) Softmax(x *kernels.Buffer, n, width int) {
-	defer d.enter()()
-	d.launch("softmax", n, 1, rowBlock, 0, ptr(x), i32(width))
+	d.launch("softmax", n, 1, rowBlock, ptr(x), i32(width))
 }
