@@ -6,13 +6,16 @@
 #   scripts/gpu-check.sh run     on the device machine, in one call (under 10 minutes):
 #                                the device tool's run with carry ["build/gpu-check"],
 #                                command "scripts/gpu-check.sh run", timeout_s 600
+#   EMU=1 scripts/gpu-check.sh build; EMU=1 MODELS=tiny:q4_k scripts/gpu-check.sh run
+#                                a dry run of the whole script here, on the host
+#                                emulator (tag cudaemu) instead of a GPU
 #
 # run needs no Go: it uses the binaries build made. In order, each step bounded by
 # `timeout`:
 #   1. the synthetic models start in the background (`jspark model synth`, the 32000-
 #      token SPM vocabulary): 1b = 16 layers, dim 2048, 32 heads (8 KV), ff 8192;
 #      8b = 32 layers, dim 4096, 32 heads (8 KV), ff 14336 (llama 3.2 1B and llama 3
-#      8B shapes); types from MODELS (default "1b:f16 1b:q4_k 8b:q4_k").
+#      8B shapes); types from MODELS (default "1b:f16 1b:q4_k 8b:q8_0 8b:q4_k").
 #   2. kernel parity against kernels/ref for every op and weight type, bit-exact batch
 #      invariance (MatMul, Attend, the model's Forward across batching and chunked
 #      prefill), stories260K greedy ids against testdata/refs (F32 cache) and the CPU's
@@ -31,11 +34,16 @@ cd "$ROOT"
 
 build() {
 	set -e
-	make cuda
 	mkdir -p "$BIN"
-	CGO_CFLAGS="-I$ROOT/build/cuda/usr/include" CGO_LDFLAGS="-L$ROOT/build/cuda/usr/lib/x86_64-linux-gnu/stubs" \
-		go test -c -tags cuda -o "$BIN/cuda.test" ./kernels/cuda/
-	cp bin/jspark-cuda "$BIN/jspark"
+	if [[ -n "${EMU:-}" ]]; then
+		go test -c -tags cudaemu -o "$BIN/cuda.test" ./kernels/cuda/
+		go build -tags cudaemu -o "$BIN/jspark" ./cmd/jspark
+	else
+		make cuda
+		CGO_CFLAGS="-I$ROOT/build/cuda/usr/include" CGO_LDFLAGS="-L$ROOT/build/cuda/usr/lib/x86_64-linux-gnu/stubs" \
+			go test -c -tags cuda -o "$BIN/cuda.test" ./kernels/cuda/
+		cp bin/jspark-cuda "$BIN/jspark"
+	fi
 	du -sh "$BIN"
 	echo "gpu-check: built; on the device: scripts/gpu-check.sh run (carry build/gpu-check)"
 }
@@ -44,6 +52,7 @@ shape() {
 	case $1 in
 	1b) echo "--layers 16 --dim 2048 --heads 32 --kv-heads 8 --ff 8192" ;;
 	8b) echo "--layers 32 --dim 4096 --heads 32 --kv-heads 8 --ff 14336" ;;
+	tiny) echo "--layers 2 --dim 256 --heads 4 --ff 512" ;; # for EMU=1 dry runs
 	*) echo "gpu-check: unknown model size $1 (want 1b or 8b)" >&2; return 1 ;;
 	esac
 }
@@ -61,7 +70,7 @@ run() {
 
 	echo "== 1. synthesizing models in the background into $synth"
 	local models=() pids=()
-	for spec in ${MODELS:-1b:f16 1b:q4_k 8b:q4_k}; do
+	for spec in ${MODELS:-1b:f16 1b:q4_k 8b:q8_0 8b:q4_k}; do
 		local size=${spec%%:*} type=${spec##*:} path="$synth/$spec.gguf"
 		path=${path//:/-}
 		models+=("$path")
@@ -106,13 +115,21 @@ run() {
 	done
 	echo "   (models ready at $((SECONDS - t0)) s)"
 	if ((${#ready[@]})); then
+		# The emulator is far too slow for 512-token prompts: a dry run measures little.
 		(cd kernels/cuda && JSPARK_GPU_MODELS="${ready[*]}" timeout $((570 - (SECONDS - t0))) \
-			"$BIN/cuda.test" -test.v -test.count=1 -test.run 'Throughput') >"$out/throughput.txt" 2>&1 || fail=1
+			env ${EMU:+JSPARK_THROUGHPUT_PROMPT=16 JSPARK_THROUGHPUT_STEPS=8} \
+			"$BIN/cuda.test" -test.v -test.count=1 -test.run 'Throughput' ${EMU:+-test.short}) >"$out/throughput.txt" 2>&1
+		rc=$?
 		grep -E '^throughput:|FAIL|panic' "$out/throughput.txt"
+		if [[ $rc -ne 0 ]]; then
+			[[ $rc -eq 124 ]] && echo "throughput: timed out (the models above finished)" || echo "throughput: FAILED (exit $rc)"
+			fail=1
+		fi
 	fi
 
 	echo "== summary ($((SECONDS - t0)) s)"
 	grep -E -- '--- FAIL' "$out/parity.txt" "$out/throughput.txt" 2>/dev/null | head -20
+	grep -h '^throughput:' "$out/throughput.txt" 2>/dev/null
 	if [[ $fail -eq 0 ]]; then echo "gpu-check: all passed"; else echo "gpu-check: FAILED"; fi
 	return $fail
 }

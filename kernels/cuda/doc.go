@@ -10,8 +10,11 @@
 // element is reduced in a fixed order that depends only on the shapes, with
 // no atomics, so a row's bits do not depend on the batch.
 //
-// Everything but this file needs the build tag cuda: gorgonia.org/cu needs
-// cgo, cuda.h and libcuda, and its init() exits the process when no GPU is
-// present, so a default build never links it. Without the tag this package
-// is empty and its test skips, saying why.
+// The device talks to the GPU through a small runtime seam: driver.go (build
+// tag cuda) is the CUDA driver; emu.go and emu.cpp (tag cudaemu) are a host
+// emulator that compiles the same .cu files as C++ and runs every GPU thread
+// as a fiber, so the tests run on a machine without a GPU (make cuda-emu).
+// gorgonia.org/cu needs cgo, cuda.h and libcuda, and its init() exits the
+// process when no GPU is present, so a default build never links it: without
+// either tag this package is empty and its test skips, saying why.
 package cuda

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -147,16 +148,21 @@ func TestForwardBatchInvariant(t *testing.T) {
 
 // TestThroughput measures the models named in JSPARK_GPU_MODELS (paths,
 // space-separated; scripts/gpu-check.sh synthesizes them): prefill of a
-// 512-token prompt, 128 greedy decode tokens at batch 1, and decode's
-// weight bandwidth against a device-to-device copy. Each model prints one
-// JSON line starting "throughput:".
+// 512-token prompt, 128 greedy decode tokens at batch 1 (other counts from
+// JSPARK_THROUGHPUT_PROMPT and _STEPS), and decode's weight bandwidth
+// against a device-to-device copy. Each model prints one JSON line starting
+// "throughput:".
 func TestThroughput(t *testing.T) {
 	paths := strings.Fields(os.Getenv("JSPARK_GPU_MODELS"))
 	if len(paths) == 0 {
 		t.Skip("JSPARK_GPU_MODELS names no model (scripts/gpu-check.sh sets it)")
 	}
 	d := device(t)
-	copyGBs := copyBandwidth(t, d, 2<<30, 10)
+	size := 2 << 30
+	if testing.Short() {
+		size = 64 << 20 // a dry run on the emulator
+	}
+	copyGBs := copyBandwidth(t, d, size, 10)
 	fmt.Printf("throughput: {\"memcpy_gb_s\": %.1f}\n", copyGBs)
 	for _, path := range paths {
 		t.Run(path, func(t *testing.T) {
@@ -169,7 +175,7 @@ func TestThroughput(t *testing.T) {
 			load := time.Since(start)
 			weights := matrixBytes(m)
 			clear(m.Tok.EOG) // random weights may well pick an end token; decode all the steps
-			prompt := make([]int, 512)
+			prompt := make([]int, envInt("JSPARK_THROUGHPUT_PROMPT", 512))
 			for i := range prompt {
 				prompt[i] = 100 + i%(m.Vocab-100)
 			}
@@ -179,7 +185,7 @@ func TestThroughput(t *testing.T) {
 				t.Fatal(err)
 			}
 			prefill := float64(len(prompt)) / g.Prefill.Seconds()
-			const steps = 128
+			steps := envInt("JSPARK_THROUGHPUT_STEPS", 128)
 			gd, err := m.Generate(prompt[:1], steps, sample.New(sample.Params{}), nil)
 			if err != nil {
 				t.Fatal(err)
@@ -190,6 +196,13 @@ func TestThroughput(t *testing.T) {
 				path, float64(weights)/1e9, load.Seconds(), prefill, decode, bw, bw/copyGBs)
 		})
 	}
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
 }
 
 // matrixBytes is what one decode step reads of the weights: every layer's
