@@ -42,80 +42,99 @@ __device__ __forceinline__ double warp_sum_d(double v) {
 // Weight types, numbered as ggml numbers them (kernels/quant).
 enum { T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q8_0 = 8, T_Q4_K = 12, T_Q6_K = 14, T_BF16 = 30 };
 
-// deq32 decodes chunk c (elements 32c..32c+31) of a row of type T into w,
-// with the same float32 arithmetic as kernels/quant.Dequantize, so a value
-// here has the bits of the host's.
-template <int T> __device__ __forceinline__ void deq32(const uint8_t *row, int c, float w[32]);
+// A row is decoded in chunks of 32 elements (chunk c: elements 32c..32c+31),
+// each in four pieces of 8. Chunk<T> is what a chunk's pieces share (its
+// address and scales), read once; deq8 decodes piece p into w with the same
+// float32 arithmetic as kernels/quant.Dequantize, so a value here has the
+// bits of the host's.
+template <int T> struct Chunk;
+template <int T> __device__ __forceinline__ Chunk<T> chunk(const uint8_t *row, int c);
+template <int T> __device__ __forceinline__ void deq8(const Chunk<T> &k, int p, float w[8]);
 
-template <> __device__ __forceinline__ void deq32<T_F32>(const uint8_t *row, int c, float w[32]) {
-	const float4 *p = (const float4 *)(row + 128 * c);
-#pragma unroll
-	for (int i = 0; i < 8; i++) {
-		float4 v = __ldg(p + i);
-		w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
-	}
+template <> struct Chunk<T_F32> {
+	const float4 *p;
+};
+template <> __device__ __forceinline__ Chunk<T_F32> chunk<T_F32>(const uint8_t *row, int c) {
+	return {(const float4 *)(row + 128 * c)};
+}
+template <> __device__ __forceinline__ void deq8<T_F32>(const Chunk<T_F32> &k, int p, float w[8]) {
+	float4 a = __ldg(k.p + 2 * p), b = __ldg(k.p + 2 * p + 1);
+	w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
 }
 
-template <> __device__ __forceinline__ void deq32<T_F16>(const uint8_t *row, int c, float w[32]) {
-	const uint4 *p = (const uint4 *)(row + 64 * c);
-#pragma unroll
-	for (int i = 0; i < 4; i++) {
-		uint4 v = __ldg(p + i);
-		uint32_t u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-		for (int j = 0; j < 4; j++) {
-			w[8 * i + 2 * j] = f16(u[j] & 0xffff);
-			w[8 * i + 2 * j + 1] = f16(u[j] >> 16);
-		}
-	}
+// F16 and BF16: 8 elements are one 16-byte load.
+template <> struct Chunk<T_F16> {
+	const uint4 *p;
+};
+template <> struct Chunk<T_BF16> {
+	const uint4 *p;
+};
+template <> __device__ __forceinline__ Chunk<T_F16> chunk<T_F16>(const uint8_t *row, int c) {
+	return {(const uint4 *)(row + 64 * c)};
 }
-
-template <> __device__ __forceinline__ void deq32<T_BF16>(const uint8_t *row, int c, float w[32]) {
-	const uint4 *p = (const uint4 *)(row + 64 * c);
+template <> __device__ __forceinline__ Chunk<T_BF16> chunk<T_BF16>(const uint8_t *row, int c) {
+	return {(const uint4 *)(row + 64 * c)};
+}
+template <> __device__ __forceinline__ void deq8<T_F16>(const Chunk<T_F16> &k, int p, float w[8]) {
+	uint4 v = __ldg(k.p + p);
+	uint32_t u[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-	for (int i = 0; i < 4; i++) {
-		uint4 v = __ldg(p + i);
-		uint32_t u[4] = {v.x, v.y, v.z, v.w};
+	for (int j = 0; j < 4; j++) w[2 * j] = f16(u[j] & 0xffff), w[2 * j + 1] = f16(u[j] >> 16);
+}
+template <> __device__ __forceinline__ void deq8<T_BF16>(const Chunk<T_BF16> &k, int p, float w[8]) {
+	uint4 v = __ldg(k.p + p);
+	uint32_t u[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-		for (int j = 0; j < 4; j++) {
-			w[8 * i + 2 * j] = bf16(u[j] & 0xffff);
-			w[8 * i + 2 * j + 1] = bf16(u[j] >> 16);
-		}
-	}
+	for (int j = 0; j < 4; j++) w[2 * j] = bf16(u[j] & 0xffff), w[2 * j + 1] = bf16(u[j] >> 16);
 }
 
 // Q8_0 block: d f16, qs[32] int8 (34 bytes, 2-aligned).
-template <> __device__ __forceinline__ void deq32<T_Q8_0>(const uint8_t *row, int c, float w[32]) {
+template <> struct Chunk<T_Q8_0> {
+	const uint16_t *q;
+	float d;
+};
+template <> __device__ __forceinline__ Chunk<T_Q8_0> chunk<T_Q8_0>(const uint8_t *row, int c) {
 	const uint8_t *b = row + 34 * c;
-	float d = f16(ld16(b));
-	const uint16_t *q = (const uint16_t *)(b + 2);
+	return {(const uint16_t *)(b + 2), f16(ld16(b))};
+}
+template <> __device__ __forceinline__ void deq8<T_Q8_0>(const Chunk<T_Q8_0> &k, int p, float w[8]) {
 #pragma unroll
-	for (int i = 0; i < 16; i++) {
-		uint16_t v = q[i];
-		w[2 * i] = d * (float)(int8_t)(v & 0xff);
-		w[2 * i + 1] = d * (float)(int8_t)(v >> 8);
+	for (int i = 0; i < 4; i++) {
+		uint16_t v = k.q[4 * p + i];
+		w[2 * i] = k.d * (float)(int8_t)(v & 0xff);
+		w[2 * i + 1] = k.d * (float)(int8_t)(v >> 8);
 	}
 }
 
 // Q4_0 block: d f16, qs[16]: element j is qs[j]&15, j+16 is qs[j]>>4, less 8.
-template <> __device__ __forceinline__ void deq32<T_Q4_0>(const uint8_t *row, int c, float w[32]) {
+// Piece p is the low (p < 2) or high nibbles of qs[8(p%2):8(p%2)+8].
+template <> struct Chunk<T_Q4_0> {
+	const uint16_t *q;
+	float d;
+};
+template <> __device__ __forceinline__ Chunk<T_Q4_0> chunk<T_Q4_0>(const uint8_t *row, int c) {
 	const uint8_t *b = row + 18 * c;
-	float d = f16(ld16(b));
-	const uint16_t *q = (const uint16_t *)(b + 2);
+	return {(const uint16_t *)(b + 2), f16(ld16(b))};
+}
+template <> __device__ __forceinline__ void deq8<T_Q4_0>(const Chunk<T_Q4_0> &k, int p, float w[8]) {
+	int shift = p >= 2 ? 4 : 0;
 #pragma unroll
-	for (int i = 0; i < 8; i++) {
-		uint16_t v = q[i];
-		w[2 * i] = d * (float)((int)(v & 0xf) - 8);
-		w[2 * i + 16] = d * (float)((int)((v >> 4) & 0xf) - 8);
-		w[2 * i + 1] = d * (float)((int)((v >> 8) & 0xf) - 8);
-		w[2 * i + 17] = d * (float)((int)(v >> 12) - 8);
+	for (int i = 0; i < 4; i++) {
+		uint16_t v = k.q[4 * (p & 1) + i];
+		w[2 * i] = k.d * (float)((int)((v >> shift) & 0xf) - 8);
+		w[2 * i + 1] = k.d * (float)((int)((v >> (8 + shift)) & 0xf) - 8);
 	}
 }
 
 // Q4_K super-block (256 elements, 144 bytes, 4-aligned): d f16, dmin f16,
 // scales[12] (eight 6-bit scale/min pairs), qs[128]. Chunk s of a block is
 // the low (s even) or high nibbles of qs[32(s/2):32(s/2)+32], scale pair s.
-template <> __device__ __forceinline__ void deq32<T_Q4_K>(const uint8_t *row, int c, float w[32]) {
+template <> struct Chunk<T_Q4_K> {
+	const uint32_t *q;
+	float d1, m1;
+	int shift;
+};
+template <> __device__ __forceinline__ Chunk<T_Q4_K> chunk<T_Q4_K>(const uint8_t *row, int c) {
 	const uint8_t *b = row + 144 * (c >> 3);
 	int s = c & 7;
 	float d = f16(ld16(b)), dmin = f16(ld16(b + 2));
@@ -127,33 +146,47 @@ template <> __device__ __forceinline__ void deq32<T_Q4_K>(const uint8_t *row, in
 		scale = (sc[s + 4] & 0xf) | ((sc[s - 4] >> 6) << 4);
 		mn = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
 	}
-	float d1 = d * (float)scale, m1 = dmin * (float)mn;
-	const uint32_t *q = (const uint32_t *)(b + 16 + 32 * (s >> 1));
-	int shift = 4 * (s & 1);
+	return {(const uint32_t *)(b + 16 + 32 * (s >> 1)), d * (float)scale, dmin * (float)mn, 4 * (s & 1)};
+}
+template <> __device__ __forceinline__ void deq8<T_Q4_K>(const Chunk<T_Q4_K> &k, int p, float w[8]) {
 #pragma unroll
-	for (int i = 0; i < 8; i++) {
-		uint32_t v = __ldg(q + i) >> shift;
+	for (int i = 0; i < 2; i++) {
+		uint32_t v = __ldg(k.q + 2 * p + i) >> k.shift;
 #pragma unroll
-		for (int j = 0; j < 4; j++) w[4 * i + j] = d1 * (float)((v >> (8 * j)) & 0xf) - m1;
+		for (int j = 0; j < 4; j++) w[4 * i + j] = k.d1 * (float)((v >> (8 * j)) & 0xf) - k.m1;
 	}
 }
 
 // Q6_K super-block (256 elements, 210 bytes, 2-aligned): ql[128], qh[64],
-// scales[16] int8, d f16. Chunk s covers elements 128(s/4) + 32(s%4) + l.
-template <> __device__ __forceinline__ void deq32<T_Q6_K>(const uint8_t *row, int c, float w[32]) {
+// scales[16] int8, d f16. Chunk s covers elements 128(s/4) + 32(s%4) + l;
+// its first 16 elements have one scale, the last 16 the next.
+template <> struct Chunk<T_Q6_K> {
+	const uint8_t *ql, *qh;
+	float d0, d1;
+	int lshift, hshift;
+};
+template <> __device__ __forceinline__ Chunk<T_Q6_K> chunk<T_Q6_K>(const uint8_t *row, int c) {
 	const uint8_t *b = row + 210 * (c >> 3);
 	int s = c & 7, h = s >> 2, k = s & 3;
-	const uint8_t *ql = b + 64 * h + 32 * (k & 1);
-	const uint8_t *qh = b + 128 + 32 * h;
 	const int8_t *sc = (const int8_t *)(b + 192 + 8 * h + 2 * k);
 	float d = f16(ld16(b + 208));
-	float d0 = d * (float)sc[0], d1 = d * (float)sc[1];
-	int lshift = 4 * (k >> 1), hshift = 2 * k;
+	return {b + 64 * h + 32 * (k & 1), b + 128 + 32 * h, d * (float)sc[0], d * (float)sc[1], 4 * (k >> 1), 2 * k};
+}
+template <> __device__ __forceinline__ void deq8<T_Q6_K>(const Chunk<T_Q6_K> &k, int p, float w[8]) {
+	float d = p < 2 ? k.d0 : k.d1;
 #pragma unroll
-	for (int l = 0; l < 32; l++) {
-		int q = (int)(((ql[l] >> lshift) & 0xf) | (((qh[l] >> hshift) & 3) << 4)) - 32;
-		w[l] = (l < 16 ? d0 : d1) * (float)q;
+	for (int j = 0; j < 8; j++) {
+		int l = 8 * p + j;
+		int q = (int)(((k.ql[l] >> k.lshift) & 0xf) | (((k.qh[l] >> k.hshift) & 3) << 4)) - 32;
+		w[j] = d * (float)q;
 	}
+}
+
+// deq32 decodes all of chunk c of a row.
+template <int T> __device__ __forceinline__ void deq32(const uint8_t *row, int c, float w[32]) {
+	Chunk<T> k = chunk<T>(row, c);
+#pragma unroll
+	for (int p = 0; p < 4; p++) deq8<T>(k, p, w + 8 * p);
 }
 
 // wat is element j of a row of a one-element-block type (F32, F16, BF16).

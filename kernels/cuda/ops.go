@@ -12,8 +12,10 @@ import (
 
 // Launch shapes; they match the #defines of the .cu files.
 const (
-	mmWarps  = 4   // matmul.cu WARPS: rows (or embedded tokens) per block
-	mmTile   = 8   // the larger token tile of matmul
+	mmWarps  = 4   // matmul.cu WARPS: warps per block (an embedded token a warp)
+	mmRows1  = 4   // rows a warp of matmul_*_1
+	mmRows8  = 2   // rows a warp of matmul_*_8
+	mmTile   = 8   // the token tile of matmul_*_8
 	rowWarps = 4   // rmsnorm: rows per block
 	attWarps = 4   // attention.cu AW: (token, head) pairs per block
 	maxHead  = 256 // attention.cu MAXD
@@ -22,8 +24,9 @@ const (
 )
 
 // MatMul sets dst (n, w.Rows) = x (n, w.Cols) · wᵀ. One token runs the
-// single-token kernel; more run in tiles of 8. Both reduce each element in
-// the same order, so a token's row has the same bits either way.
+// single-token kernel (4 rows a warp); more run in tiles of 8 tokens (2 rows
+// a warp). Both reduce each element in the same order, so a token's row has
+// the same bits either way.
 func (d *Device) MatMul(dst, x *kernels.Buffer, n int, w *kernels.Matrix) {
 	if n == 0 {
 		return
@@ -32,11 +35,11 @@ func (d *Device) MatMul(dst, x *kernels.Buffer, n int, w *kernels.Matrix) {
 	if x.Type != quant.F32 || dst.Type != quant.F32 {
 		panic(fmt.Sprintf("cuda: MatMul of %v into %v: want F32", x.Type, dst.Type))
 	}
-	f, tile, name := fns.matmul8, mmTile, "matmul_8"
+	f, tile, rows, name := fns.matmul8, mmTile, mmRows8, "matmul_8"
 	if n == 1 {
-		f, tile, name = fns.matmul1, 1, "matmul_1"
+		f, tile, rows, name = fns.matmul1, 1, mmRows1, "matmul_1"
 	}
-	d.launchFn(name, f, ceil(w.Rows, mmWarps), ceil(n, tile), 32*mmWarps,
+	d.launchFn(name, f, ceil(w.Rows, mmWarps*rows), ceil(n, tile), 32*mmWarps,
 		ptr(dst), ptr(x), ptr(w.Buf), i32(n), i32(w.Rows), i32(w.Cols), i32(w.Type.RowBytes(w.Cols)))
 }
 
