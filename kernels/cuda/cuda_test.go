@@ -307,32 +307,37 @@ func TestElementwiseMatchesReference(t *testing.T) {
 	}
 }
 
-// attention builds a paged pool of three sequences whose blocks are
+// attInputs builds a paged pool of three sequences whose blocks are
 // scattered over the pool, and a batch mixing decode tokens and a prefill
-// chunk.
+// chunk. Long cases reach past one 256-position segment: a decode at 600
+// and a prefill chunk across the segment boundary at 256.
 type attCase struct {
 	heads, kvHeads, headDim int
 	pool                    quant.Type
+	long                    bool
 }
 
 func attInputs(r *rand.Rand, c attCase) (a kernels.Attention, q []float32, k, v []float32, pos, seq, table []int32) {
-	const bs, stride = 16, 8 // 8 blocks a sequence: positions up to 127
+	bs, stride := 16, 8 // 8 blocks a sequence: positions up to 127
+	decode, prefill := int32(100), int32(40)
+	if c.long {
+		stride, decode, prefill = 40, 600, 245
+	}
 	kvDim := c.kvHeads * c.headDim
 	slots := 3 * stride * bs
 	k, v = randVec(r, slots*kvDim), randVec(r, slots*kvDim)
-	perm := r.Perm(3 * stride)
-	for _, b := range perm {
+	for _, b := range r.Perm(3 * stride) {
 		table = append(table, int32(b))
 	}
-	// Sequence 0 decodes at 100, 1 at 0, 2 runs a prefill chunk 40..59.
-	pos, seq = []int32{100, 0}, []int32{0, 1}
-	for p := int32(40); p < 60; p++ {
+	// Sequence 0 decodes, 1 decodes its first token, 2 runs a prefill chunk.
+	pos, seq = []int32{decode, 0}, []int32{0, 1}
+	for p := prefill; p < prefill+20; p++ {
 		pos, seq = append(pos, p), append(seq, 2)
 	}
 	n := len(pos)
 	q = randVec(r, n*c.heads*c.headDim)
 	a = kernels.Attention{TableStride: stride, BlockSize: bs, Heads: c.heads, KVHeads: c.kvHeads, HeadDim: c.headDim,
-		Scale: float32(1 / math.Sqrt(float64(c.headDim))), N: n, MaxPos: 100}
+		Scale: float32(1 / math.Sqrt(float64(c.headDim))), N: n, MaxPos: int(slices.Max(pos))}
 	return a, q, k, v, pos, seq, table
 }
 
@@ -354,8 +359,9 @@ func kvBuffers(t *testing.T, d *Device, typ quant.Type, v []float32) (host, gpu 
 func TestAttendMatchesReference(t *testing.T) {
 	d := device(t)
 	r := rand.New(rand.NewPCG(7, 7))
-	for _, c := range []attCase{{8, 4, 8, quant.F32}, {8, 2, 64, quant.F32}, {32, 8, 128, quant.F32}, {32, 8, 128, quant.F16}, {4, 4, 256, quant.F16}} {
-		t.Run(fmt.Sprintf("h%d/kv%d/d%d/%v", c.heads, c.kvHeads, c.headDim, c.pool), func(t *testing.T) {
+	for _, c := range []attCase{{8, 4, 8, quant.F32, false}, {8, 2, 64, quant.F32, false}, {32, 8, 128, quant.F32, false},
+		{32, 8, 128, quant.F16, false}, {4, 4, 256, quant.F16, false}, {8, 4, 8, quant.F32, true}, {8, 2, 128, quant.F16, true}} {
+		t.Run(fmt.Sprintf("h%d/kv%d/d%d/%v/long=%v", c.heads, c.kvHeads, c.headDim, c.pool, c.long), func(t *testing.T) {
 			a, q, k, v, pos, seq, table := attInputs(r, c)
 			hk, gk := kvBuffers(t, d, c.pool, k)
 			hv, gv := kvBuffers(t, d, c.pool, v)
@@ -375,11 +381,18 @@ func TestAttendMatchesReference(t *testing.T) {
 }
 
 // TestAttendBatchInvariant: each token's output alone has the bits it has
-// in the mixed batch.
+// in the mixed batch, and in a batch run in small groups of (token, head)
+// pairs.
 func TestAttendBatchInvariant(t *testing.T) {
+	for _, long := range []bool{false, true} {
+		t.Run(fmt.Sprintf("long=%v", long), func(t *testing.T) { testAttendBatchInvariant(t, long) })
+	}
+}
+
+func testAttendBatchInvariant(t *testing.T, long bool) {
 	d := device(t)
 	r := rand.New(rand.NewPCG(8, 8))
-	c := attCase{32, 8, 128, quant.F16}
+	c := attCase{32, 8, 128, quant.F16, long}
 	a, q, k, v, pos, seq, table := attInputs(r, c)
 	_, gk := kvBuffers(t, d, c.pool, k)
 	_, gv := kvBuffers(t, d, c.pool, v)
@@ -392,12 +405,17 @@ func TestAttendBatchInvariant(t *testing.T) {
 	batch := down(d, out, len(q))
 	for _, i := range []int{0, 1, 2, 13, len(pos) - 1} {
 		one := g
-		one.N = 1
+		one.N, one.MaxPos = 1, int(pos[i])
 		one.Out = up(t, d, make([]float32, dim))
 		one.Q, one.Pos, one.Seq = up(t, d, q[i*dim:(i+1)*dim]), upI32(t, d, pos[i:i+1]), upI32(t, d, seq[i:i+1])
 		d.Attend(&one)
 		sameBits(t, fmt.Sprintf("token %d alone", i), down(d, one.Out, dim), batch[i*dim:(i+1)*dim])
 	}
+	defer func(s int) { attScratch = s }(attScratch)
+	attScratch = 7 * (a.MaxPos/attSeg + 1) * (c.headDim + 2) // 7 pairs a group
+	g.Out = up(t, d, make([]float32, len(q)))
+	d.Attend(&g)
+	sameBits(t, "the batch in groups of 7 pairs", down(d, g.Out, len(q)), batch)
 }
 
 func TestArgmaxAndSoftmax(t *testing.T) {

@@ -22,6 +22,9 @@ type Device struct {
 	fn     map[string]kernelFn
 	weight map[quant.Type]weightFns
 	args   [16]uint64 // kernel arguments of the launch in progress
+
+	scratchPtr uint64 // attention's partial sums (Attend)
+	scratchLen int    // floats
 }
 
 // runtime is what the device needs of a GPU: the CUDA driver through
@@ -66,7 +69,7 @@ var weightKernels = map[quant.Type]string{
 // kernelNames are every kernel the device launches.
 var kernelNames = func() []string {
 	names := []string{"rmsnorm", "rope", "silu_mul", "add", "add_bias", "gather", "scatter_f32",
-		"scatter_f16", "attend_f32", "attend_f16", "argmax", "softmax"}
+		"scatter_f16", "attend_f32", "attend_f16", "attend_merge", "argmax", "softmax"}
 	for _, s := range weightKernels {
 		names = append(names, "matmul_"+s+"_1", "matmul_"+s+"_8", "embed_"+s)
 	}

@@ -145,7 +145,7 @@ const std::map<std::string, Kernel> &table() {
 	    {"rmsnorm", kernel(rmsnorm)}, {"rope", kernel(rope)}, {"silu_mul", kernel(silu_mul)},
 	    {"add", kernel(add)}, {"add_bias", kernel(add_bias)}, {"gather", kernel(gather)},
 	    {"scatter_f32", kernel(scatter_f32)}, {"scatter_f16", kernel(scatter_f16)},
-	    {"attend_f32", kernel(attend_f32)}, {"attend_f16", kernel(attend_f16)},
+	    {"attend_f32", kernel(attend_f32)}, {"attend_f16", kernel(attend_f16)}, {"attend_merge", kernel(attend_merge)},
 	    {"argmax", kernel(argmax)}, {"softmax", kernel(softmax)},
 	};
 	return t;

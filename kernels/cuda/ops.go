@@ -19,6 +19,7 @@ const (
 	rowWarps = 4   // rmsnorm: rows per block
 	attWarps = 4   // attention.cu AW: (token, head) pairs per block
 	maxHead  = 256 // attention.cu MAXD
+	attSeg   = 256 // attention.cu SEG: positions a segment
 	flat     = 256 // threads per block of the element-wise kernels
 	rowBlock = 256 // elementwise.cu RB: argmax and softmax
 )
@@ -80,6 +81,10 @@ func (d *Device) RoPE(x, pos *kernels.Buffer, n, heads, headDim, ropeDim int, ba
 		ptr(x), ptr(pos), i32(n), i32(heads), i32(headDim), i32(ropeDim), f32(scale), i32(nx))
 }
 
+// Attend runs attention in two kernels: one warp per (token, head, segment
+// of attSeg positions) writes partial softmax sums into the device's
+// scratch, then one warp per (token, head) merges them in segment order.
+// Pairs go in groups that fit attScratch floats; grouping changes no bit.
 func (d *Device) Attend(a *kernels.Attention) {
 	name := "attend_f32"
 	switch {
@@ -94,9 +99,43 @@ func (d *Device) Attend(a *kernels.Attention) {
 	if a.KVHeads <= 0 || a.Heads%a.KVHeads != 0 {
 		panic(fmt.Sprintf("cuda: Attend with %d heads over %d KV heads", a.Heads, a.KVHeads))
 	}
-	d.launch(name, ceil(a.N*a.Heads, attWarps), 1, 32*attWarps,
-		ptr(a.Out), ptr(a.Q), ptr(a.K), ptr(a.V), ptr(a.Pos), ptr(a.Seq), ptr(a.Table),
-		i32(a.TableStride), i32(a.BlockSize), i32(a.Heads), i32(a.KVHeads), i32(a.HeadDim), f32(a.Scale), i32(a.N))
+	pairs := a.N * a.Heads
+	if pairs == 0 {
+		return
+	}
+	segs := a.MaxPos/attSeg + 1
+	per := segs * (a.HeadDim + 2) // scratch floats a pair
+	group := min(pairs, max(1, attScratch/per))
+	part := d.scratch(group * per)
+	for p0 := 0; p0 < pairs; p0 += group {
+		n := min(group, pairs-p0)
+		d.launch(name, ceil(n, attWarps), segs, 32*attWarps,
+			part, ptr(a.Q), ptr(a.K), ptr(a.V), ptr(a.Pos), ptr(a.Seq), ptr(a.Table),
+			i32(a.TableStride), i32(a.BlockSize), i32(a.Heads), i32(a.KVHeads), i32(a.HeadDim), f32(a.Scale),
+			i32(p0), i32(n), i32(segs))
+		d.launch("attend_merge", ceil(n, attWarps), 1, 32*attWarps,
+			ptr(a.Out), part, ptr(a.Pos), i32(a.Heads), i32(a.HeadDim), i32(p0), i32(n), i32(segs))
+	}
+}
+
+// attScratch bounds the attention scratch (floats; 64 MiB): a long prefill
+// runs its (token, head) pairs in groups that fit. A variable so that tests
+// can force small groups.
+var attScratch = 16 << 20
+
+// scratch returns the device's attention scratch, grown to n floats.
+func (d *Device) scratch(n int) uint64 {
+	if n > d.scratchLen {
+		if d.scratchLen > 0 {
+			d.rt.free(d.scratchPtr)
+		}
+		p, err := d.rt.alloc(4 * n)
+		if err != nil {
+			panic(fmt.Errorf("cuda: %s: attention scratch of %d floats: %w", d.rt.name(), n, err))
+		}
+		d.scratchPtr, d.scratchLen = p, n
+	}
+	return d.scratchPtr
 }
 
 func (d *Device) SiLUMul(gate, up *kernels.Buffer, n int) {
