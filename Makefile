@@ -62,7 +62,7 @@ CU_SRC    := $(wildcard kernels/cuda/*.cu)
 CU_PTX    := $(foreach a,80 90,$(patsubst kernels/cuda/%.cu,kernels/cuda/ptx/%.compute_$(a).ptx,$(CU_SRC)))
 CUDA_ENV  := CGO_CFLAGS="-I$(abspath $(CUDA_DIR))/usr/include" CGO_LDFLAGS="-L$(abspath $(CUDA_DIR))/usr/lib/x86_64-linux-gnu/stubs"
 
-.PHONY: cuda cuda-ptx cuda-check cuda-emu
+.PHONY: cuda cuda-ptx cuda-check cuda-emu FORCE
 
 cuda: cuda-check
 	$(CUDA_ENV) $(GO) vet -tags cuda ./kernels/cuda/ ./cmd/...
@@ -74,10 +74,15 @@ $(NVCC) $(PTXAS):
 
 cuda-ptx: $(CU_PTX)
 
-kernels/cuda/ptx/%.compute_80.ptx: kernels/cuda/%.cu kernels/cuda/common.cuh | $(NVCC)
+# Always compiled (FORCE), not by timestamps: a fresh clone's checkout order
+# would otherwise skip nvcc. The output is deterministic, so `git status`
+# shows checked-in PTX that no longer matches its source.
+kernels/cuda/ptx/%.compute_80.ptx: kernels/cuda/%.cu kernels/cuda/common.cuh FORCE | $(NVCC)
 	$(NVCC) $(NVCCFLAGS) -ptx -arch=compute_80 $< -o $@
-kernels/cuda/ptx/%.compute_90.ptx: kernels/cuda/%.cu kernels/cuda/common.cuh | $(NVCC)
+kernels/cuda/ptx/%.compute_90.ptx: kernels/cuda/%.cu kernels/cuda/common.cuh FORCE | $(NVCC)
 	$(NVCC) $(NVCCFLAGS) -ptx -arch=compute_90 $< -o $@
+
+FORCE:
 
 # ptxas assembles each PTX for its own architecture (as the driver's JIT
 # will): syntax, register and type errors fail here, without a GPU.
