@@ -21,6 +21,36 @@ template <typename KV> __device__ __forceinline__ float kv(const KV *p, size_t i
 template <> __device__ __forceinline__ float kv<float>(const float *p, size_t i) { return p[i]; }
 template <> __device__ __forceinline__ float kv<__half>(const __half *p, size_t i) { return __half2float(p[i]); }
 
+// kv8 reads the 8 elements of a key from d on in one or two 16-byte loads
+// (d a multiple of 8, rows 16-byte aligned when the head dimension is).
+template <typename KV> __device__ __forceinline__ void kv8(const KV *p, int d, float k[8]);
+template <> __device__ __forceinline__ void kv8<float>(const float *p, int d, float k[8]) {
+	float4 a = *(const float4 *)(p + d), b = *(const float4 *)(p + d + 4);
+	k[0] = a.x, k[1] = a.y, k[2] = a.z, k[3] = a.w, k[4] = b.x, k[5] = b.y, k[6] = b.z, k[7] = b.w;
+}
+template <> __device__ __forceinline__ void kv8<__half>(const __half *p, int d, float k[8]) {
+	uint4 v = *(const uint4 *)(p + d);
+	uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+	for (int j = 0; j < 4; j++) k[2 * j] = f16(u[j] & 0xffff), k[2 * j + 1] = f16(u[j] >> 16);
+}
+
+// score is q·k over the head in dimension order, whichever loads it uses.
+template <typename KV> __device__ __forceinline__ float score(const float *q, const KV *k, int headDim) {
+	float a = 0.f;
+	if (headDim % 8 == 0) {
+		for (int d = 0; d < headDim; d += 8) {
+			float kk[8];
+			kv8(k, d, kk);
+#pragma unroll
+			for (int j = 0; j < 8; j++) a = fmaf(q[d + j], kk[j], a);
+		}
+	} else {
+		for (int d = 0; d < headDim; d++) a = fmaf(q[d], kv(k, d), a);
+	}
+	return a;
+}
+
 // part holds, for pair k (of this launch) and segment s, at
 // part[(k*segs + s)*(headDim+2)]: the max score, the sum of exp(score-max)
 // and headDim weighted sums of values.
@@ -57,10 +87,7 @@ __device__ __forceinline__ void attend_body(float *__restrict__ part, const floa
 		float sc = -INFINITY;
 		if (p < end) {
 			slot = (size_t)tab[p / blockSize] * blockSize + p % blockSize;
-			const KV *kp = K + slot * kvDim + kvOff;
-			float a = 0.f;
-			for (int d = 0; d < headDim; d++) a = fmaf(qs[w][d], kv(kp, d), a);
-			sc = a * scale;
+			sc = score(qs[w], K + slot * kvDim + kvOff, headDim) * scale;
 		}
 		float mNew = fmaxf(m, warp_max(sc));
 		float alpha = expf(m - mNew); // 0 on the first tile, m being -inf

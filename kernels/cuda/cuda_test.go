@@ -360,7 +360,7 @@ func TestAttendMatchesReference(t *testing.T) {
 	d := device(t)
 	r := rand.New(rand.NewPCG(7, 7))
 	for _, c := range []attCase{{8, 4, 8, quant.F32, false}, {8, 2, 64, quant.F32, false}, {32, 8, 128, quant.F32, false},
-		{32, 8, 128, quant.F16, false}, {4, 4, 256, quant.F16, false}, {8, 4, 8, quant.F32, true}, {8, 2, 128, quant.F16, true}} {
+		{32, 8, 128, quant.F16, false}, {4, 4, 256, quant.F16, false}, {4, 2, 12, quant.F16, false}, {8, 4, 8, quant.F32, true}, {8, 2, 128, quant.F16, true}} {
 		t.Run(fmt.Sprintf("h%d/kv%d/d%d/%v/long=%v", c.heads, c.kvHeads, c.headDim, c.pool, c.long), func(t *testing.T) {
 			a, q, k, v, pos, seq, table := attInputs(r, c)
 			hk, gk := kvBuffers(t, d, c.pool, k)
