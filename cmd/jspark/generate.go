@@ -10,7 +10,6 @@ import (
 
 	"jspark/backend/model"
 	"jspark/backend/sample"
-	"jspark/kernels/cpu"
 )
 
 // GenerateOptions are the flags of `jspark generate`.
@@ -21,6 +20,7 @@ type GenerateOptions struct {
 	Sampling   sample.Params
 	Format     string
 	Threads    int
+	Device     string
 	KVType     string
 	CPUProfile string
 }
@@ -50,6 +50,7 @@ func newGenerateCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.IntVar(&o.MaxTokens, "max-tokens", 64, "tokens to generate at most")
 	f.StringVar(&o.Format, "format", "text", "output: text (streamed) or json")
 	f.IntVar(&o.Threads, "threads", 0, "CPU threads (0: all)")
+	f.StringVar(&o.Device, "device", "cpu", deviceFlagHelp)
 	f.StringVar(&o.KVType, "kv-type", "f32", "KV cache element type: f32 or f16 (half the memory)")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
 	addSamplingFlags(cmd, &o.Sampling)
@@ -82,7 +83,12 @@ func runGenerate(o *GenerateOptions, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer stopProfile()
-	m, closeModel, err := model.Open(o.Model, cpu.New(o.Threads))
+	k, closeDevice, err := openDevice(o.Device, o.Threads)
+	if err != nil {
+		return err
+	}
+	defer closeDevice()
+	m, closeModel, err := model.Open(o.Model, k)
 	if err != nil {
 		return err
 	}

@@ -17,13 +17,13 @@ import (
 	"jspark/backend/engine"
 	"jspark/backend/model"
 	"jspark/backend/server"
-	"jspark/kernels/cpu"
 )
 
 // EngineFlags are the engine options every engine-running command takes.
 type EngineFlags struct {
 	Model    string
 	Threads  int
+	Device   string
 	KVMemMiB int64
 	Trace    string
 	// ChatTemplateFile replaces the GGUF's chat template (like llama.cpp's
@@ -42,6 +42,7 @@ func addEngineFlags(cmd *cobra.Command, o *EngineFlags) {
 	d := engine.DefaultOptions()
 	f.StringVar(&o.Model, "model", "", "GGUF model file (default: the embedded stories260K)")
 	f.IntVar(&o.Threads, "threads", 0, "CPU threads (0: all)")
+	f.StringVar(&o.Device, "device", "cpu", deviceFlagHelp)
 	f.IntVar(&o.BlockSize, "kv-block", d.BlockSize, "tokens per KV block")
 	f.Int64Var(&o.KVMemMiB, "kv-memory", 0, "KV cache MiB (0: a fifth of available memory, at most 4 GiB)")
 	f.IntVar(&o.PrefillSolo, "prefill-solo", d.PrefillSolo, "prefill tokens per step when nothing else runs")
@@ -96,14 +97,21 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 	if err != nil {
 		return nil, server.Options{}, nil, err
 	}
-	m, err := model.Load(f, cpu.New(o.Threads))
+	k, closeDevice, err := openDevice(o.Device, o.Threads)
 	if err != nil {
+		f.Close()
+		return nil, server.Options{}, nil, err
+	}
+	m, err := model.Load(f, k)
+	if err != nil {
+		closeDevice()
 		f.Close()
 		return nil, server.Options{}, nil, err
 	}
 	m.KVType = kvType
 	tpl, err := o.chatTemplate(server.ChatTemplateOf(f))
 	if err != nil {
+		closeDevice()
 		f.Close()
 		return nil, server.Options{}, nil, err
 	}
@@ -114,6 +122,7 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 	var trace *os.File
 	if o.Trace != "" {
 		if trace, err = os.Create(o.Trace); err != nil {
+			closeDevice()
 			f.Close()
 			return nil, server.Options{}, nil, err
 		}
@@ -121,6 +130,7 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 	}
 	e, err := engine.New(m, opt)
 	if err != nil {
+		closeDevice()
 		f.Close()
 		return nil, server.Options{}, nil, err
 	}
@@ -129,6 +139,7 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 		if trace != nil {
 			trace.Close()
 		}
+		closeDevice()
 		f.Close()
 	}, nil
 }
