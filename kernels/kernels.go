@@ -1,11 +1,12 @@
 // Package kernels is the compute boundary: model code calls the Kernels
 // interface and never touches weights, activations or the KV cache itself.
 //
-// Implementations today: ref (plain scalar, single-threaded, the reference
-// every other one is tested against) and cpu (SIMD, multi-threaded). Both
-// are host devices: their buffers are ordinary Go memory. A CUDA device
-// (kernels/cuda, build tag cuda) is planned against this interface and does
-// not exist yet; this comment is what it is to be written from.
+// Implementations: ref (plain scalar, single-threaded, the reference every
+// other one is tested against) and cpu (SIMD, multi-threaded), both host
+// devices whose buffers are ordinary Go memory; and cuda (kernels/cuda,
+// build tag cuda: device memory through gorgonia.org/cu), written from this
+// comment and tested against ref on a host emulator, not yet on a GPU (see
+// scripts/gpu-check.sh).
 //
 // # Buffers
 //
