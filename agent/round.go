@@ -182,7 +182,7 @@ func RunRound(ctx context.Context, o RoundOptions) (*RoundResult, error) {
 			}
 			continue
 		}
-		capture := &payloadCapture{next: http.DefaultTransport}
+		capture := &payloadCapture{next: sessionHeader{next: http.DefaultTransport, id: o.Round.Name + "/" + name}}
 		cfg := openai.DefaultConfig(b.APIKey)
 		cfg.BaseURL = b.URL
 		cfg.HTTPClient = &http.Client{Transport: capture}

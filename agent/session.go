@@ -386,3 +386,17 @@ func (p *payloadCapture) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := p.next.RoundTrip(req)
 	return bound(resp), err
 }
+
+// sessionHeader names the session on every request (X-Session-Id: round/
+// session), so a server that retains an active session's cache (jspark
+// serve) keeps this one's prefix while its tools run.
+type sessionHeader struct {
+	next http.RoundTripper
+	id   string
+}
+
+func (h sessionHeader) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context()) // a RoundTripper must not modify the request
+	req.Header.Set("X-Session-Id", h.id)
+	return h.next.RoundTrip(req)
+}

@@ -72,6 +72,8 @@ type Usage struct {
 	// Timing is where the request's time went, set on the finish event.
 	Timing      Timing `json:"timing"`
 	Preemptions int    `json:"preemptions"`
+	// Session is the request's session key as the engine kept it.
+	Session string `json:"session,omitempty"`
 }
 
 // TokenProb is a token with its log-probability.
