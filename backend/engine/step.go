@@ -376,12 +376,18 @@ func (s *seq) pendingLogprobs(lp []float64, tok int) {
 	s.logprobs = l
 }
 
+// piece is a token's text.
+func (e *Engine) piece(id int) string { return string(e.m.Tok.AppendPiece(nil, id, true)) }
+
 // admit moves a waiting request to running, taking its cached prefix.
 func (e *Engine) admit(s *seq, p *plan) {
 	hit, _, bound, div := e.cache.take(s)
 	if !s.admitted {
 		s.admitted = true
 		if div != nil {
+			if div.Reason == "changed" {
+				div.Text, div.WasText = e.piece(div.Token), e.piece(div.Was)
+			}
 			s.usage.Divergence = div
 			d := *div
 			d.Req = s.id
