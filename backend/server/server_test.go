@@ -45,6 +45,12 @@ func start(t testing.TB, eopt engine.Options, sopt Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startModel(t, m, eopt, sopt)
+}
+
+// startModel is start over the model m.
+func startModel(t testing.TB, m *jmodel.Model, eopt engine.Options, sopt Options) *fixture {
+	t.Helper()
 	eopt.Log = io.Discard
 	if eopt.KVBlocks == 0 {
 		eopt.KVBlocks = 4096
