@@ -136,6 +136,12 @@ func TestSessionRunsToolsUntilTheCut(t *testing.T) {
 			t.Errorf("request %d: X-Session-Id %q, want round/session one/s0-a", i, id)
 		}
 	}
+	if q := s.Requests[0]; q.Timing != nil || q.ToolsSec <= 0 {
+		t.Errorf("a backend without usage.jspark: timing %+v, tools %.3f s", q.Timing, q.ToolsSec)
+	}
+	if line := WindowLine(res.Rounds[0]); !strings.HasSuffix(line, "not reported by this backend") {
+		t.Errorf("window line %q", line)
+	}
 	q := s.Requests[0]
 	if q.TTFT < 0 || q.End < q.Sent || q.PromptTokens != 100 || q.CachedTokens != 96 || q.CompletionTokens != 20 {
 		t.Errorf("first request record: %+v", q)

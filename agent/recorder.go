@@ -97,6 +97,9 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			q.TTFT = ob.FirstOutput.Sub(arrived).Seconds()
 		}
 		q.PromptTokens, q.CompletionTokens, q.CachedTokens = ob.Usage.PromptTokens, ob.Usage.CompletionTokens, ob.Usage.CachedTokens
+		if !ob.Accepted.IsZero() && ob.Err == nil {
+			q.Timing = &ob.Usage.Timing
+		}
 		q.Finish = ob.Finish
 		// A fast client may send its next request, naming these calls, before
 		// this handler returns: the calls that request's history put here are
