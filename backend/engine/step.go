@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"math"
 	"slices"
 	"sort"
@@ -424,11 +426,16 @@ func (e *Engine) requeue(s *seq, preempted bool) {
 	e.stats.waiting.Inc()
 }
 
-// reapAborted ends requests whose context is done.
+// reapAborted ends requests whose context is done: stopped by the caller
+// (ErrStopped) or aborted.
 func (e *Engine) reapAborted() {
 	for _, list := range [][]*seq{e.waiting, e.running} {
 		for _, s := range slices.Clone(list) {
-			if s.ctx.Err() != nil {
+			switch {
+			case s.ctx.Err() == nil:
+			case errors.Is(context.Cause(s.ctx), ErrStopped):
+				e.finish(s, FinishStop, nil)
+			default:
 				e.finish(s, FinishAbort, s.ctx.Err())
 			}
 		}
