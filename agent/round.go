@@ -213,7 +213,7 @@ func RunRound(ctx context.Context, o RoundOptions) (*RoundResult, error) {
 		b := o.Backends[i%len(o.Backends)]
 		res.Sessions = append(res.Sessions, SessionResult{Name: name, Task: task.ID, Backend: b.URL, Isolated: box.Isolated()})
 		if o.Agent != nil {
-			if sessions[i], err = newExternalSession(name, dir, task, o.Agent, box, logs[i], b, o.Recipe.Sampling.MaxTokens); err != nil {
+			if sessions[i], err = newExternalSession(o.Round.Name+"/"+name, name, dir, task, o.Agent, box, logs[i], b, o.Recipe.Sampling.MaxTokens); err != nil {
 				return nil, fmt.Errorf("session %s: %w", name, err)
 			}
 			continue
