@@ -28,6 +28,7 @@ type scripted struct {
 	mu      sync.Mutex
 	replies []func(w http.ResponseWriter, req openai.ChatCompletionRequest)
 	got     []openai.ChatCompletionRequest
+	session []string // each request's X-Session-Id
 }
 
 func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -35,6 +36,7 @@ func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	json.NewDecoder(r.Body).Decode(&req)
 	s.mu.Lock()
 	s.got = append(s.got, req)
+	s.session = append(s.session, r.Header.Get("X-Session-Id"))
 	n := len(s.got) - 1
 	s.mu.Unlock()
 	if n >= len(s.replies) {
@@ -128,6 +130,17 @@ func TestSessionRunsToolsUntilTheCut(t *testing.T) {
 	// Six scripted answers, then a seventh request hangs until the cut.
 	if len(s.Requests) != 7 || !s.Requests[6].Cut {
 		t.Fatalf("%d requests: %+v", len(s.Requests), s.Requests)
+	}
+	for i, id := range b.session {
+		if id != "one/s0-a" {
+			t.Errorf("request %d: X-Session-Id %q, want round/session one/s0-a", i, id)
+		}
+	}
+	if q := s.Requests[0]; q.Timing != nil || q.ToolsSec <= 0 {
+		t.Errorf("a backend without usage.jspark: timing %+v, tools %.3f s", q.Timing, q.ToolsSec)
+	}
+	if line := WindowLine(res.Rounds[0]); !strings.HasSuffix(line, "not reported by this backend") {
+		t.Errorf("window line %q", line)
 	}
 	q := s.Requests[0]
 	if q.TTFT < 0 || q.End < q.Sent || q.PromptTokens != 100 || q.CachedTokens != 96 || q.CompletionTokens != 20 {

@@ -44,7 +44,7 @@ type opener interface {
 	Listen(port int) (net.Listener, error)
 }
 
-func newExternalSession(name, dir string, task *recipes.Task, in *Installation, box *sandbox.Sandbox, log io.Writer, b Backend, maxTokens int) (*externalSession, error) {
+func newExternalSession(key, name, dir string, task *recipes.Task, in *Installation, box *sandbox.Sandbox, log io.Writer, b Backend, maxTokens int) (*externalSession, error) {
 	if b.Handler == nil {
 		return nil, errNoEngine
 	}
@@ -59,6 +59,7 @@ func newExternalSession(name, dir string, task *recipes.Task, in *Installation, 
 	x := &externalSession{name: name, dir: dir, in: in, box: box,
 		run: agentRun{BaseURL: "http://" + ln.Addr().String() + "/v1", Model: b.Model, MaxTokens: maxTokens, Context: b.Context, Prompt: task.Prompt}}
 	x.rec = newRecorder(b.Handler, name, time.Now(), func() bool { return false }, log)
+	x.rec.key = key
 	x.srv = &http.Server{Handler: x.rec, ReadHeaderTimeout: 30 * time.Second}
 	go x.srv.Serve(ln)
 	return x, nil

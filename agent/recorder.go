@@ -28,6 +28,9 @@ type recorder struct {
 	cut     func() bool // the window has ended
 	log     io.Writer   // the trajectory
 	onStep  func(*Request)
+	// key is the session key sent to the engine (X-Session-Id) when the
+	// agent sends none: round/session, as jspark's own loop sends.
+	key string
 
 	mu     sync.Mutex
 	reqs   []Request
@@ -60,6 +63,9 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	arrived := time.Now()
+	if rc.key != "" && r.Header.Get("X-Session-Id") == "" {
+		r.Header.Set("X-Session-Id", rc.key)
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxRecordedBody+1))
 	if err == nil && len(body) > maxRecordedBody {
 		err = fmt.Errorf("the request body is over %d bytes", maxRecordedBody)
@@ -97,6 +103,9 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			q.TTFT = ob.FirstOutput.Sub(arrived).Seconds()
 		}
 		q.PromptTokens, q.CompletionTokens, q.CachedTokens = ob.Usage.PromptTokens, ob.Usage.CompletionTokens, ob.Usage.CachedTokens
+		if !ob.Accepted.IsZero() && ob.Err == nil {
+			q.Timing = &ob.Usage.Timing
+		}
 		q.Finish = ob.Finish
 		// A fast client may send its next request, naming these calls, before
 		// this handler returns: the calls that request's history put here are

@@ -46,8 +46,10 @@ func TestRecorderRecordsFromTheServerSide(t *testing.T) {
 	api := server.New(e, server.Options{}).Handler()
 	second := make(chan struct{})
 	var served atomic.Int32
+	var keys sync.Map // request number → X-Session-Id
 	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := served.Add(1)
+		keys.Store(n, r.Header.Get("X-Session-Id"))
 		if n == 2 {
 			close(second)
 		}
@@ -61,6 +63,15 @@ func TestRecorderRecordsFromTheServerSide(t *testing.T) {
 		}
 	})
 	rec := newRecorder(slow, "s0", start, func() bool { return false }, &traj)
+	rec.key = "r/s0"
+	defer func() {
+		keys.Range(func(n, key any) bool {
+			if key != "r/s0" {
+				t.Errorf("request %v reached the server with X-Session-Id %q, want the recorder's r/s0", n, key)
+			}
+			return true
+		})
+	}()
 	var (
 		stepMu sync.Mutex
 		steps  []Request
@@ -149,6 +160,12 @@ func TestRecorderRecordsFromTheServerSide(t *testing.T) {
 		if q.TTFT < 0 || q.Sent < 0 || q.End < q.Sent+q.TTFT {
 			t.Errorf("request %d times: sent %.3f ttft %.3f end %.3f", i, q.Sent, q.TTFT, q.End)
 		}
+		if q.Timing == nil || q.Timing.PrefillSec <= 0 {
+			t.Errorf("request %d: the engine's timing %+v", i, q.Timing)
+		}
+	}
+	if got[2].Timing != nil {
+		t.Errorf("the refused request has a timing %+v", got[2].Timing)
 	}
 	if got[1].CachedTokens == 0 || got[0].Finish == "" {
 		t.Errorf("second request reused no prefix (%d cached) or the first has no finish (%q)", got[1].CachedTokens, got[0].Finish)

@@ -106,6 +106,42 @@ type Summary struct {
 	CountedBy       string   `json:"counted_by"`  // engine, prometheus or stream
 	ChecksPassed    int      `json:"checks_passed"`
 	Checks          int      `json:"checks"`
+	// WindowUse is where the window went, summed over the round's
+	// requests; nil when the backend reported no request's timing.
+	WindowUse *WindowUse `json:"window_use"`
+}
+
+// WindowUse sums, over a round's requests, the engine's timing of each
+// (usage.jspark.timing: those that reported one) and the time their tool
+// calls ran. Sessions run side by side, so the sums exceed the window.
+type WindowUse struct {
+	QueuedSec    float64 `json:"queued_s"`
+	PrefillSec   float64 `json:"prefill_s"`
+	DecodeSec    float64 `json:"decode_s"`
+	PreemptedSec float64 `json:"preempted_s"`
+	ToolsSec     float64 `json:"tools_s"`
+	Reported     int     `json:"reported_requests"` // requests with a timing
+}
+
+// windowUse sums the sessions' requests; nil when none reported a timing.
+func windowUse(ss []SessionResult) *WindowUse {
+	var w WindowUse
+	for _, sr := range ss {
+		for _, q := range sr.Requests {
+			w.ToolsSec += q.ToolsSec
+			if t := q.Timing; t != nil {
+				w.QueuedSec += t.QueuedSec
+				w.PrefillSec += t.PrefillSec
+				w.DecodeSec += t.DecodeSec
+				w.PreemptedSec += t.PreemptedSec
+				w.Reported++
+			}
+		}
+	}
+	if w.Reported == 0 {
+		return nil
+	}
+	return &w
 }
 
 // RoundResult is everything a round recorded.
@@ -177,12 +213,12 @@ func RunRound(ctx context.Context, o RoundOptions) (*RoundResult, error) {
 		b := o.Backends[i%len(o.Backends)]
 		res.Sessions = append(res.Sessions, SessionResult{Name: name, Task: task.ID, Backend: b.URL, Isolated: box.Isolated()})
 		if o.Agent != nil {
-			if sessions[i], err = newExternalSession(name, dir, task, o.Agent, box, logs[i], b, o.Recipe.Sampling.MaxTokens); err != nil {
+			if sessions[i], err = newExternalSession(o.Round.Name+"/"+name, name, dir, task, o.Agent, box, logs[i], b, o.Recipe.Sampling.MaxTokens); err != nil {
 				return nil, fmt.Errorf("session %s: %w", name, err)
 			}
 			continue
 		}
-		capture := &payloadCapture{next: http.DefaultTransport}
+		capture := &payloadCapture{next: sessionHeader{next: http.DefaultTransport, id: o.Round.Name + "/" + name}}
 		cfg := openai.DefaultConfig(b.APIKey)
 		cfg.BaseURL = b.URL
 		cfg.HTTPClient = &http.Client{Transport: capture}
@@ -358,6 +394,7 @@ func summarize(r *RoundResult, first, last Sample, kind string) Summary {
 	}
 	s.InitialTTFT = mean(initial)
 	s.LaterMedianTTFT = median(later)
+	s.WindowUse = windowUse(r.Sessions)
 	return s
 }
 

@@ -17,6 +17,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"jspark/backend/engine"
 	"jspark/recipes"
 	"jspark/tools"
 )
@@ -47,6 +48,13 @@ type Request struct {
 	Error            string  `json:"error,omitempty"`
 	Cut              bool    `json:"cut,omitempty"` // the window ended during this request
 	Trimmed          bool    `json:"trimmed,omitempty"`
+	// Timing is where the request's time went by the server's engine clock
+	// (usage.jspark.timing of jspark serve); nil when the backend reports
+	// none or the request did not finish.
+	Timing *engine.Timing `json:"timing,omitempty"`
+	// ToolsSec is how long the reply's tool calls ran (jspark's own loop;
+	// an external agent runs its tools out of sight).
+	ToolsSec float64 `json:"tools_s,omitempty"`
 }
 
 // requestJSON is Request as results.json and trajectories write it: a TTFT
@@ -174,6 +182,7 @@ func (s *Session) Run(ctx context.Context) ([]Request, End) {
 		nudges = 0
 		var results []openai.ChatCompletionMessage
 		cut := false
+		toolsStart := time.Now()
 		for i, tc := range reply.message.ToolCalls {
 			out := s.call(ctx, tc, &reqs[len(reqs)-1].Calls[i])
 			if out.Err != nil {
@@ -182,6 +191,7 @@ func (s *Session) Run(ctx context.Context) ([]Request, End) {
 			}
 			results = append(results, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: tc.ID, Content: out.Output})
 		}
+		reqs[len(reqs)-1].ToolsSec = time.Since(toolsStart).Seconds()
 		msgs = append(msgs, results...)
 		s.write(&reqs[len(reqs)-1], &reply.message, results)
 		if cut {
@@ -210,12 +220,19 @@ func (s *Session) send(ctx context.Context, turn int, msgs []openai.ChatCompleti
 	defer stream.Close()
 	a := newAssembler()
 	for {
-		chunk, err := stream.Recv()
+		// Raw, to read usage.jspark, which go-openai's Usage does not carry.
+		raw, err := stream.RecvRaw()
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		var chunk openai.ChatCompletionStreamResponse
+		if err == nil {
+			err = json.Unmarshal(raw, &chunk)
+		}
 		if err == nil && chunk.Usage != nil {
-			err = checkUsage(chunk.Usage)
+			if err = checkUsage(chunk.Usage); err == nil {
+				r.Timing, err = engineTiming(raw)
+			}
 		}
 		for i := 0; err == nil && i < len(chunk.Choices); i++ {
 			ch := chunk.Choices[i]
@@ -385,4 +402,38 @@ func (p *payloadCapture) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := p.next.RoundTrip(req)
 	return bound(resp), err
+}
+
+// sessionHeader names the session on every request (X-Session-Id: round/
+// session), so a server that retains an active session's cache (jspark
+// serve) keeps this one's prefix while its tools run.
+type sessionHeader struct {
+	next http.RoundTripper
+	id   string
+}
+
+func (h sessionHeader) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context()) // a RoundTripper must not modify the request
+	req.Header.Set("X-Session-Id", h.id)
+	return h.next.RoundTrip(req)
+}
+
+// engineTiming reads usage.jspark.timing from a chunk that carries usage:
+// nil when the backend sends none (any endpoint but jspark serve).
+func engineTiming(chunk []byte) (*engine.Timing, error) {
+	var u struct {
+		Usage struct {
+			Jspark *struct {
+				Timing *engine.Timing `json:"timing"`
+			} `json:"jspark"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(chunk, &u); err != nil || u.Usage.Jspark == nil || u.Usage.Jspark.Timing == nil {
+		return nil, err
+	}
+	t := u.Usage.Jspark.Timing
+	if t.QueuedSec < 0 || t.PrefillSec < 0 || t.DecodeSec < 0 || t.PreemptedSec < 0 {
+		return nil, invalid("usage.jspark.timing has a negative time: %+v", *t)
+	}
+	return t, nil
 }

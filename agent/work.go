@@ -182,6 +182,9 @@ func Table(w io.Writer, res *WorkResult) {
 			s.ToolCalls, s.NonzeroExits, s.APIErrors, s.PendingAtCut, s.WaitingMax, s.RunningMax, s.Preemptions)
 	}
 	tw.Flush()
+	for _, r := range res.Rounds {
+		fmt.Fprintf(w, "%s: %s\n", r.Name, WindowLine(r))
+	}
 	if len(res.Rounds) > 0 {
 		counted := res.Rounds[0].Summary.CountedBy
 		note := map[string]string{
@@ -201,6 +204,24 @@ func Table(w io.Writer, res *WorkResult) {
 			}
 		}
 	}
+}
+
+// WindowLine says where a round's window went: the sums over its requests
+// of the engine's queued, prefill, decode and preempted time, and of the
+// tools' time.
+func WindowLine(r *RoundResult) string {
+	u := r.Summary.WindowUse
+	if u == nil {
+		return "where the window went: not reported by this backend"
+	}
+	tools := fmt.Sprintf("tools %.1f s", u.ToolsSec)
+	for _, s := range r.Sessions {
+		if s.Agent != "" {
+			tools = "tools not measured (an external agent runs its own)"
+		}
+	}
+	return fmt.Sprintf("where the window went (sums over sessions): queue %.1f s, prefill %.1f s, decode %.1f s, preempted %.1f s, %s",
+		u.QueuedSec, u.PrefillSec, u.DecodeSec, u.PreemptedSec, tools)
 }
 
 // AgentLine is the seed's Pi-validation line for an external agent's session:

@@ -260,7 +260,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Event, error) {
 		tokens: append([]int(nil), r.Prompt...), submitted: time.Now(),
 	}
 	s.clock = newReqClock(s.submitted)
-	s.usage.PromptTokens = len(r.Prompt)
+	s.usage.PromptTokens, s.usage.Session = len(r.Prompt), r.Session
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()

@@ -47,7 +47,7 @@ type FinishReason string
 const (
 	FinishStop   FinishReason = "stop"   // end-of-generation or stop token
 	FinishLength FinishReason = "length" // max tokens or context
-	FinishAbort  FinishReason = "abort"  // context cancelled
+	FinishAbort  FinishReason = "abort"  // context cancelled (not with ErrStopped)
 	FinishError  FinishReason = "error"
 )
 
@@ -72,6 +72,8 @@ type Usage struct {
 	// Timing is where the request's time went, set on the finish event.
 	Timing      Timing `json:"timing"`
 	Preemptions int    `json:"preemptions"`
+	// Session is the request's session key as the engine kept it.
+	Session string `json:"session,omitempty"`
 }
 
 // TokenProb is a token with its log-probability.
@@ -99,6 +101,12 @@ var (
 	ErrQueueFull = errors.New("engine: queue full")
 	ErrClosed    = errors.New("engine: closed")
 )
+
+// ErrStopped, as the cause of a request's cancelled context
+// (context.WithCancelCause), says the caller ended it on its own terms (a
+// stop string, a complete tool call): it finishes as FinishStop, and is
+// counted so, not as an abort.
+var ErrStopped = errors.New("engine: stopped by the caller")
 
 type reqState int
 

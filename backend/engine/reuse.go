@@ -84,4 +84,8 @@ type Divergence struct {
 	Position int    `json:"position"`
 	Token    int    `json:"token,omitempty"`
 	Was      int    `json:"was,omitempty"`
+	// Text and WasText are the two tokens' text, as the tokenizer spells
+	// them (special tokens included), so a client sees what changed.
+	Text    string `json:"text,omitempty"`
+	WasText string `json:"was_text,omitempty"`
 }

@@ -9,7 +9,7 @@ import (
 
 // TestDivergenceNamesChangedToken: a system prompt changed at one token
 // reuses the blocks before it, and the usage and the trace name the first
-// changed position with both token ids; a prefix that was committed but is
+// changed position with both token ids and texts; a prefix that was committed but is
 // no longer cached is reported as evicted.
 func TestDivergenceNamesChangedToken(t *testing.T) {
 	m := tinyModel(t, 16, 1)
@@ -25,7 +25,11 @@ func TestDivergenceNamesChangedToken(t *testing.T) {
 	changed[70] = 3 + (changed[70]-2)%(m.Vocab-3)
 	log.reset()
 	r := run(t, e, greedy(changed, 2))
-	want := &Divergence{Reason: "changed", Position: 70, Token: changed[70], Was: first[70]}
+	want := &Divergence{Reason: "changed", Position: 70, Token: changed[70], Was: first[70],
+		Text: string(m.Tok.AppendPiece(nil, changed[70], true)), WasText: string(m.Tok.AppendPiece(nil, first[70], true))}
+	if want.Text == "" || want.Text == want.WasText {
+		t.Fatalf("the synthetic vocabulary spells tokens %d and %d %q and %q", want.Token, want.Was, want.Text, want.WasText)
+	}
 	if d := cmp.Diff(want, r.finish.Usage.Divergence); d != "" {
 		t.Fatalf("divergence (-want +got):\n%s", d)
 	}

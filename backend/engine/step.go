@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"math"
 	"slices"
 	"sort"
@@ -376,12 +378,18 @@ func (s *seq) pendingLogprobs(lp []float64, tok int) {
 	s.logprobs = l
 }
 
+// piece is a token's text.
+func (e *Engine) piece(id int) string { return string(e.m.Tok.AppendPiece(nil, id, true)) }
+
 // admit moves a waiting request to running, taking its cached prefix.
 func (e *Engine) admit(s *seq, p *plan) {
 	hit, _, bound, div := e.cache.take(s)
 	if !s.admitted {
 		s.admitted = true
 		if div != nil {
+			if div.Reason == "changed" {
+				div.Text, div.WasText = e.piece(div.Token), e.piece(div.Was)
+			}
 			s.usage.Divergence = div
 			d := *div
 			d.Req = s.id
@@ -418,11 +426,16 @@ func (e *Engine) requeue(s *seq, preempted bool) {
 	e.stats.waiting.Inc()
 }
 
-// reapAborted ends requests whose context is done.
+// reapAborted ends requests whose context is done: stopped by the caller
+// (ErrStopped) or aborted.
 func (e *Engine) reapAborted() {
 	for _, list := range [][]*seq{e.waiting, e.running} {
 		for _, s := range slices.Clone(list) {
-			if s.ctx.Err() != nil {
+			switch {
+			case s.ctx.Err() == nil:
+			case errors.Is(context.Cause(s.ctx), ErrStopped):
+				e.finish(s, FinishStop, nil)
+			default:
 				e.finish(s, FinishAbort, s.ctx.Err())
 			}
 		}

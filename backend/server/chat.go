@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -356,6 +357,16 @@ type JsparkDetails struct {
 	ComputedTokens  int                `json:"computed_tokens"`
 	Timing          engine.Timing      `json:"timing"`
 	Divergence      *engine.Divergence `json:"divergence,omitempty"`
+	// Session is the key the engine retained the request's blocks under
+	// (X-Session-Id, else user); absent without one.
+	Session string `json:"session,omitempty"`
+}
+
+// sessionOf is the request's session key for the engine's retention: the
+// X-Session-Id header (the runner's round/session), else the body's OpenAI
+// user field, else none.
+func sessionOf(c echo.Context, user string) string {
+	return cmp.Or(c.Request().Header.Get("X-Session-Id"), user)
 }
 
 func usageOf(u engine.Usage) *Usage {
@@ -363,7 +374,7 @@ func usageOf(u engine.Usage) *Usage {
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
 		PromptTokensDetails: PromptDetails{CachedTokens: u.CachedTokens},
 		Jspark: &JsparkDetails{CommittedTokens: u.CommittedTokens, Preemptions: u.Preemptions,
-			ReusedTokens: u.ReusedTokens, ComputedTokens: u.ComputedTokens, Timing: u.Timing, Divergence: u.Divergence},
+			ReusedTokens: u.ReusedTokens, ComputedTokens: u.ComputedTokens, Timing: u.Timing, Divergence: u.Divergence, Session: u.Session},
 	}
 }
 
@@ -386,6 +397,7 @@ func (s *Server) chatCompletions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	j.req.Session = sessionOf(c, r.User)
 	id, created := newID("chatcmpl-"), now()
 	if !r.Stream {
 		var content, reasoning string

@@ -20,6 +20,7 @@ type CompletionRequest struct {
 	Stop      json.RawMessage `json:"stop"`
 	N         *int            `json:"n"`
 	CacheSalt string          `json:"cache_salt"`
+	User      string          `json:"user"`
 	// Logprobs asks for that many alternatives per token (0..20) in the
 	// legacy shape; Echo prepends the prompt to the text.
 	Logprobs *int `json:"logprobs"`
@@ -109,7 +110,7 @@ func (s *Server) completions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	j := job{stops: stops, req: engine.Request{Prompt: prompt, MaxTokens: maxTok, Sampling: params, IgnoreEOS: r.IgnoreEOS, CacheSalt: r.CacheSalt}}
+	j := job{stops: stops, req: engine.Request{Prompt: prompt, MaxTokens: maxTok, Sampling: params, IgnoreEOS: r.IgnoreEOS, CacheSalt: r.CacheSalt, Session: sessionOf(c, r.User)}}
 	if r.Logprobs != nil {
 		if *r.Logprobs < 0 || *r.Logprobs > 20 {
 			return badRequest("logprobs", "logprobs must be in 0..20, got %d", *r.Logprobs)

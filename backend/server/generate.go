@@ -126,7 +126,11 @@ func bytesOf(s string) []int {
 func (s *Server) run(ctx context.Context, j job, emit func(output) error) (res result, err error) {
 	emit, observed := observe(ctx, emit)
 	defer func() { observed(res, err) }()
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	cancel := func() { cancelCause(nil) }
+	// stop ends the request on the client's terms: the engine finishes it
+	// as a stop (and counts it so), not as an abort.
+	stop := func() { cancelCause(engine.ErrStopped) }
 	defer cancel()
 	defer context.AfterFunc(s.stop, cancel)() // Abort ends it too
 	if s.stop.Err() != nil {
@@ -193,7 +197,7 @@ func (s *Server) run(ctx context.Context, j job, emit func(output) error) (res r
 		if i, _ := firstStop(text, j.stops); i >= 0 {
 			send(sp.feed(text[:i]), lps)
 			stopped = true
-			cancel()
+			stop()
 			continue
 		}
 		keep := holdFor(text, j.stops)
@@ -201,7 +205,7 @@ func (s *Server) run(ctx context.Context, j job, emit func(output) error) (res r
 		send(sp.feed(text[:len(text)-keep]), lps)
 		if sp.done() { // the one call allowed is complete
 			stopped = true
-			cancel()
+			stop()
 		}
 	}
 	var last chat.Delta

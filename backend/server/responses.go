@@ -41,6 +41,7 @@ type ResponsesRequest struct {
 	Background         bool            `json:"background"`
 	ChatTemplateKwargs chat.Vars       `json:"chat_template_kwargs"`
 	CacheSalt          string          `json:"cache_salt"`
+	User               string          `json:"user"`
 }
 
 // responseInput is one item of input: a message, a function call, its
@@ -235,6 +236,7 @@ func (s *Server) responses(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	j.req.Session = sessionOf(c, r.User)
 	b := &responseBuilder{id: newID("resp_"), created: now(), req: &r, tools: rt, model: s.opt.ServedName}
 	if !r.Stream {
 		res, err := s.run(c.Request().Context(), j, func(o output) error { return b.add(o.delta) })

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -45,6 +46,12 @@ func start(t testing.TB, eopt engine.Options, sopt Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startModel(t, m, eopt, sopt)
+}
+
+// startModel is start over the model m.
+func startModel(t testing.TB, m *jmodel.Model, eopt engine.Options, sopt Options) *fixture {
+	t.Helper()
 	eopt.Log = io.Discard
 	if eopt.KVBlocks == 0 {
 		eopt.KVBlocks = 4096
@@ -320,18 +327,70 @@ func scrape(t *testing.T, url string) map[string]float64 {
 	if err != nil {
 		t.Fatalf("metrics do not parse: %v", err)
 	}
+	// Each metric by its name and by name{label="value"} for each of its
+	// labels, summed over the rest.
 	out := map[string]float64{}
 	for name, fam := range families {
 		for _, m := range fam.Metric {
+			var v float64
 			switch {
 			case m.Counter != nil:
-				out[name] += m.Counter.GetValue()
+				v = m.Counter.GetValue()
 			case m.Gauge != nil:
-				out[name] += m.Gauge.GetValue()
+				v = m.Gauge.GetValue()
+			}
+			out[name] += v
+			for _, l := range m.Label {
+				out[fmt.Sprintf("%s{%s=%q}", name, l.GetName(), l.GetValue())] += v
 			}
 		}
 	}
 	return out
+}
+
+// TestMetricsCountFinishAsTheClientSaw: a reply ended by a stop string is
+// a finish_reason stop to the client and in vllm:request_success_total,
+// not an abort (the server cancels the engine's request there).
+func TestMetricsCountFinishAsTheClientSaw(t *testing.T) {
+	f := start(t, engine.Options{}, Options{})
+	ask := func(stop []string) openai.ChatCompletionResponse {
+		resp, err := f.client.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
+			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "Once upon a time"}}, MaxTokens: 40, Stop: stop})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	full := ask(nil).Choices[0].Message.Content
+	words := strings.Fields(full)
+	if len(words) < 4 {
+		t.Fatalf("reply %q is too short to cut", full)
+	}
+	stop := " " + words[2]
+	for _, name := range []string{"chat", "stream"} {
+		before := scrape(t, f.srv.URL)
+		finish := ""
+		if name == "chat" {
+			r := ask([]string{stop})
+			finish = string(r.Choices[0].FinishReason)
+			if got := r.Choices[0].Message.Content; len(got) >= len(full) {
+				t.Fatalf("stop %q did not cut %q: %q", stop, full, got)
+			}
+		} else {
+			stream, err := f.client.CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{
+				Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "Once upon a time"}}, MaxTokens: 40, Stop: []string{stop}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			finish = string(drain(t, stream).finish)
+		}
+		after := scrape(t, f.srv.URL)
+		key := func(r string) string { return `vllm:request_success_total{finished_reason="` + r + `"}` }
+		if finish != "stop" || after[key("stop")]-before[key("stop")] != 1 || after[key("abort")] != before[key("abort")] {
+			t.Errorf("%s: the client saw finish %q; request_success_total moved stop +%v, abort +%v",
+				name, finish, after[key("stop")]-before[key("stop")], after[key("abort")]-before[key("abort")])
+		}
+	}
 }
 
 func TestMetricsMoveByReportedTokens(t *testing.T) {

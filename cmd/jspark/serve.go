@@ -52,11 +52,22 @@ func addEngineFlags(cmd *cobra.Command, o *EngineFlags) {
 	f.IntVar(&o.MaxContext, "ctx", 0, "context tokens per sequence (0: the model's, at least 32768)")
 	f.IntVar(&o.Speculate, "speculate", d.Speculate, "n-gram draft tokens per decode step (0: off)")
 	f.IntVar(&o.MaxStepMs, "max-step-ms", d.MaxStepMs, "longest a prefilling step should take, in ms: chunks are sized from the measured speed (0: off, token budgets only)")
+	f.DurationVar(&o.SessionRetain, "session-retain", d.SessionRetain, "keep the cache of a session (X-Session-Id or user) active within this long ahead of idle ones' (0: off)")
 	f.StringVar(&o.Trace, "trace", "", "write a per-step JSON-lines trace to this file")
 	f.StringVar(&o.ChatTemplateFile, "chat-template-file", "", "Jinja chat template to use instead of the model's tokenizer.chat_template")
 	f.StringVar(&o.ReasoningFormat, "reasoning-format", "auto", "auto: a thinking model's <think> block is returned as reasoning_content; none: left in content")
 	f.StringVar(&o.KVType, "kv-type", "f32", "KV cache element type: f32 or f16 (half the memory)")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
+}
+
+// engineOptions are the engine's options as the flags set them.
+func (o *EngineFlags) engineOptions() engine.Options {
+	opt := o.Options
+	opt.KVMemory = o.KVMemMiB << 20
+	if opt.SessionRetain <= 0 {
+		opt.SessionRetain = -1 // the flag's 0 is off; the engine's 0 is its default
+	}
+	return opt
 }
 
 // chatTemplate is the template source for o: the file's when given, else the GGUF's.
@@ -116,8 +127,7 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 		return nil, server.Options{}, nil, err
 	}
 	sopt := server.Options{ChatTemplate: tpl, ReasoningFormat: o.ReasoningFormat}
-	opt := o.Options
-	opt.KVMemory = o.KVMemMiB << 20
+	opt := o.engineOptions()
 	opt.Log = log
 	var trace *os.File
 	if o.Trace != "" {

@@ -9,6 +9,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
+
+	"jspark/backend/engine"
 )
 
 // serveProcess runs `jspark serve` as its own process; it returns the
@@ -101,5 +105,28 @@ func TestSIGTERMTimeoutEndsStreamsWithAnError(t *testing.T) {
 	}
 	if !strings.Contains(log, "1 requests still running at the timeout were ended with an error") {
 		t.Fatalf("log:\n%s", log)
+	}
+}
+
+// TestEngineFlagsSessionRetain: --session-retain defaults to the engine's
+// retention, and 0 turns it off (the engine's own 0 would mean its default).
+func TestEngineFlagsSessionRetain(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, engine.DefaultOptions().SessionRetain},
+		{[]string{"--session-retain", "5s"}, 5 * time.Second},
+		{[]string{"--session-retain", "0"}, -1},
+	} {
+		cmd := &cobra.Command{}
+		var o EngineFlags
+		addEngineFlags(cmd, &o)
+		if err := cmd.Flags().Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		if got := o.engineOptions().SessionRetain; got != c.want {
+			t.Errorf("%v: SessionRetain %v, want %v", c.args, got, c.want)
+		}
 	}
 }

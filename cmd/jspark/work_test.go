@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,6 +93,33 @@ func TestWorkC3First(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(out, "report.html")); err != nil || !strings.Contains(string(b), "<svg") {
 		t.Errorf("report.html: %v", err)
 	}
+	// Where the window went: results.json's per-request timings and tool
+	// times, summed here, are the round's sums and the printed line.
+	var q, pf, dec, pre, tools float64
+	reported := 0
+	for _, s := range r.Sessions {
+		for _, req := range s.Requests {
+			tools += req.ToolsSec
+			if tm := req.Timing; tm != nil {
+				q, pf, dec, pre = q+tm.QueuedSec, pf+tm.PrefillSec, dec+tm.DecodeSec, pre+tm.PreemptedSec
+				reported++
+			}
+		}
+	}
+	u := r.Summary.WindowUse
+	if u == nil || u.Reported != reported || reported == 0 || pf <= 0 || dec <= 0 || tools <= 0 {
+		t.Fatalf("window use %+v; recomputed from %d requests: prefill %.3f, decode %.3f, tools %.3f", u, reported, pf, dec, tools)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
+	if !near(u.QueuedSec, q) || !near(u.PrefillSec, pf) || !near(u.DecodeSec, dec) || !near(u.PreemptedSec, pre) || !near(u.ToolsSec, tools) {
+		t.Errorf("window use %+v, recomputed queue %.3f prefill %.3f decode %.3f preempted %.3f tools %.3f", *u, q, pf, dec, pre, tools)
+	}
+	line := fmt.Sprintf("c3-first: where the window went (sums over sessions): queue %.1f s, prefill %.1f s, decode %.1f s, preempted %.1f s, tools %.1f s\n",
+		q, pf, dec, pre, tools)
+	if !strings.Contains(stdout, line) {
+		t.Errorf("stdout has no line %q:\n%s", line, stdout)
+	}
+	t.Logf("%s", strings.TrimSpace(line))
 }
 
 func TestWorkC3RepeatIdenticalAndCached(t *testing.T) {
