@@ -19,6 +19,8 @@ type Kernels struct {
 	scratch     []scratch
 	isa         isa
 	mm          matmul
+	qm          qmm
+	xq          qscratch // quantized activations of the current product
 	at          attend
 	mu          sync.Mutex // one parallel kernel at a time owns the scratch
 }

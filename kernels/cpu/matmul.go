@@ -112,6 +112,10 @@ func (k *Kernels) MatMul(dst, x *kernels.Buffer, n int, w *kernels.Matrix) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if intPath(w.Type) {
+		k.qmatmul(dst, x, n, w)
+		return
+	}
 	mm := &k.mm
 	*mm = matmul{k: k, dst: kernels.HostF32(dst), x: kernels.HostF32(x), w: w, wb: kernels.HostBytes(w.Buf), n: n,
 		rblocks: (w.Rows + rowBlock - 1) / rowBlock}
