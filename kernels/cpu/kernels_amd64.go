@@ -113,3 +113,67 @@ func deq512Q6K(dst *float32, src *byte, blocks int)
 func attn512F32(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
 
 func attn512F16(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+
+func qdotvnniQ8_0x1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotvnniQ8_0x2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotvnniQ8_0x3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotvnniQ8_0x4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotvnniQ4_0x1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotvnniQ4_0x2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotvnniQ4_0x3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotvnniQ4_0x4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotvnniQ4Kx1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotvnniQ4Kx2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotvnniQ4Kx3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotvnniQ4Kx4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotvnniQ6Kx1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotvnniQ6Kx2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotvnniQ6Kx3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotvnniQ6Kx4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotavx2Q8_0x1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotavx2Q8_0x2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotavx2Q8_0x3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotavx2Q8_0x4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotavx2Q4_0x1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotavx2Q4_0x2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotavx2Q4_0x3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotavx2Q4_0x4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotavx2Q4Kx1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotavx2Q4Kx2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotavx2Q4Kx3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotavx2Q4Kx4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotavx2Q6Kx1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotavx2Q6Kx2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotavx2Q6Kx3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+
+func qdotavx2Q6Kx4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)

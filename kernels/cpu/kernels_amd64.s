@@ -20,6 +20,16 @@ DATA masks256<>+56(SB)/4, $0x00000000
 DATA masks256<>+60(SB)/4, $0x00000000
 GLOBL masks256<>(SB), RODATA|NOPTR, $64
 
+DATA q6kidx<>+0(SB)/4, $0x00000000
+DATA q6kidx<>+4(SB)/4, $0x00000000
+DATA q6kidx<>+8(SB)/4, $0x00000000
+DATA q6kidx<>+12(SB)/4, $0x00000000
+DATA q6kidx<>+16(SB)/4, $0x00000001
+DATA q6kidx<>+20(SB)/4, $0x00000001
+DATA q6kidx<>+24(SB)/4, $0x00000001
+DATA q6kidx<>+28(SB)/4, $0x00000001
+GLOBL q6kidx<>(SB), RODATA|NOPTR, $32
+
 // func tile512x1x1(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
 TEXT ·tile512x1x1(SB), NOSPLIT, $0-80
@@ -10086,5 +10096,7085 @@ attn512F16_vdone:
 	JMP     attn512F16_col
 
 attn512F16_done:
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ8_0x1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ8_0x1(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+40(FP), BX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x80808080, SI
+	VMOVD        SI, X1
+	VPBROADCASTD X1, Y1
+
+qdotvnniQ8_0x1_loop:
+	TESTQ        BX, BX
+	JZ           qdotvnniQ8_0x1_done
+	VMOVDQU      (CX), Y2
+	VBROADCASTSS (DX), Y5
+	VPXOR        Y4, Y4, Y4
+	VPDPBUSD     Y2, Y1, Y4
+	VPXOR        Y3, Y3, Y3
+	VPSUBD       Y4, Y3, Y3
+	VMOVDQU      2(AX), Y4
+	VPXOR        Y1, Y4, Y4
+	VMOVDQA      Y3, Y3
+	VPDPBUSD     Y2, Y4, Y3
+	VCVTDQ2PS    Y3, Y3
+	VPBROADCASTW (AX), X2
+	VCVTPH2PS    X2, Y2
+	VMULPS       Y5, Y2, Y2
+	VFMADD231PS  Y2, Y3, Y0
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000022, AX
+	DECQ         BX
+	JMP          qdotvnniQ8_0x1_loop
+
+qdotvnniQ8_0x1_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ8_0x2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ8_0x2(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	MOVL         $0x80808080, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+
+qdotvnniQ8_0x2_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ8_0x2_done
+	VMOVDQU      (DX), Y3
+	VBROADCASTSS (BX), Y7
+	VPXOR        Y5, Y5, Y5
+	VPDPBUSD     Y3, Y2, Y5
+	VPXOR        Y4, Y4, Y4
+	VPSUBD       Y5, Y4, Y4
+	VMOVDQU      2(AX), Y5
+	VPXOR        Y2, Y5, Y5
+	VMOVDQA      Y4, Y6
+	VPDPBUSD     Y3, Y5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTW (AX), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y7, Y5, Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VMOVDQU      2(AX)(CX*1), Y5
+	VPXOR        Y2, Y5, Y5
+	VMOVDQA      Y4, Y6
+	VPDPBUSD     Y3, Y5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTW (AX)(CX*1), X3
+	VCVTPH2PS    X3, Y3
+	VMULPS       Y7, Y3, Y3
+	VFMADD231PS  Y3, Y6, Y1
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000022, AX
+	DECQ         SI
+	JMP          qdotvnniQ8_0x2_loop
+
+qdotvnniQ8_0x2_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0x4e, X0, X2
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0xb1, X0, X2
+	VADDSS       X2, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ8_0x3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ8_0x3(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	MOVL         $0x80808080, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+
+qdotvnniQ8_0x3_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ8_0x3_done
+	VMOVDQU      (DX), Y4
+	VBROADCASTSS (BX), Y8
+	VPXOR        Y6, Y6, Y6
+	VPDPBUSD     Y4, Y3, Y6
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y6, Y5, Y5
+	VMOVDQU      2(AX), Y6
+	VPXOR        Y3, Y6, Y6
+	VMOVDQA      Y5, Y7
+	VPDPBUSD     Y4, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y8, Y6, Y6
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      2(AX)(CX*1), Y6
+	VPXOR        Y3, Y6, Y6
+	VMOVDQA      Y5, Y7
+	VPDPBUSD     Y4, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPBROADCASTW (AX)(CX*1), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y8, Y6, Y6
+	VFMADD231PS  Y6, Y7, Y1
+	VMOVDQU      2(AX)(CX*2), Y6
+	VPXOR        Y3, Y6, Y6
+	VMOVDQA      Y5, Y7
+	VPDPBUSD     Y4, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPBROADCASTW (AX)(CX*2), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y8, Y4, Y4
+	VFMADD231PS  Y4, Y7, Y2
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000022, AX
+	DECQ         SI
+	JMP          qdotvnniQ8_0x3_loop
+
+qdotvnniQ8_0x3_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X0
+	VPERMILPS    $0x4e, X0, X3
+	VADDPS       X3, X0, X0
+	VPERMILPS    $0xb1, X0, X3
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ8_0x4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ8_0x4(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x80808080, R8
+	VMOVD        R8, X4
+	VPBROADCASTD X4, Y4
+
+qdotvnniQ8_0x4_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ8_0x4_done
+	VMOVDQU      (DX), Y5
+	VBROADCASTSS (BX), Y9
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y4, Y7
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y7, Y6, Y6
+	VMOVDQU      2(AX), Y7
+	VPXOR        Y4, Y7, Y7
+	VMOVDQA      Y6, Y8
+	VPDPBUSD     Y5, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTW (AX), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y9, Y7, Y7
+	VFMADD231PS  Y7, Y8, Y0
+	VMOVDQU      2(AX)(CX*1), Y7
+	VPXOR        Y4, Y7, Y7
+	VMOVDQA      Y6, Y8
+	VPDPBUSD     Y5, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTW (AX)(CX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y9, Y7, Y7
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVDQU      2(AX)(CX*2), Y7
+	VPXOR        Y4, Y7, Y7
+	VMOVDQA      Y6, Y8
+	VPDPBUSD     Y5, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTW (AX)(CX*2), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y9, Y7, Y7
+	VFMADD231PS  Y7, Y8, Y2
+	VMOVDQU      2(DI), Y7
+	VPXOR        Y4, Y7, Y7
+	VMOVDQA      Y6, Y8
+	VPDPBUSD     Y5, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTW (DI), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y9, Y5, Y5
+	VFMADD231PS  Y5, Y8, Y3
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000022, DI
+	DECQ         SI
+	JMP          qdotvnniQ8_0x4_loop
+
+qdotvnniQ8_0x4_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0xb1, X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4_0x1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4_0x1(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+40(FP), BX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x08080808, SI
+	VMOVD        SI, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X2
+	VPBROADCASTD X2, Y2
+
+qdotvnniQ4_0x1_loop:
+	TESTQ        BX, BX
+	JZ           qdotvnniQ4_0x1_done
+	VMOVDQU      (CX), Y3
+	VBROADCASTSS (DX), Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y3, Y1, Y7
+	VPXOR        Y4, Y4, Y4
+	VPSUBD       Y7, Y4, Y4
+	VMOVDQU      2(AX), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQA      Y4, Y4
+	VPDPBUSD     Y3, Y5, Y4
+	VCVTDQ2PS    Y4, Y4
+	VPBROADCASTW (AX), X3
+	VCVTPH2PS    X3, Y3
+	VMULPS       Y6, Y3, Y3
+	VFMADD231PS  Y3, Y4, Y0
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000012, AX
+	DECQ         BX
+	JMP          qdotvnniQ4_0x1_loop
+
+qdotvnniQ4_0x1_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4_0x2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4_0x2(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	MOVL         $0x08080808, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+
+qdotvnniQ4_0x2_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ4_0x2_done
+	VMOVDQU      (DX), Y4
+	VBROADCASTSS (BX), Y8
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y4, Y2, Y7
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y7, Y5, Y5
+	VMOVDQU      2(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y6
+	VPAND        Y3, Y6, Y6
+	VMOVDQA      Y5, Y7
+	VPDPBUSD     Y4, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  Y9, Y7, Y0
+	VMOVDQU      2(AX)(CX*1), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y6
+	VPAND        Y3, Y6, Y6
+	VMOVDQA      Y5, Y7
+	VPDPBUSD     Y4, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPBROADCASTW (AX)(CX*1), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y8, Y4, Y4
+	VFMADD231PS  Y4, Y7, Y1
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000012, AX
+	DECQ         SI
+	JMP          qdotvnniQ4_0x2_loop
+
+qdotvnniQ4_0x2_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0x4e, X0, X2
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0xb1, X0, X2
+	VADDSS       X2, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4_0x3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4_0x3(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	MOVL         $0x08080808, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+
+qdotvnniQ4_0x3_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ4_0x3_done
+	VMOVDQU      (DX), Y5
+	VBROADCASTSS (BX), Y9
+	VPXOR        Y8, Y8, Y8
+	VPDPBUSD     Y5, Y3, Y8
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y8, Y6, Y6
+	VMOVDQU      2(AX), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        Y4, Y7, Y7
+	VMOVDQA      Y6, Y8
+	VPDPBUSD     Y5, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTW (AX), X7
+	VCVTPH2PS    X7, Y10
+	VMULPS       Y9, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VMOVDQU      2(AX)(CX*1), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        Y4, Y7, Y7
+	VMOVDQA      Y6, Y8
+	VPDPBUSD     Y5, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTW (AX)(CX*1), X7
+	VCVTPH2PS    X7, Y10
+	VMULPS       Y9, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VMOVDQU      2(AX)(CX*2), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        Y4, Y7, Y7
+	VMOVDQA      Y6, Y8
+	VPDPBUSD     Y5, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTW (AX)(CX*2), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y9, Y5, Y5
+	VFMADD231PS  Y5, Y8, Y2
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000012, AX
+	DECQ         SI
+	JMP          qdotvnniQ4_0x3_loop
+
+qdotvnniQ4_0x3_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X0
+	VPERMILPS    $0x4e, X0, X3
+	VADDPS       X3, X0, X0
+	VPERMILPS    $0xb1, X0, X3
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4_0x4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4_0x4(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x08080808, R8
+	VMOVD        R8, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X5
+	VPBROADCASTD X5, Y5
+
+qdotvnniQ4_0x4_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ4_0x4_done
+	VMOVDQU      (DX), Y6
+	VBROADCASTSS (BX), Y10
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y6, Y4, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      2(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        Y5, Y8, Y8
+	VMOVDQA      Y7, Y9
+	VPDPBUSD     Y6, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, Y11
+	VMULPS       Y10, Y11, Y11
+	VFMADD231PS  Y11, Y9, Y0
+	VMOVDQU      2(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        Y5, Y8, Y8
+	VMOVDQA      Y7, Y9
+	VPDPBUSD     Y6, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTW (AX)(CX*1), X8
+	VCVTPH2PS    X8, Y11
+	VMULPS       Y10, Y11, Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VMOVDQU      2(AX)(CX*2), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        Y5, Y8, Y8
+	VMOVDQA      Y7, Y9
+	VPDPBUSD     Y6, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTW (AX)(CX*2), X8
+	VCVTPH2PS    X8, Y11
+	VMULPS       Y10, Y11, Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VMOVDQU      2(DI), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        Y5, Y8, Y8
+	VMOVDQA      Y7, Y9
+	VPDPBUSD     Y6, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTW (DI), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y10, Y6, Y6
+	VFMADD231PS  Y6, Y9, Y3
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000012, DI
+	DECQ         SI
+	JMP          qdotvnniQ4_0x4_loop
+
+qdotvnniQ4_0x4_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0xb1, X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4Kx1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4Kx1(SB), NOSPLIT, $32-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+40(FP), BX
+	VXORPS       Y0, Y0, Y0
+	MOVQ         xs+32(FP), SI
+	VXORPS       Y1, Y1, Y1
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	SHRQ         $0x03, BX
+
+qdotvnniQ4Kx1_loop:
+	TESTQ        BX, BX
+	JZ           qdotvnniQ4Kx1_done
+	VMOVUPS      (DX), Y3
+	VCVTDQ2PS    (SI), Y4
+	VMULPS       Y4, Y3, Y4
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         DI, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	ANDL         $0x3f3f3f3f, DI
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        DI, X5
+	VPINSRD      $0x01, R9, X5, X5
+	VPMOVZXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMOVD        R8, X6
+	VPINSRD      $0x01, R11, X6, X6
+	VPMOVZXBD    X6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTW (AX), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y5, Y7, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, (SP)
+	VPBROADCASTW 2(AX), X3
+	VCVTPH2PS    X3, Y3
+	VMULPS       Y6, Y3, Y6
+	VFMADD231PS  Y4, Y6, Y1
+	VMOVDQU      (CX), Y3
+	VMOVDQU      16(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPDPBUSD     Y3, Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (SP), Y3
+	VFMADD231PS  Y3, Y5, Y0
+	VMOVDQU      32(CX), Y3
+	VMOVDQU      16(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPDPBUSD     Y3, Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 4(SP), Y3
+	VFMADD231PS  Y3, Y5, Y0
+	VMOVDQU      64(CX), Y3
+	VMOVDQU      48(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPDPBUSD     Y3, Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 8(SP), Y3
+	VFMADD231PS  Y3, Y5, Y0
+	VMOVDQU      96(CX), Y3
+	VMOVDQU      48(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPDPBUSD     Y3, Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 12(SP), Y3
+	VFMADD231PS  Y3, Y5, Y0
+	VMOVDQU      128(CX), Y3
+	VMOVDQU      80(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPDPBUSD     Y3, Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 16(SP), Y3
+	VFMADD231PS  Y3, Y5, Y0
+	VMOVDQU      160(CX), Y3
+	VMOVDQU      80(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPDPBUSD     Y3, Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 20(SP), Y3
+	VFMADD231PS  Y3, Y5, Y0
+	VMOVDQU      192(CX), Y3
+	VMOVDQU      112(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPDPBUSD     Y3, Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 24(SP), Y3
+	VFMADD231PS  Y3, Y5, Y0
+	VMOVDQU      224(CX), Y3
+	VMOVDQU      112(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPDPBUSD     Y3, Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 28(SP), Y3
+	VFMADD231PS  Y3, Y5, Y0
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, SI
+	ADDQ         $0x00000090, AX
+	DECQ         BX
+	JMP          qdotvnniQ4Kx1_loop
+
+qdotvnniQ4Kx1_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0x4e, X0, X2
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0xb1, X0, X2
+	VADDSS       X2, X0, X0
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDSS       X2, X1, X1
+	VSUBSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4Kx2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4Kx2(SB), NOSPLIT, $64-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	MOVQ         xs+32(FP), DI
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X4
+	VPBROADCASTD X4, Y4
+	SHRQ         $0x03, SI
+
+qdotvnniQ4Kx2_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ4Kx2_done
+	VMOVUPS      (BX), Y5
+	VCVTDQ2PS    (DI), Y6
+	VMULPS       Y6, Y5, Y6
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R10, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R12
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	ANDL         $0x3f3f3f3f, R8
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R8, X7
+	VPINSRD      $0x01, R10, X7, X7
+	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMOVD        R9, X8
+	VPINSRD      $0x01, R12, X8, X8
+	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTW (AX), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y7, Y9, Y7
+	VMULPS       Y5, Y7, Y7
+	VMOVUPS      Y7, (SP)
+	VPBROADCASTW 2(AX), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y8, Y7, Y8
+	VFMADD231PS  Y6, Y8, Y2
+	MOVL         4(AX)(CX*1), R8
+	MOVL         8(AX)(CX*1), R9
+	MOVL         12(AX)(CX*1), R10
+	MOVL         R10, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R12
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	ANDL         $0x3f3f3f3f, R8
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R8, X7
+	VPINSRD      $0x01, R10, X7, X7
+	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMOVD        R9, X8
+	VPINSRD      $0x01, R12, X8, X8
+	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTW (AX)(CX*1), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y7, Y9, Y7
+	VMULPS       Y5, Y7, Y7
+	VMOVUPS      Y7, 32(SP)
+	VPBROADCASTW 2(AX)(CX*1), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y8, Y5, Y8
+	VFMADD231PS  Y6, Y8, Y3
+	VMOVDQU      (DX), Y5
+	VMOVDQU      16(AX), Y6
+	VPAND        Y4, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y6
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      16(AX)(CX*1), Y6
+	VPAND        Y4, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y5
+	VFMADD231PS  Y5, Y7, Y1
+	VMOVDQU      32(DX), Y5
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y4, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y6
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      16(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y4, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y5
+	VFMADD231PS  Y5, Y7, Y1
+	VMOVDQU      64(DX), Y5
+	VMOVDQU      48(AX), Y6
+	VPAND        Y4, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y6
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      48(AX)(CX*1), Y6
+	VPAND        Y4, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y5
+	VFMADD231PS  Y5, Y7, Y1
+	VMOVDQU      96(DX), Y5
+	VMOVDQU      48(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y4, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y6
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      48(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y4, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y5
+	VFMADD231PS  Y5, Y7, Y1
+	VMOVDQU      128(DX), Y5
+	VMOVDQU      80(AX), Y6
+	VPAND        Y4, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y6
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      80(AX)(CX*1), Y6
+	VPAND        Y4, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y5
+	VFMADD231PS  Y5, Y7, Y1
+	VMOVDQU      160(DX), Y5
+	VMOVDQU      80(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y4, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y6
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      80(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y4, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y5
+	VFMADD231PS  Y5, Y7, Y1
+	VMOVDQU      192(DX), Y5
+	VMOVDQU      112(AX), Y6
+	VPAND        Y4, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y6
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      112(AX)(CX*1), Y6
+	VPAND        Y4, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y5
+	VFMADD231PS  Y5, Y7, Y1
+	VMOVDQU      224(DX), Y5
+	VMOVDQU      112(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y4, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 28(SP), Y6
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU      112(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y4, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPDPBUSD     Y5, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 60(SP), Y5
+	VFMADD231PS  Y5, Y7, Y1
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, DI
+	ADDQ         $0x00000090, AX
+	DECQ         SI
+	JMP          qdotvnniQ4Kx2_loop
+
+qdotvnniQ4Kx2_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0xb1, X0, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X4, X2, X2
+	VPERMILPS    $0x4e, X2, X4
+	VADDPS       X4, X2, X2
+	VPERMILPS    $0xb1, X2, X4
+	VADDSS       X4, X2, X2
+	VSUBSS       X2, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VSUBSS       X3, X1, X1
+	VMOVSS       X1, 4(AX)
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4Kx3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4Kx3(SB), NOSPLIT, $96-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	MOVQ         xs+32(FP), DI
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X6
+	VPBROADCASTD X6, Y6
+	SHRQ         $0x03, SI
+
+qdotvnniQ4Kx3_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ4Kx3_done
+	VMOVUPS      (BX), Y7
+	VCVTDQ2PS    (DI), Y8
+	VMULPS       Y8, Y7, Y8
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R10, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R12
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	ANDL         $0x3f3f3f3f, R8
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R8, X9
+	VPINSRD      $0x01, R10, X9, X9
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVD        R9, X10
+	VPINSRD      $0x01, R12, X10, X10
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (AX), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y9, Y11, Y9
+	VMULPS       Y7, Y9, Y9
+	VMOVUPS      Y9, (SP)
+	VPBROADCASTW 2(AX), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y10, Y9, Y10
+	VFMADD231PS  Y8, Y10, Y3
+	MOVL         4(AX)(CX*1), R8
+	MOVL         8(AX)(CX*1), R9
+	MOVL         12(AX)(CX*1), R10
+	MOVL         R10, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R12
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	ANDL         $0x3f3f3f3f, R8
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R8, X9
+	VPINSRD      $0x01, R10, X9, X9
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVD        R9, X10
+	VPINSRD      $0x01, R12, X10, X10
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (AX)(CX*1), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y9, Y11, Y9
+	VMULPS       Y7, Y9, Y9
+	VMOVUPS      Y9, 32(SP)
+	VPBROADCASTW 2(AX)(CX*1), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y10, Y9, Y10
+	VFMADD231PS  Y8, Y10, Y4
+	MOVL         4(AX)(CX*2), R8
+	MOVL         8(AX)(CX*2), R9
+	MOVL         12(AX)(CX*2), R10
+	MOVL         R10, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R12
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	ANDL         $0x3f3f3f3f, R8
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R8, X9
+	VPINSRD      $0x01, R10, X9, X9
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVD        R9, X10
+	VPINSRD      $0x01, R12, X10, X10
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (AX)(CX*2), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y9, Y11, Y9
+	VMULPS       Y7, Y9, Y9
+	VMOVUPS      Y9, 64(SP)
+	VPBROADCASTW 2(AX)(CX*2), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y10, Y7, Y10
+	VFMADD231PS  Y8, Y10, Y5
+	VMOVDQU      (DX), Y7
+	VMOVDQU      16(AX), Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y8, Y9, Y0
+	VMOVDQU      16(AX)(CX*1), Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 32(SP), Y8
+	VFMADD231PS  Y8, Y9, Y1
+	VMOVDQU      16(AX)(CX*2), Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 64(SP), Y7
+	VFMADD231PS  Y7, Y9, Y2
+	VMOVDQU      32(DX), Y7
+	VMOVDQU      16(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y8, Y9, Y0
+	VMOVDQU      16(AX)(CX*1), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 36(SP), Y8
+	VFMADD231PS  Y8, Y9, Y1
+	VMOVDQU      16(AX)(CX*2), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 68(SP), Y7
+	VFMADD231PS  Y7, Y9, Y2
+	VMOVDQU      64(DX), Y7
+	VMOVDQU      48(AX), Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y8, Y9, Y0
+	VMOVDQU      48(AX)(CX*1), Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 40(SP), Y8
+	VFMADD231PS  Y8, Y9, Y1
+	VMOVDQU      48(AX)(CX*2), Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 72(SP), Y7
+	VFMADD231PS  Y7, Y9, Y2
+	VMOVDQU      96(DX), Y7
+	VMOVDQU      48(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y8, Y9, Y0
+	VMOVDQU      48(AX)(CX*1), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 44(SP), Y8
+	VFMADD231PS  Y8, Y9, Y1
+	VMOVDQU      48(AX)(CX*2), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 76(SP), Y7
+	VFMADD231PS  Y7, Y9, Y2
+	VMOVDQU      128(DX), Y7
+	VMOVDQU      80(AX), Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y8, Y9, Y0
+	VMOVDQU      80(AX)(CX*1), Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 48(SP), Y8
+	VFMADD231PS  Y8, Y9, Y1
+	VMOVDQU      80(AX)(CX*2), Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 80(SP), Y7
+	VFMADD231PS  Y7, Y9, Y2
+	VMOVDQU      160(DX), Y7
+	VMOVDQU      80(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y8, Y9, Y0
+	VMOVDQU      80(AX)(CX*1), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 52(SP), Y8
+	VFMADD231PS  Y8, Y9, Y1
+	VMOVDQU      80(AX)(CX*2), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 84(SP), Y7
+	VFMADD231PS  Y7, Y9, Y2
+	VMOVDQU      192(DX), Y7
+	VMOVDQU      112(AX), Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y8, Y9, Y0
+	VMOVDQU      112(AX)(CX*1), Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 56(SP), Y8
+	VFMADD231PS  Y8, Y9, Y1
+	VMOVDQU      112(AX)(CX*2), Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 88(SP), Y7
+	VFMADD231PS  Y7, Y9, Y2
+	VMOVDQU      224(DX), Y7
+	VMOVDQU      112(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 28(SP), Y8
+	VFMADD231PS  Y8, Y9, Y0
+	VMOVDQU      112(AX)(CX*1), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 60(SP), Y8
+	VFMADD231PS  Y8, Y9, Y1
+	VMOVDQU      112(AX)(CX*2), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y6, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y7, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 92(SP), Y7
+	VFMADD231PS  Y7, Y9, Y2
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, DI
+	ADDQ         $0x00000090, AX
+	DECQ         SI
+	JMP          qdotvnniQ4Kx3_loop
+
+qdotvnniQ4Kx3_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X6
+	VADDPS       X6, X0, X0
+	VPERMILPS    $0x4e, X0, X6
+	VADDPS       X6, X0, X0
+	VPERMILPS    $0xb1, X0, X6
+	VADDSS       X6, X0, X0
+	VEXTRACTF128 $0x01, Y3, X6
+	VADDPS       X6, X3, X3
+	VPERMILPS    $0x4e, X3, X6
+	VADDPS       X6, X3, X3
+	VPERMILPS    $0xb1, X3, X6
+	VADDSS       X6, X3, X3
+	VSUBSS       X3, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VSUBSS       X4, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0x4e, X5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0xb1, X5, X0
+	VADDSS       X0, X5, X5
+	VSUBSS       X5, X2, X2
+	VMOVSS       X2, 8(AX)
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4Kx4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4Kx4(SB), NOSPLIT, $128-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVQ         xs+32(FP), R8
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X8
+	VPBROADCASTD X8, Y8
+	SHRQ         $0x03, SI
+
+qdotvnniQ4Kx4_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ4Kx4_done
+	VMOVUPS      (BX), Y9
+	VCVTDQ2PS    (R8), Y10
+	VMULPS       Y10, Y9, Y10
+	MOVL         4(AX), R9
+	MOVL         8(AX), R10
+	MOVL         12(AX), R11
+	MOVL         R11, R13
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R10, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R13
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R9, X11
+	VPINSRD      $0x01, R11, X11, X11
+	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVD        R10, X12
+	VPINSRD      $0x01, R13, X12, X12
+	VPMOVZXBD    X12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VPBROADCASTW (AX), X13
+	VCVTPH2PS    X13, Y13
+	VMULPS       Y11, Y13, Y11
+	VMULPS       Y9, Y11, Y11
+	VMOVUPS      Y11, (SP)
+	VPBROADCASTW 2(AX), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y12, Y11, Y12
+	VFMADD231PS  Y10, Y12, Y4
+	MOVL         4(AX)(CX*1), R9
+	MOVL         8(AX)(CX*1), R10
+	MOVL         12(AX)(CX*1), R11
+	MOVL         R11, R13
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R10, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R13
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R9, X11
+	VPINSRD      $0x01, R11, X11, X11
+	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVD        R10, X12
+	VPINSRD      $0x01, R13, X12, X12
+	VPMOVZXBD    X12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VPBROADCASTW (AX)(CX*1), X13
+	VCVTPH2PS    X13, Y13
+	VMULPS       Y11, Y13, Y11
+	VMULPS       Y9, Y11, Y11
+	VMOVUPS      Y11, 32(SP)
+	VPBROADCASTW 2(AX)(CX*1), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y12, Y11, Y12
+	VFMADD231PS  Y10, Y12, Y5
+	MOVL         4(AX)(CX*2), R9
+	MOVL         8(AX)(CX*2), R10
+	MOVL         12(AX)(CX*2), R11
+	MOVL         R11, R13
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R10, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R13
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R9, X11
+	VPINSRD      $0x01, R11, X11, X11
+	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVD        R10, X12
+	VPINSRD      $0x01, R13, X12, X12
+	VPMOVZXBD    X12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VPBROADCASTW (AX)(CX*2), X13
+	VCVTPH2PS    X13, Y13
+	VMULPS       Y11, Y13, Y11
+	VMULPS       Y9, Y11, Y11
+	VMOVUPS      Y11, 64(SP)
+	VPBROADCASTW 2(AX)(CX*2), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y12, Y11, Y12
+	VFMADD231PS  Y10, Y12, Y6
+	MOVL         4(DI), R9
+	MOVL         8(DI), R10
+	MOVL         12(DI), R11
+	MOVL         R11, R13
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R10, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R13
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R9, X11
+	VPINSRD      $0x01, R11, X11, X11
+	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMOVD        R10, X12
+	VPINSRD      $0x01, R13, X12, X12
+	VPMOVZXBD    X12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VPBROADCASTW (DI), X13
+	VCVTPH2PS    X13, Y13
+	VMULPS       Y11, Y13, Y11
+	VMULPS       Y9, Y11, Y11
+	VMOVUPS      Y11, 96(SP)
+	VPBROADCASTW 2(DI), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y12, Y9, Y12
+	VFMADD231PS  Y10, Y12, Y7
+	VMOVDQU      (DX), Y9
+	VMOVDQU      16(AX), Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (SP), Y10
+	VFMADD231PS  Y10, Y11, Y0
+	VMOVDQU      16(AX)(CX*1), Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 32(SP), Y10
+	VFMADD231PS  Y10, Y11, Y1
+	VMOVDQU      16(AX)(CX*2), Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 64(SP), Y10
+	VFMADD231PS  Y10, Y11, Y2
+	VMOVDQU      16(DI), Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 96(SP), Y9
+	VFMADD231PS  Y9, Y11, Y3
+	VMOVDQU      32(DX), Y9
+	VMOVDQU      16(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 4(SP), Y10
+	VFMADD231PS  Y10, Y11, Y0
+	VMOVDQU      16(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 36(SP), Y10
+	VFMADD231PS  Y10, Y11, Y1
+	VMOVDQU      16(AX)(CX*2), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 68(SP), Y10
+	VFMADD231PS  Y10, Y11, Y2
+	VMOVDQU      16(DI), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 100(SP), Y9
+	VFMADD231PS  Y9, Y11, Y3
+	VMOVDQU      64(DX), Y9
+	VMOVDQU      48(AX), Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 8(SP), Y10
+	VFMADD231PS  Y10, Y11, Y0
+	VMOVDQU      48(AX)(CX*1), Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 40(SP), Y10
+	VFMADD231PS  Y10, Y11, Y1
+	VMOVDQU      48(AX)(CX*2), Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 72(SP), Y10
+	VFMADD231PS  Y10, Y11, Y2
+	VMOVDQU      48(DI), Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 104(SP), Y9
+	VFMADD231PS  Y9, Y11, Y3
+	VMOVDQU      96(DX), Y9
+	VMOVDQU      48(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 12(SP), Y10
+	VFMADD231PS  Y10, Y11, Y0
+	VMOVDQU      48(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 44(SP), Y10
+	VFMADD231PS  Y10, Y11, Y1
+	VMOVDQU      48(AX)(CX*2), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 76(SP), Y10
+	VFMADD231PS  Y10, Y11, Y2
+	VMOVDQU      48(DI), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 108(SP), Y9
+	VFMADD231PS  Y9, Y11, Y3
+	VMOVDQU      128(DX), Y9
+	VMOVDQU      80(AX), Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 16(SP), Y10
+	VFMADD231PS  Y10, Y11, Y0
+	VMOVDQU      80(AX)(CX*1), Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 48(SP), Y10
+	VFMADD231PS  Y10, Y11, Y1
+	VMOVDQU      80(AX)(CX*2), Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 80(SP), Y10
+	VFMADD231PS  Y10, Y11, Y2
+	VMOVDQU      80(DI), Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 112(SP), Y9
+	VFMADD231PS  Y9, Y11, Y3
+	VMOVDQU      160(DX), Y9
+	VMOVDQU      80(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 20(SP), Y10
+	VFMADD231PS  Y10, Y11, Y0
+	VMOVDQU      80(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 52(SP), Y10
+	VFMADD231PS  Y10, Y11, Y1
+	VMOVDQU      80(AX)(CX*2), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 84(SP), Y10
+	VFMADD231PS  Y10, Y11, Y2
+	VMOVDQU      80(DI), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 116(SP), Y9
+	VFMADD231PS  Y9, Y11, Y3
+	VMOVDQU      192(DX), Y9
+	VMOVDQU      112(AX), Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 24(SP), Y10
+	VFMADD231PS  Y10, Y11, Y0
+	VMOVDQU      112(AX)(CX*1), Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 56(SP), Y10
+	VFMADD231PS  Y10, Y11, Y1
+	VMOVDQU      112(AX)(CX*2), Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 88(SP), Y10
+	VFMADD231PS  Y10, Y11, Y2
+	VMOVDQU      112(DI), Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 120(SP), Y9
+	VFMADD231PS  Y9, Y11, Y3
+	VMOVDQU      224(DX), Y9
+	VMOVDQU      112(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 28(SP), Y10
+	VFMADD231PS  Y10, Y11, Y0
+	VMOVDQU      112(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 60(SP), Y10
+	VFMADD231PS  Y10, Y11, Y1
+	VMOVDQU      112(AX)(CX*2), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 92(SP), Y10
+	VFMADD231PS  Y10, Y11, Y2
+	VMOVDQU      112(DI), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y8, Y10, Y10
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y9, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 124(SP), Y9
+	VFMADD231PS  Y9, Y11, Y3
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, R8
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000090, DI
+	DECQ         SI
+	JMP          qdotvnniQ4Kx4_loop
+
+qdotvnniQ4Kx4_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0x4e, X0, X8
+	VADDPS       X8, X0, X0
+	VPERMILPS    $0xb1, X0, X8
+	VADDSS       X8, X0, X0
+	VEXTRACTF128 $0x01, Y4, X8
+	VADDPS       X8, X4, X4
+	VPERMILPS    $0x4e, X4, X8
+	VADDPS       X8, X4, X4
+	VPERMILPS    $0xb1, X4, X8
+	VADDSS       X8, X4, X4
+	VSUBSS       X4, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0x4e, X5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0xb1, X5, X0
+	VADDSS       X0, X5, X5
+	VSUBSS       X5, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VPERMILPS    $0x4e, X6, X0
+	VADDPS       X0, X6, X6
+	VPERMILPS    $0xb1, X6, X0
+	VADDSS       X0, X6, X6
+	VSUBSS       X6, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VPERMILPS    $0x4e, X7, X0
+	VADDPS       X0, X7, X7
+	VPERMILPS    $0xb1, X7, X0
+	VADDSS       X0, X7, X7
+	VSUBSS       X7, X3, X3
+	VMOVSS       X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ6Kx1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ6Kx1(SB), NOSPLIT, $32-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+40(FP), BX
+	VXORPS       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x30303030, SI
+	VMOVD        SI, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x20202020, SI
+	VMOVD        SI, X3
+	VPBROADCASTD X3, Y3
+	VMOVDQU      q6kidx<>+0(SB), Y4
+	SHRQ         $0x03, BX
+
+qdotvnniQ6Kx1_loop:
+	TESTQ        BX, BX
+	JZ           qdotvnniQ6Kx1_done
+	VMOVUPS      (DX), Y5
+	VPBROADCASTW 208(AX), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y5, Y6, Y6
+	VMOVUPS      Y6, (SP)
+	VMOVDQU      (CX), Y5
+	VPXOR        Y8, Y8, Y8
+	VPDPBUSD     Y5, Y3, Y8
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y8, Y6, Y6
+	VMOVDQU      (AX), Y8
+	VPAND        Y1, Y8, Y8
+	VMOVDQU      128(AX), Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQA      Y6, Y6
+	VPDPBUSD     Y5, Y8, Y6
+	VPMOVSXBD    192(AX), X7
+	VPERMD       Y7, Y4, Y7
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (SP), Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VMOVDQU      32(CX), Y5
+	VPXOR        Y8, Y8, Y8
+	VPDPBUSD     Y5, Y3, Y8
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y8, Y6, Y6
+	VMOVDQU      32(AX), Y8
+	VPAND        Y1, Y8, Y8
+	VMOVDQU      128(AX), Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQA      Y6, Y6
+	VPDPBUSD     Y5, Y8, Y6
+	VPMOVSXBD    194(AX), X7
+	VPERMD       Y7, Y4, Y7
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 4(SP), Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VMOVDQU      64(CX), Y5
+	VPXOR        Y8, Y8, Y8
+	VPDPBUSD     Y5, Y3, Y8
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y8, Y6, Y6
+	VMOVDQU      (AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VMOVDQU      128(AX), Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQA      Y6, Y6
+	VPDPBUSD     Y5, Y8, Y6
+	VPMOVSXBD    196(AX), X7
+	VPERMD       Y7, Y4, Y7
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 8(SP), Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VMOVDQU      96(CX), Y5
+	VPXOR        Y8, Y8, Y8
+	VPDPBUSD     Y5, Y3, Y8
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y8, Y6, Y6
+	VMOVDQU      32(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VMOVDQU      128(AX), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQA      Y6, Y6
+	VPDPBUSD     Y5, Y8, Y6
+	VPMOVSXBD    198(AX), X7
+	VPERMD       Y7, Y4, Y7
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 12(SP), Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VMOVDQU      128(CX), Y5
+	VPXOR        Y8, Y8, Y8
+	VPDPBUSD     Y5, Y3, Y8
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y8, Y6, Y6
+	VMOVDQU      64(AX), Y8
+	VPAND        Y1, Y8, Y8
+	VMOVDQU      160(AX), Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQA      Y6, Y6
+	VPDPBUSD     Y5, Y8, Y6
+	VPMOVSXBD    200(AX), X7
+	VPERMD       Y7, Y4, Y7
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 16(SP), Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VMOVDQU      160(CX), Y5
+	VPXOR        Y8, Y8, Y8
+	VPDPBUSD     Y5, Y3, Y8
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y8, Y6, Y6
+	VMOVDQU      96(AX), Y8
+	VPAND        Y1, Y8, Y8
+	VMOVDQU      160(AX), Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQA      Y6, Y6
+	VPDPBUSD     Y5, Y8, Y6
+	VPMOVSXBD    202(AX), X7
+	VPERMD       Y7, Y4, Y7
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 20(SP), Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VMOVDQU      192(CX), Y5
+	VPXOR        Y8, Y8, Y8
+	VPDPBUSD     Y5, Y3, Y8
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y8, Y6, Y6
+	VMOVDQU      64(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VMOVDQU      160(AX), Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQA      Y6, Y6
+	VPDPBUSD     Y5, Y8, Y6
+	VPMOVSXBD    204(AX), X7
+	VPERMD       Y7, Y4, Y7
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 24(SP), Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VMOVDQU      224(CX), Y5
+	VPXOR        Y8, Y8, Y8
+	VPDPBUSD     Y5, Y3, Y8
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y8, Y6, Y6
+	VMOVDQU      96(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VMOVDQU      160(AX), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQA      Y6, Y6
+	VPDPBUSD     Y5, Y8, Y6
+	VPMOVSXBD    206(AX), X7
+	VPERMD       Y7, Y4, Y7
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 28(SP), Y5
+	VFMADD231PS  Y5, Y6, Y0
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x000000d2, AX
+	DECQ         BX
+	JMP          qdotvnniQ6Kx1_loop
+
+qdotvnniQ6Kx1_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ6Kx2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ6Kx2(SB), NOSPLIT, $64-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x30303030, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x20202020, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      q6kidx<>+0(SB), Y5
+	SHRQ         $0x03, SI
+
+qdotvnniQ6Kx2_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ6Kx2_done
+	VMOVUPS      (BX), Y6
+	VPBROADCASTW 208(AX), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y6, Y7, Y7
+	VMOVUPS      Y7, (SP)
+	VPBROADCASTW 208(AX)(CX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y6, Y7, Y7
+	VMOVUPS      Y7, 32(SP)
+	VMOVDQU      (DX), Y6
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y6, Y4, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      (AX), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQA      Y7, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VPMOVSXBD    192(AX), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (SP), Y9
+	VFMADD231PS  Y9, Y10, Y0
+	VMOVDQU      (AX)(CX*1), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX)(CX*1), Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQA      Y7, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VPMOVSXBD    192(AX)(CX*1), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 32(SP), Y6
+	VFMADD231PS  Y6, Y10, Y1
+	VMOVDQU      32(DX), Y6
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y6, Y4, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      32(AX), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQA      Y7, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VPMOVSXBD    194(AX), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 4(SP), Y9
+	VFMADD231PS  Y9, Y10, Y0
+	VMOVDQU      32(AX)(CX*1), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX)(CX*1), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQA      Y7, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VPMOVSXBD    194(AX)(CX*1), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 36(SP), Y6
+	VFMADD231PS  Y6, Y10, Y1
+	VMOVDQU      64(DX), Y6
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y6, Y4, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      (AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQA      Y7, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VPMOVSXBD    196(AX), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 8(SP), Y9
+	VFMADD231PS  Y9, Y10, Y0
+	VMOVDQU      (AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX)(CX*1), Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQA      Y7, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VPMOVSXBD    196(AX)(CX*1), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 40(SP), Y6
+	VFMADD231PS  Y6, Y10, Y1
+	VMOVDQU      96(DX), Y6
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y6, Y4, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      32(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQA      Y7, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VPMOVSXBD    198(AX), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 12(SP), Y9
+	VFMADD231PS  Y9, Y10, Y0
+	VMOVDQU      32(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX)(CX*1), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQA      Y7, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VPMOVSXBD    198(AX)(CX*1), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 44(SP), Y6
+	VFMADD231PS  Y6, Y10, Y1
+	VMOVDQU      128(DX), Y6
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y6, Y4, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      64(AX), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX), Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQA      Y7, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VPMOVSXBD    200(AX), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 16(SP), Y9
+	VFMADD231PS  Y9, Y10, Y0
+	VMOVDQU      64(AX)(CX*1), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX)(CX*1), Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQA      Y7, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VPMOVSXBD    200(AX)(CX*1), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 48(SP), Y6
+	VFMADD231PS  Y6, Y10, Y1
+	VMOVDQU      160(DX), Y6
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y6, Y4, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      96(AX), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQA      Y7, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VPMOVSXBD    202(AX), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 20(SP), Y9
+	VFMADD231PS  Y9, Y10, Y0
+	VMOVDQU      96(AX)(CX*1), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX)(CX*1), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQA      Y7, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VPMOVSXBD    202(AX)(CX*1), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 52(SP), Y6
+	VFMADD231PS  Y6, Y10, Y1
+	VMOVDQU      192(DX), Y6
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y6, Y4, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      64(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQA      Y7, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VPMOVSXBD    204(AX), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 24(SP), Y9
+	VFMADD231PS  Y9, Y10, Y0
+	VMOVDQU      64(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX)(CX*1), Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQA      Y7, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VPMOVSXBD    204(AX)(CX*1), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 56(SP), Y6
+	VFMADD231PS  Y6, Y10, Y1
+	VMOVDQU      224(DX), Y6
+	VPXOR        Y9, Y9, Y9
+	VPDPBUSD     Y6, Y4, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      96(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQA      Y7, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VPMOVSXBD    206(AX), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 28(SP), Y9
+	VFMADD231PS  Y9, Y10, Y0
+	VMOVDQU      96(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX)(CX*1), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQA      Y7, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VPMOVSXBD    206(AX)(CX*1), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 60(SP), Y6
+	VFMADD231PS  Y6, Y10, Y1
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x000000d2, AX
+	DECQ         SI
+	JMP          qdotvnniQ6Kx2_loop
+
+qdotvnniQ6Kx2_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0x4e, X0, X2
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0xb1, X0, X2
+	VADDSS       X2, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ6Kx3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ6Kx3(SB), NOSPLIT, $96-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x30303030, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x20202020, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+	VMOVDQU      q6kidx<>+0(SB), Y6
+	SHRQ         $0x03, SI
+
+qdotvnniQ6Kx3_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ6Kx3_done
+	VMOVUPS      (BX), Y7
+	VPBROADCASTW 208(AX), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y7, Y8, Y8
+	VMOVUPS      Y8, (SP)
+	VPBROADCASTW 208(AX)(CX*1), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y7, Y8, Y8
+	VMOVUPS      Y8, 32(SP)
+	VPBROADCASTW 208(AX)(CX*2), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y7, Y8, Y8
+	VMOVUPS      Y8, 64(SP)
+	VMOVDQU      (DX), Y7
+	VPXOR        Y10, Y10, Y10
+	VPDPBUSD     Y7, Y5, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      (AX), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    192(AX), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (SP), Y10
+	VFMADD231PS  Y10, Y11, Y0
+	VMOVDQU      (AX)(CX*1), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX)(CX*1), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    192(AX)(CX*1), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 32(SP), Y10
+	VFMADD231PS  Y10, Y11, Y1
+	VMOVDQU      (AX)(CX*2), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX)(CX*2), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    192(AX)(CX*2), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 64(SP), Y7
+	VFMADD231PS  Y7, Y11, Y2
+	VMOVDQU      32(DX), Y7
+	VPXOR        Y10, Y10, Y10
+	VPDPBUSD     Y7, Y5, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      32(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    194(AX), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 4(SP), Y10
+	VFMADD231PS  Y10, Y11, Y0
+	VMOVDQU      32(AX)(CX*1), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX)(CX*1), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    194(AX)(CX*1), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 36(SP), Y10
+	VFMADD231PS  Y10, Y11, Y1
+	VMOVDQU      32(AX)(CX*2), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX)(CX*2), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    194(AX)(CX*2), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 68(SP), Y7
+	VFMADD231PS  Y7, Y11, Y2
+	VMOVDQU      64(DX), Y7
+	VPXOR        Y10, Y10, Y10
+	VPDPBUSD     Y7, Y5, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      (AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX), Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    196(AX), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 8(SP), Y10
+	VFMADD231PS  Y10, Y11, Y0
+	VMOVDQU      (AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    196(AX)(CX*1), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 40(SP), Y10
+	VFMADD231PS  Y10, Y11, Y1
+	VMOVDQU      (AX)(CX*2), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX)(CX*2), Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    196(AX)(CX*2), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 72(SP), Y7
+	VFMADD231PS  Y7, Y11, Y2
+	VMOVDQU      96(DX), Y7
+	VPXOR        Y10, Y10, Y10
+	VPDPBUSD     Y7, Y5, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      32(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    198(AX), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 12(SP), Y10
+	VFMADD231PS  Y10, Y11, Y0
+	VMOVDQU      32(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX)(CX*1), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    198(AX)(CX*1), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 44(SP), Y10
+	VFMADD231PS  Y10, Y11, Y1
+	VMOVDQU      32(AX)(CX*2), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX)(CX*2), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    198(AX)(CX*2), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 76(SP), Y7
+	VFMADD231PS  Y7, Y11, Y2
+	VMOVDQU      128(DX), Y7
+	VPXOR        Y10, Y10, Y10
+	VPDPBUSD     Y7, Y5, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      64(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    200(AX), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 16(SP), Y10
+	VFMADD231PS  Y10, Y11, Y0
+	VMOVDQU      64(AX)(CX*1), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX)(CX*1), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    200(AX)(CX*1), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 48(SP), Y10
+	VFMADD231PS  Y10, Y11, Y1
+	VMOVDQU      64(AX)(CX*2), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX)(CX*2), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    200(AX)(CX*2), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 80(SP), Y7
+	VFMADD231PS  Y7, Y11, Y2
+	VMOVDQU      160(DX), Y7
+	VPXOR        Y10, Y10, Y10
+	VPDPBUSD     Y7, Y5, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      96(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    202(AX), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 20(SP), Y10
+	VFMADD231PS  Y10, Y11, Y0
+	VMOVDQU      96(AX)(CX*1), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX)(CX*1), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    202(AX)(CX*1), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 52(SP), Y10
+	VFMADD231PS  Y10, Y11, Y1
+	VMOVDQU      96(AX)(CX*2), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX)(CX*2), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    202(AX)(CX*2), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 84(SP), Y7
+	VFMADD231PS  Y7, Y11, Y2
+	VMOVDQU      192(DX), Y7
+	VPXOR        Y10, Y10, Y10
+	VPDPBUSD     Y7, Y5, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      64(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX), Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    204(AX), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 24(SP), Y10
+	VFMADD231PS  Y10, Y11, Y0
+	VMOVDQU      64(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    204(AX)(CX*1), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 56(SP), Y10
+	VFMADD231PS  Y10, Y11, Y1
+	VMOVDQU      64(AX)(CX*2), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX)(CX*2), Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    204(AX)(CX*2), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 88(SP), Y7
+	VFMADD231PS  Y7, Y11, Y2
+	VMOVDQU      224(DX), Y7
+	VPXOR        Y10, Y10, Y10
+	VPDPBUSD     Y7, Y5, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      96(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    206(AX), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 28(SP), Y10
+	VFMADD231PS  Y10, Y11, Y0
+	VMOVDQU      96(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX)(CX*1), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    206(AX)(CX*1), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 60(SP), Y10
+	VFMADD231PS  Y10, Y11, Y1
+	VMOVDQU      96(AX)(CX*2), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX)(CX*2), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQA      Y8, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VPMOVSXBD    206(AX)(CX*2), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 92(SP), Y7
+	VFMADD231PS  Y7, Y11, Y2
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x000000d2, AX
+	DECQ         SI
+	JMP          qdotvnniQ6Kx3_loop
+
+qdotvnniQ6Kx3_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X0
+	VPERMILPS    $0x4e, X0, X3
+	VADDPS       X3, X0, X0
+	VPERMILPS    $0xb1, X0, X3
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ6Kx4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ6Kx4(SB), NOSPLIT, $128-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x30303030, R8
+	VMOVD        R8, X5
+	VPBROADCASTD X5, Y5
+	MOVL         $0x20202020, R8
+	VMOVD        R8, X6
+	VPBROADCASTD X6, Y6
+	VMOVDQU      q6kidx<>+0(SB), Y7
+	SHRQ         $0x03, SI
+
+qdotvnniQ6Kx4_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ6Kx4_done
+	VMOVUPS      (BX), Y8
+	VPBROADCASTW 208(AX), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y8, Y9, Y9
+	VMOVUPS      Y9, (SP)
+	VPBROADCASTW 208(AX)(CX*1), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y8, Y9, Y9
+	VMOVUPS      Y9, 32(SP)
+	VPBROADCASTW 208(AX)(CX*2), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y8, Y9, Y9
+	VMOVUPS      Y9, 64(SP)
+	VPBROADCASTW 208(DI), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y8, Y9, Y9
+	VMOVUPS      Y9, 96(SP)
+	VMOVDQU      (DX), Y8
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y8, Y6, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      (AX), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    192(AX), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (SP), Y11
+	VFMADD231PS  Y11, Y12, Y0
+	VMOVDQU      (AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*1), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    192(AX)(CX*1), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 32(SP), Y11
+	VFMADD231PS  Y11, Y12, Y1
+	VMOVDQU      (AX)(CX*2), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*2), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    192(AX)(CX*2), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 64(SP), Y11
+	VFMADD231PS  Y11, Y12, Y2
+	VMOVDQU      (DI), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(DI), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    192(DI), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 96(SP), Y8
+	VFMADD231PS  Y8, Y12, Y3
+	VMOVDQU      32(DX), Y8
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y8, Y6, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      32(AX), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    194(AX), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 4(SP), Y11
+	VFMADD231PS  Y11, Y12, Y0
+	VMOVDQU      32(AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*1), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    194(AX)(CX*1), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 36(SP), Y11
+	VFMADD231PS  Y11, Y12, Y1
+	VMOVDQU      32(AX)(CX*2), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*2), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    194(AX)(CX*2), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 68(SP), Y11
+	VFMADD231PS  Y11, Y12, Y2
+	VMOVDQU      32(DI), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(DI), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    194(DI), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 100(SP), Y8
+	VFMADD231PS  Y8, Y12, Y3
+	VMOVDQU      64(DX), Y8
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y8, Y6, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      (AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    196(AX), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 8(SP), Y11
+	VFMADD231PS  Y11, Y12, Y0
+	VMOVDQU      (AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*1), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    196(AX)(CX*1), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 40(SP), Y11
+	VFMADD231PS  Y11, Y12, Y1
+	VMOVDQU      (AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*2), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    196(AX)(CX*2), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 72(SP), Y11
+	VFMADD231PS  Y11, Y12, Y2
+	VMOVDQU      (DI), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(DI), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    196(DI), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 104(SP), Y8
+	VFMADD231PS  Y8, Y12, Y3
+	VMOVDQU      96(DX), Y8
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y8, Y6, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      32(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    198(AX), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 12(SP), Y11
+	VFMADD231PS  Y11, Y12, Y0
+	VMOVDQU      32(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*1), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    198(AX)(CX*1), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 44(SP), Y11
+	VFMADD231PS  Y11, Y12, Y1
+	VMOVDQU      32(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*2), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    198(AX)(CX*2), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 76(SP), Y11
+	VFMADD231PS  Y11, Y12, Y2
+	VMOVDQU      32(DI), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(DI), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    198(DI), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 108(SP), Y8
+	VFMADD231PS  Y8, Y12, Y3
+	VMOVDQU      128(DX), Y8
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y8, Y6, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      64(AX), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    200(AX), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 16(SP), Y11
+	VFMADD231PS  Y11, Y12, Y0
+	VMOVDQU      64(AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*1), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    200(AX)(CX*1), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 48(SP), Y11
+	VFMADD231PS  Y11, Y12, Y1
+	VMOVDQU      64(AX)(CX*2), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*2), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    200(AX)(CX*2), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 80(SP), Y11
+	VFMADD231PS  Y11, Y12, Y2
+	VMOVDQU      64(DI), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(DI), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    200(DI), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 112(SP), Y8
+	VFMADD231PS  Y8, Y12, Y3
+	VMOVDQU      160(DX), Y8
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y8, Y6, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      96(AX), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    202(AX), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 20(SP), Y11
+	VFMADD231PS  Y11, Y12, Y0
+	VMOVDQU      96(AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*1), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    202(AX)(CX*1), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 52(SP), Y11
+	VFMADD231PS  Y11, Y12, Y1
+	VMOVDQU      96(AX)(CX*2), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*2), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    202(AX)(CX*2), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 84(SP), Y11
+	VFMADD231PS  Y11, Y12, Y2
+	VMOVDQU      96(DI), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(DI), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    202(DI), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 116(SP), Y8
+	VFMADD231PS  Y8, Y12, Y3
+	VMOVDQU      192(DX), Y8
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y8, Y6, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      64(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    204(AX), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 24(SP), Y11
+	VFMADD231PS  Y11, Y12, Y0
+	VMOVDQU      64(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*1), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    204(AX)(CX*1), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 56(SP), Y11
+	VFMADD231PS  Y11, Y12, Y1
+	VMOVDQU      64(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*2), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    204(AX)(CX*2), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 88(SP), Y11
+	VFMADD231PS  Y11, Y12, Y2
+	VMOVDQU      64(DI), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(DI), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    204(DI), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 120(SP), Y8
+	VFMADD231PS  Y8, Y12, Y3
+	VMOVDQU      224(DX), Y8
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y8, Y6, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      96(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    206(AX), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 28(SP), Y11
+	VFMADD231PS  Y11, Y12, Y0
+	VMOVDQU      96(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*1), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    206(AX)(CX*1), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 60(SP), Y11
+	VFMADD231PS  Y11, Y12, Y1
+	VMOVDQU      96(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*2), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    206(AX)(CX*2), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 92(SP), Y11
+	VFMADD231PS  Y11, Y12, Y2
+	VMOVDQU      96(DI), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(DI), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VMOVDQA      Y9, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VPMOVSXBD    206(DI), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 124(SP), Y8
+	VFMADD231PS  Y8, Y12, Y3
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x000000d2, DI
+	DECQ         SI
+	JMP          qdotvnniQ6Kx4_loop
+
+qdotvnniQ6Kx4_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0xb1, X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q8_0x1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·qdotavx2Q8_0x1(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+40(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+
+qdotavx2Q8_0x1_loop:
+	TESTQ        BX, BX
+	JZ           qdotavx2Q8_0x1_done
+	VMOVDQU      (CX), Y2
+	VBROADCASTSS (DX), Y4
+	VMOVDQU      2(AX), Y3
+	VPSIGNB      Y3, Y2, Y2
+	VPABSB       Y3, Y3
+	VPMADDUBSW   Y2, Y3, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VPBROADCASTW (AX), X3
+	VCVTPH2PS    X3, Y3
+	VMULPS       Y4, Y3, Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000022, AX
+	DECQ         BX
+	JMP          qdotavx2Q8_0x1_loop
+
+qdotavx2Q8_0x1_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q8_0x2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·qdotavx2Q8_0x2(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+
+qdotavx2Q8_0x2_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q8_0x2_done
+	VMOVDQU      (DX), Y3
+	VBROADCASTSS (BX), Y5
+	VMOVDQU      2(AX), Y4
+	VPSIGNB      Y4, Y3, Y6
+	VPABSB       Y4, Y4
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y5, Y6, Y6
+	VFMADD231PS  Y6, Y4, Y1
+	VMOVDQU      2(AX)(CX*1), Y4
+	VPSIGNB      Y4, Y3, Y3
+	VPABSB       Y4, Y4
+	VPMADDUBSW   Y3, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VPBROADCASTW (AX)(CX*1), X3
+	VCVTPH2PS    X3, Y3
+	VMULPS       Y5, Y3, Y3
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000022, AX
+	DECQ         SI
+	JMP          qdotavx2Q8_0x2_loop
+
+qdotavx2Q8_0x2_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q8_0x3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·qdotavx2Q8_0x3(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+
+qdotavx2Q8_0x3_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q8_0x3_done
+	VMOVDQU      (DX), Y4
+	VBROADCASTSS (BX), Y6
+	VMOVDQU      2(AX), Y5
+	VPSIGNB      Y5, Y4, Y7
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VPBROADCASTW (AX), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y6, Y7, Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      2(AX)(CX*1), Y5
+	VPSIGNB      Y5, Y4, Y7
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y7, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VPBROADCASTW (AX)(CX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y6, Y7, Y7
+	VFMADD231PS  Y7, Y5, Y2
+	VMOVDQU      2(AX)(CX*2), Y5
+	VPSIGNB      Y5, Y4, Y4
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VPBROADCASTW (AX)(CX*2), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y6, Y4, Y4
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000022, AX
+	DECQ         SI
+	JMP          qdotavx2Q8_0x3_loop
+
+qdotavx2Q8_0x3_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q8_0x4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·qdotavx2Q8_0x4(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+
+qdotavx2Q8_0x4_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q8_0x4_done
+	VMOVDQU      (DX), Y5
+	VBROADCASTSS (BX), Y7
+	VMOVDQU      2(AX), Y6
+	VPSIGNB      Y6, Y5, Y8
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y7, Y8, Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      2(AX)(CX*1), Y6
+	VPSIGNB      Y6, Y5, Y8
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTW (AX)(CX*1), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y7, Y8, Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      2(AX)(CX*2), Y6
+	VPSIGNB      Y6, Y5, Y8
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y8, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTW (AX)(CX*2), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y7, Y8, Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      2(DI), Y6
+	VPSIGNB      Y6, Y5, Y5
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTW (DI), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y7, Y5, Y5
+	VFMADD231PS  Y5, Y6, Y4
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000022, DI
+	DECQ         SI
+	JMP          qdotavx2Q8_0x4_loop
+
+qdotavx2Q8_0x4_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4_0x1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·qdotavx2Q4_0x1(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+40(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	MOVL         $0x08080808, SI
+	VMOVD        SI, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X3
+	VPBROADCASTD X3, Y3
+
+qdotavx2Q4_0x1_loop:
+	TESTQ        BX, BX
+	JZ           qdotavx2Q4_0x1_done
+	VMOVDQU      (CX), Y4
+	VBROADCASTSS (DX), Y7
+	VPMADDUBSW   Y4, Y2, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y8, Y5, Y5
+	VMOVDQU      2(AX), X6
+	VPSRLW       $0x04, X6, X8
+	VINSERTI128  $0x01, X8, Y6, Y6
+	VPAND        Y3, Y6, Y6
+	VPMADDUBSW   Y4, Y6, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPADDD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VPBROADCASTW (AX), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y7, Y5, Y5
+	VFMADD231PS  Y5, Y4, Y1
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000012, AX
+	DECQ         BX
+	JMP          qdotavx2Q4_0x1_loop
+
+qdotavx2Q4_0x1_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4_0x2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·qdotavx2Q4_0x2(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	MOVL         $0x08080808, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+
+qdotavx2Q4_0x2_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q4_0x2_done
+	VMOVDQU      (DX), Y5
+	VBROADCASTSS (BX), Y9
+	VPMADDUBSW   Y5, Y3, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y8, Y6, Y6
+	VMOVDQU      2(AX), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        Y4, Y7, Y7
+	VPMADDUBSW   Y5, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTW (AX), X7
+	VCVTPH2PS    X7, Y10
+	VMULPS       Y9, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VMOVDQU      2(AX)(CX*1), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        Y4, Y7, Y7
+	VPMADDUBSW   Y5, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTW (AX)(CX*1), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y9, Y5, Y5
+	VFMADD231PS  Y5, Y8, Y2
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000012, AX
+	DECQ         SI
+	JMP          qdotavx2Q4_0x2_loop
+
+qdotavx2Q4_0x2_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4_0x3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·qdotavx2Q4_0x3(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x08080808, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+
+qdotavx2Q4_0x3_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q4_0x3_done
+	VMOVDQU      (DX), Y6
+	VBROADCASTSS (BX), Y10
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      2(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        Y5, Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPADDD       Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, Y11
+	VMULPS       Y10, Y11, Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VMOVDQU      2(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        Y5, Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPADDD       Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTW (AX)(CX*1), X8
+	VCVTPH2PS    X8, Y11
+	VMULPS       Y10, Y11, Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VMOVDQU      2(AX)(CX*2), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        Y5, Y8, Y8
+	VPMADDUBSW   Y6, Y8, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPADDD       Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTW (AX)(CX*2), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y10, Y6, Y6
+	VFMADD231PS  Y6, Y9, Y3
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000012, AX
+	DECQ         SI
+	JMP          qdotavx2Q4_0x3_loop
+
+qdotavx2Q4_0x3_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4_0x4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·qdotavx2Q4_0x4(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	MOVL         $0x08080808, R8
+	VMOVD        R8, X5
+	VPBROADCASTD X5, Y5
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X6
+	VPBROADCASTD X6, Y6
+
+qdotavx2Q4_0x4_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q4_0x4_done
+	VMOVDQU      (DX), Y7
+	VBROADCASTSS (BX), Y11
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      2(AX), X9
+	VPSRLW       $0x04, X9, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPAND        Y6, Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (AX), X9
+	VCVTPH2PS    X9, Y12
+	VMULPS       Y11, Y12, Y12
+	VFMADD231PS  Y12, Y10, Y1
+	VMOVDQU      2(AX)(CX*1), X9
+	VPSRLW       $0x04, X9, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPAND        Y6, Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (AX)(CX*1), X9
+	VCVTPH2PS    X9, Y12
+	VMULPS       Y11, Y12, Y12
+	VFMADD231PS  Y12, Y10, Y2
+	VMOVDQU      2(AX)(CX*2), X9
+	VPSRLW       $0x04, X9, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPAND        Y6, Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (AX)(CX*2), X9
+	VCVTPH2PS    X9, Y12
+	VMULPS       Y11, Y12, Y12
+	VFMADD231PS  Y12, Y10, Y3
+	VMOVDQU      2(DI), X9
+	VPSRLW       $0x04, X9, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPAND        Y6, Y9, Y9
+	VPMADDUBSW   Y7, Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (DI), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y11, Y7, Y7
+	VFMADD231PS  Y7, Y10, Y4
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000012, DI
+	DECQ         SI
+	JMP          qdotavx2Q4_0x4_loop
+
+qdotavx2Q4_0x4_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4Kx1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·qdotavx2Q4Kx1(SB), NOSPLIT, $32-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+40(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	MOVQ         xs+32(FP), SI
+	VXORPS       Y2, Y2, Y2
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	SHRQ         $0x03, BX
+
+qdotavx2Q4Kx1_loop:
+	TESTQ        BX, BX
+	JZ           qdotavx2Q4Kx1_done
+	VMOVUPS      (DX), Y4
+	VCVTDQ2PS    (SI), Y5
+	VMULPS       Y5, Y4, Y5
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         DI, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	ANDL         $0x3f3f3f3f, DI
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        DI, X6
+	VPINSRD      $0x01, R9, X6, X6
+	VPMOVZXBD    X6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMOVD        R8, X7
+	VPINSRD      $0x01, R11, X7, X7
+	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y6, Y8, Y6
+	VMULPS       Y4, Y6, Y6
+	VMOVUPS      Y6, (SP)
+	VPBROADCASTW 2(AX), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y5, Y7, Y2
+	VMOVDQU      (CX), Y4
+	VMOVDQU      16(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      32(CX), Y4
+	VMOVDQU      16(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 4(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      64(CX), Y4
+	VMOVDQU      48(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 8(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      96(CX), Y4
+	VMOVDQU      48(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 12(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      128(CX), Y4
+	VMOVDQU      80(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 16(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      160(CX), Y4
+	VMOVDQU      80(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 20(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      192(CX), Y4
+	VMOVDQU      112(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 24(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      224(CX), Y4
+	VMOVDQU      112(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 28(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, SI
+	ADDQ         $0x00000090, AX
+	DECQ         BX
+	JMP          qdotavx2Q4Kx1_loop
+
+qdotavx2Q4Kx1_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VSUBSS       X2, X1, X1
+	VMOVSS       X1, (AX)
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4Kx2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·qdotavx2Q4Kx2(SB), NOSPLIT, $64-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	MOVQ         xs+32(FP), DI
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X5
+	VPBROADCASTD X5, Y5
+	SHRQ         $0x03, SI
+
+qdotavx2Q4Kx2_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q4Kx2_done
+	VMOVUPS      (BX), Y6
+	VCVTDQ2PS    (DI), Y7
+	VMULPS       Y7, Y6, Y7
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R10, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R12
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	ANDL         $0x3f3f3f3f, R8
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R8, X8
+	VPINSRD      $0x01, R10, X8, X8
+	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVD        R9, X9
+	VPINSRD      $0x01, R12, X9, X9
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTW (AX), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y8, Y10, Y8
+	VMULPS       Y6, Y8, Y8
+	VMOVUPS      Y8, (SP)
+	VPBROADCASTW 2(AX), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y9, Y8, Y9
+	VFMADD231PS  Y7, Y9, Y3
+	MOVL         4(AX)(CX*1), R8
+	MOVL         8(AX)(CX*1), R9
+	MOVL         12(AX)(CX*1), R10
+	MOVL         R10, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R12
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	ANDL         $0x3f3f3f3f, R8
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R8, X8
+	VPINSRD      $0x01, R10, X8, X8
+	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVD        R9, X9
+	VPINSRD      $0x01, R12, X9, X9
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTW (AX)(CX*1), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y8, Y10, Y8
+	VMULPS       Y6, Y8, Y8
+	VMOVUPS      Y8, 32(SP)
+	VPBROADCASTW 2(AX)(CX*1), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y9, Y6, Y9
+	VFMADD231PS  Y7, Y9, Y4
+	VMOVDQU      (DX), Y6
+	VMOVDQU      16(AX), Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      16(AX)(CX*1), Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y6
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      32(DX), Y6
+	VMOVDQU      16(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      16(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y6
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      64(DX), Y6
+	VMOVDQU      48(AX), Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      48(AX)(CX*1), Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y6
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      96(DX), Y6
+	VMOVDQU      48(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      48(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y6
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      128(DX), Y6
+	VMOVDQU      80(AX), Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      80(AX)(CX*1), Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y6
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      160(DX), Y6
+	VMOVDQU      80(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      80(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y6
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      192(DX), Y6
+	VMOVDQU      112(AX), Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      112(AX)(CX*1), Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y6
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      224(DX), Y6
+	VMOVDQU      112(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 28(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      112(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 60(SP), Y6
+	VFMADD231PS  Y6, Y7, Y2
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, DI
+	ADDQ         $0x00000090, AX
+	DECQ         SI
+	JMP          qdotavx2Q4Kx2_loop
+
+qdotavx2Q4Kx2_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VSUBSS       X3, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VSUBSS       X4, X2, X2
+	VMOVSS       X2, 4(AX)
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4Kx3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·qdotavx2Q4Kx3(SB), NOSPLIT, $96-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVQ         xs+32(FP), DI
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X7
+	VPBROADCASTD X7, Y7
+	SHRQ         $0x03, SI
+
+qdotavx2Q4Kx3_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q4Kx3_done
+	VMOVUPS      (BX), Y8
+	VCVTDQ2PS    (DI), Y9
+	VMULPS       Y9, Y8, Y9
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R10, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R12
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	ANDL         $0x3f3f3f3f, R8
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R8, X10
+	VPINSRD      $0x01, R10, X10, X10
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMOVD        R9, X11
+	VPINSRD      $0x01, R12, X11, X11
+	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VPBROADCASTW (AX), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y10, Y12, Y10
+	VMULPS       Y8, Y10, Y10
+	VMOVUPS      Y10, (SP)
+	VPBROADCASTW 2(AX), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y11, Y10, Y11
+	VFMADD231PS  Y9, Y11, Y4
+	MOVL         4(AX)(CX*1), R8
+	MOVL         8(AX)(CX*1), R9
+	MOVL         12(AX)(CX*1), R10
+	MOVL         R10, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R12
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	ANDL         $0x3f3f3f3f, R8
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R8, X10
+	VPINSRD      $0x01, R10, X10, X10
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMOVD        R9, X11
+	VPINSRD      $0x01, R12, X11, X11
+	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VPBROADCASTW (AX)(CX*1), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y10, Y12, Y10
+	VMULPS       Y8, Y10, Y10
+	VMOVUPS      Y10, 32(SP)
+	VPBROADCASTW 2(AX)(CX*1), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y11, Y10, Y11
+	VFMADD231PS  Y9, Y11, Y5
+	MOVL         4(AX)(CX*2), R8
+	MOVL         8(AX)(CX*2), R9
+	MOVL         12(AX)(CX*2), R10
+	MOVL         R10, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R12
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	ANDL         $0x3f3f3f3f, R8
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R8, X10
+	VPINSRD      $0x01, R10, X10, X10
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMOVD        R9, X11
+	VPINSRD      $0x01, R12, X11, X11
+	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VPBROADCASTW (AX)(CX*2), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y10, Y12, Y10
+	VMULPS       Y8, Y10, Y10
+	VMOVUPS      Y10, 64(SP)
+	VPBROADCASTW 2(AX)(CX*2), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y11, Y8, Y11
+	VFMADD231PS  Y9, Y11, Y6
+	VMOVDQU      (DX), Y8
+	VMOVDQU      16(AX), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      16(AX)(CX*1), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 32(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      16(AX)(CX*2), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 64(SP), Y8
+	VFMADD231PS  Y8, Y9, Y3
+	VMOVDQU      32(DX), Y8
+	VMOVDQU      16(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 4(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      16(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 36(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      16(AX)(CX*2), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 68(SP), Y8
+	VFMADD231PS  Y8, Y9, Y3
+	VMOVDQU      64(DX), Y8
+	VMOVDQU      48(AX), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 8(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      48(AX)(CX*1), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 40(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      48(AX)(CX*2), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 72(SP), Y8
+	VFMADD231PS  Y8, Y9, Y3
+	VMOVDQU      96(DX), Y8
+	VMOVDQU      48(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 12(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      48(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 44(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      48(AX)(CX*2), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 76(SP), Y8
+	VFMADD231PS  Y8, Y9, Y3
+	VMOVDQU      128(DX), Y8
+	VMOVDQU      80(AX), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 16(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      80(AX)(CX*1), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 48(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      80(AX)(CX*2), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 80(SP), Y8
+	VFMADD231PS  Y8, Y9, Y3
+	VMOVDQU      160(DX), Y8
+	VMOVDQU      80(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 20(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      80(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 52(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      80(AX)(CX*2), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 84(SP), Y8
+	VFMADD231PS  Y8, Y9, Y3
+	VMOVDQU      192(DX), Y8
+	VMOVDQU      112(AX), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 24(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      112(AX)(CX*1), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 56(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      112(AX)(CX*2), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 88(SP), Y8
+	VFMADD231PS  Y8, Y9, Y3
+	VMOVDQU      224(DX), Y8
+	VMOVDQU      112(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 28(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      112(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 60(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      112(AX)(CX*2), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 92(SP), Y8
+	VFMADD231PS  Y8, Y9, Y3
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, DI
+	ADDQ         $0x00000090, AX
+	DECQ         SI
+	JMP          qdotavx2Q4Kx3_loop
+
+qdotavx2Q4Kx3_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VSUBSS       X4, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0x4e, X5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0xb1, X5, X0
+	VADDSS       X0, X5, X5
+	VSUBSS       X5, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VPERMILPS    $0x4e, X6, X0
+	VADDPS       X0, X6, X6
+	VPERMILPS    $0xb1, X6, X0
+	VADDSS       X0, X6, X6
+	VSUBSS       X6, X3, X3
+	VMOVSS       X3, 8(AX)
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4Kx4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·qdotavx2Q4Kx4(SB), NOSPLIT, $128-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	MOVQ         xs+32(FP), R8
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VXORPS       Y8, Y8, Y8
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X9
+	VPBROADCASTD X9, Y9
+	SHRQ         $0x03, SI
+
+qdotavx2Q4Kx4_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q4Kx4_done
+	VMOVUPS      (BX), Y10
+	VCVTDQ2PS    (R8), Y11
+	VMULPS       Y11, Y10, Y11
+	MOVL         4(AX), R9
+	MOVL         8(AX), R10
+	MOVL         12(AX), R11
+	MOVL         R11, R13
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R10, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R13
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R9, X12
+	VPINSRD      $0x01, R11, X12, X12
+	VPMOVZXBD    X12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMOVD        R10, X13
+	VPINSRD      $0x01, R13, X13, X13
+	VPMOVZXBD    X13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VPBROADCASTW (AX), X14
+	VCVTPH2PS    X14, Y14
+	VMULPS       Y12, Y14, Y12
+	VMULPS       Y10, Y12, Y12
+	VMOVUPS      Y12, (SP)
+	VPBROADCASTW 2(AX), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y13, Y12, Y13
+	VFMADD231PS  Y11, Y13, Y5
+	MOVL         4(AX)(CX*1), R9
+	MOVL         8(AX)(CX*1), R10
+	MOVL         12(AX)(CX*1), R11
+	MOVL         R11, R13
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R10, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R13
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R9, X12
+	VPINSRD      $0x01, R11, X12, X12
+	VPMOVZXBD    X12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMOVD        R10, X13
+	VPINSRD      $0x01, R13, X13, X13
+	VPMOVZXBD    X13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VPBROADCASTW (AX)(CX*1), X14
+	VCVTPH2PS    X14, Y14
+	VMULPS       Y12, Y14, Y12
+	VMULPS       Y10, Y12, Y12
+	VMOVUPS      Y12, 32(SP)
+	VPBROADCASTW 2(AX)(CX*1), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y13, Y12, Y13
+	VFMADD231PS  Y11, Y13, Y6
+	MOVL         4(AX)(CX*2), R9
+	MOVL         8(AX)(CX*2), R10
+	MOVL         12(AX)(CX*2), R11
+	MOVL         R11, R13
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R10, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R13
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R9, X12
+	VPINSRD      $0x01, R11, X12, X12
+	VPMOVZXBD    X12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMOVD        R10, X13
+	VPINSRD      $0x01, R13, X13, X13
+	VPMOVZXBD    X13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VPBROADCASTW (AX)(CX*2), X14
+	VCVTPH2PS    X14, Y14
+	VMULPS       Y12, Y14, Y12
+	VMULPS       Y10, Y12, Y12
+	VMOVUPS      Y12, 64(SP)
+	VPBROADCASTW 2(AX)(CX*2), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y13, Y12, Y13
+	VFMADD231PS  Y11, Y13, Y7
+	MOVL         4(DI), R9
+	MOVL         8(DI), R10
+	MOVL         12(DI), R11
+	MOVL         R11, R13
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R10, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R13
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R9, X12
+	VPINSRD      $0x01, R11, X12, X12
+	VPMOVZXBD    X12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMOVD        R10, X13
+	VPINSRD      $0x01, R13, X13, X13
+	VPMOVZXBD    X13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VPBROADCASTW (DI), X14
+	VCVTPH2PS    X14, Y14
+	VMULPS       Y12, Y14, Y12
+	VMULPS       Y10, Y12, Y12
+	VMOVUPS      Y12, 96(SP)
+	VPBROADCASTW 2(DI), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y13, Y10, Y13
+	VFMADD231PS  Y11, Y13, Y8
+	VMOVDQU      (DX), Y10
+	VMOVDQU      16(AX), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      16(AX)(CX*1), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 32(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      16(AX)(CX*2), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 64(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      16(DI), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 96(SP), Y10
+	VFMADD231PS  Y10, Y11, Y4
+	VMOVDQU      32(DX), Y10
+	VMOVDQU      16(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 4(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      16(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 36(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      16(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 68(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      16(DI), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 100(SP), Y10
+	VFMADD231PS  Y10, Y11, Y4
+	VMOVDQU      64(DX), Y10
+	VMOVDQU      48(AX), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 8(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      48(AX)(CX*1), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 40(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      48(AX)(CX*2), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 72(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      48(DI), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 104(SP), Y10
+	VFMADD231PS  Y10, Y11, Y4
+	VMOVDQU      96(DX), Y10
+	VMOVDQU      48(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 12(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      48(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 44(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      48(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 76(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      48(DI), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 108(SP), Y10
+	VFMADD231PS  Y10, Y11, Y4
+	VMOVDQU      128(DX), Y10
+	VMOVDQU      80(AX), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 16(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      80(AX)(CX*1), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 48(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      80(AX)(CX*2), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 80(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      80(DI), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 112(SP), Y10
+	VFMADD231PS  Y10, Y11, Y4
+	VMOVDQU      160(DX), Y10
+	VMOVDQU      80(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 20(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      80(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 52(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      80(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 84(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      80(DI), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 116(SP), Y10
+	VFMADD231PS  Y10, Y11, Y4
+	VMOVDQU      192(DX), Y10
+	VMOVDQU      112(AX), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 24(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      112(AX)(CX*1), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 56(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      112(AX)(CX*2), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 88(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      112(DI), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 120(SP), Y10
+	VFMADD231PS  Y10, Y11, Y4
+	VMOVDQU      224(DX), Y10
+	VMOVDQU      112(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 28(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      112(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 60(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      112(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 92(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      112(DI), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 124(SP), Y10
+	VFMADD231PS  Y10, Y11, Y4
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, R8
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000090, DI
+	DECQ         SI
+	JMP          qdotavx2Q4Kx4_loop
+
+qdotavx2Q4Kx4_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0x4e, X5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0xb1, X5, X0
+	VADDSS       X0, X5, X5
+	VSUBSS       X5, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VPERMILPS    $0x4e, X6, X0
+	VADDPS       X0, X6, X6
+	VPERMILPS    $0xb1, X6, X0
+	VADDSS       X0, X6, X6
+	VSUBSS       X6, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VPERMILPS    $0x4e, X7, X0
+	VADDPS       X0, X7, X7
+	VPERMILPS    $0xb1, X7, X0
+	VADDSS       X0, X7, X7
+	VSUBSS       X7, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X8
+	VPERMILPS    $0x4e, X8, X0
+	VADDPS       X0, X8, X8
+	VPERMILPS    $0xb1, X8, X0
+	VADDSS       X0, X8, X8
+	VSUBSS       X8, X4, X4
+	VMOVSS       X4, 12(AX)
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q6Kx1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·qdotavx2Q6Kx1(SB), NOSPLIT, $32-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+40(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x30303030, SI
+	VMOVD        SI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x20202020, SI
+	VMOVD        SI, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      q6kidx<>+0(SB), Y5
+	SHRQ         $0x03, BX
+
+qdotavx2Q6Kx1_loop:
+	TESTQ        BX, BX
+	JZ           qdotavx2Q6Kx1_done
+	VMOVUPS      (DX), Y6
+	VPBROADCASTW 208(AX), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y6, Y7, Y7
+	VMOVUPS      Y7, (SP)
+	VMOVDQU      (CX), Y6
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      (AX), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y7, Y6, Y6
+	VPMOVSXBD    192(AX), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      32(CX), Y6
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      32(AX), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y7, Y6, Y6
+	VPMOVSXBD    194(AX), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 4(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      64(CX), Y6
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      (AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y7, Y6, Y6
+	VPMOVSXBD    196(AX), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 8(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      96(CX), Y6
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      32(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y7, Y6, Y6
+	VPMOVSXBD    198(AX), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 12(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      128(CX), Y6
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      64(AX), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX), Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y7, Y6, Y6
+	VPMOVSXBD    200(AX), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 16(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      160(CX), Y6
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      96(AX), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y7, Y6, Y6
+	VPMOVSXBD    202(AX), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 20(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      192(CX), Y6
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      64(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y7, Y6, Y6
+	VPMOVSXBD    204(AX), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 24(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      224(CX), Y6
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      96(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y6, Y9, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y7, Y6, Y6
+	VPMOVSXBD    206(AX), X8
+	VPERMD       Y8, Y5, Y8
+	VPMULLD      Y8, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x000000d2, AX
+	DECQ         BX
+	JMP          qdotavx2Q6Kx1_loop
+
+qdotavx2Q6Kx1_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q6Kx2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·qdotavx2Q6Kx2(SB), NOSPLIT, $64-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x30303030, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x20202020, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+	VMOVDQU      q6kidx<>+0(SB), Y6
+	SHRQ         $0x03, SI
+
+qdotavx2Q6Kx2_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q6Kx2_done
+	VMOVUPS      (BX), Y7
+	VPBROADCASTW 208(AX), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y7, Y8, Y8
+	VMOVUPS      Y8, (SP)
+	VPBROADCASTW 208(AX)(CX*1), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y7, Y8, Y8
+	VMOVUPS      Y8, 32(SP)
+	VMOVDQU      (DX), Y7
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      (AX), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VPMOVSXBD    192(AX), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      (AX)(CX*1), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX)(CX*1), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VPMOVSXBD    192(AX)(CX*1), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 32(SP), Y7
+	VFMADD231PS  Y7, Y10, Y2
+	VMOVDQU      32(DX), Y7
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      32(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VPMOVSXBD    194(AX), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 4(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      32(AX)(CX*1), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX)(CX*1), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VPMOVSXBD    194(AX)(CX*1), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 36(SP), Y7
+	VFMADD231PS  Y7, Y10, Y2
+	VMOVDQU      64(DX), Y7
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      (AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX), Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VPMOVSXBD    196(AX), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 8(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      (AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VPMOVSXBD    196(AX)(CX*1), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 40(SP), Y7
+	VFMADD231PS  Y7, Y10, Y2
+	VMOVDQU      96(DX), Y7
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      32(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VPMOVSXBD    198(AX), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 12(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      32(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX)(CX*1), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VPMOVSXBD    198(AX)(CX*1), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 44(SP), Y7
+	VFMADD231PS  Y7, Y10, Y2
+	VMOVDQU      128(DX), Y7
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      64(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VPMOVSXBD    200(AX), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 16(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      64(AX)(CX*1), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX)(CX*1), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VPMOVSXBD    200(AX)(CX*1), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 48(SP), Y7
+	VFMADD231PS  Y7, Y10, Y2
+	VMOVDQU      160(DX), Y7
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      96(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VPMOVSXBD    202(AX), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 20(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      96(AX)(CX*1), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX)(CX*1), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VPMOVSXBD    202(AX)(CX*1), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 52(SP), Y7
+	VFMADD231PS  Y7, Y10, Y2
+	VMOVDQU      192(DX), Y7
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      64(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX), Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VPMOVSXBD    204(AX), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 24(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      64(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VPMOVSXBD    204(AX)(CX*1), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 56(SP), Y7
+	VFMADD231PS  Y7, Y10, Y2
+	VMOVDQU      224(DX), Y7
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      96(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VPMOVSXBD    206(AX), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 28(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      96(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX)(CX*1), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VPMOVSXBD    206(AX)(CX*1), X9
+	VPERMD       Y9, Y6, Y9
+	VPMULLD      Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 60(SP), Y7
+	VFMADD231PS  Y7, Y10, Y2
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x000000d2, AX
+	DECQ         SI
+	JMP          qdotavx2Q6Kx2_loop
+
+qdotavx2Q6Kx2_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q6Kx3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·qdotavx2Q6Kx3(SB), NOSPLIT, $96-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x30303030, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+	MOVL         $0x20202020, DI
+	VMOVD        DI, X6
+	VPBROADCASTD X6, Y6
+	VMOVDQU      q6kidx<>+0(SB), Y7
+	SHRQ         $0x03, SI
+
+qdotavx2Q6Kx3_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q6Kx3_done
+	VMOVUPS      (BX), Y8
+	VPBROADCASTW 208(AX), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y8, Y9, Y9
+	VMOVUPS      Y9, (SP)
+	VPBROADCASTW 208(AX)(CX*1), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y8, Y9, Y9
+	VMOVUPS      Y9, 32(SP)
+	VPBROADCASTW 208(AX)(CX*2), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y8, Y9, Y9
+	VMOVUPS      Y9, 64(SP)
+	VMOVDQU      (DX), Y8
+	VPMADDUBSW   Y8, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      (AX), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    192(AX), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      (AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*1), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    192(AX)(CX*1), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 32(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      (AX)(CX*2), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*2), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    192(AX)(CX*2), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 64(SP), Y8
+	VFMADD231PS  Y8, Y11, Y3
+	VMOVDQU      32(DX), Y8
+	VPMADDUBSW   Y8, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      32(AX), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    194(AX), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 4(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      32(AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*1), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    194(AX)(CX*1), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 36(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      32(AX)(CX*2), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*2), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    194(AX)(CX*2), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 68(SP), Y8
+	VFMADD231PS  Y8, Y11, Y3
+	VMOVDQU      64(DX), Y8
+	VPMADDUBSW   Y8, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      (AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    196(AX), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 8(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      (AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*1), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    196(AX)(CX*1), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 40(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      (AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*2), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    196(AX)(CX*2), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 72(SP), Y8
+	VFMADD231PS  Y8, Y11, Y3
+	VMOVDQU      96(DX), Y8
+	VPMADDUBSW   Y8, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      32(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    198(AX), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 12(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      32(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*1), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    198(AX)(CX*1), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 44(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      32(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*2), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    198(AX)(CX*2), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 76(SP), Y8
+	VFMADD231PS  Y8, Y11, Y3
+	VMOVDQU      128(DX), Y8
+	VPMADDUBSW   Y8, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      64(AX), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    200(AX), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 16(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      64(AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*1), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    200(AX)(CX*1), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 48(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      64(AX)(CX*2), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*2), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    200(AX)(CX*2), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 80(SP), Y8
+	VFMADD231PS  Y8, Y11, Y3
+	VMOVDQU      160(DX), Y8
+	VPMADDUBSW   Y8, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      96(AX), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    202(AX), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 20(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      96(AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*1), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    202(AX)(CX*1), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 52(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      96(AX)(CX*2), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*2), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    202(AX)(CX*2), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 84(SP), Y8
+	VFMADD231PS  Y8, Y11, Y3
+	VMOVDQU      192(DX), Y8
+	VPMADDUBSW   Y8, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      64(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    204(AX), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 24(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      64(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*1), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    204(AX)(CX*1), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 56(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      64(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*2), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    204(AX)(CX*2), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 88(SP), Y8
+	VFMADD231PS  Y8, Y11, Y3
+	VMOVDQU      224(DX), Y8
+	VPMADDUBSW   Y8, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      96(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    206(AX), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 28(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      96(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*1), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    206(AX)(CX*1), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 60(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      96(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*2), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPMOVSXBD    206(AX)(CX*2), X10
+	VPERMD       Y10, Y7, Y10
+	VPMULLD      Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 92(SP), Y8
+	VFMADD231PS  Y8, Y11, Y3
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x000000d2, AX
+	DECQ         SI
+	JMP          qdotavx2Q6Kx3_loop
+
+qdotavx2Q6Kx3_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q6Kx4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·qdotavx2Q6Kx4(SB), NOSPLIT, $128-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+40(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X5
+	VPBROADCASTD X5, Y5
+	MOVL         $0x30303030, R8
+	VMOVD        R8, X6
+	VPBROADCASTD X6, Y6
+	MOVL         $0x20202020, R8
+	VMOVD        R8, X7
+	VPBROADCASTD X7, Y7
+	VMOVDQU      q6kidx<>+0(SB), Y8
+	SHRQ         $0x03, SI
+
+qdotavx2Q6Kx4_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q6Kx4_done
+	VMOVUPS      (BX), Y9
+	VPBROADCASTW 208(AX), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y9, Y10, Y10
+	VMOVUPS      Y10, (SP)
+	VPBROADCASTW 208(AX)(CX*1), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y9, Y10, Y10
+	VMOVUPS      Y10, 32(SP)
+	VPBROADCASTW 208(AX)(CX*2), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y9, Y10, Y10
+	VMOVUPS      Y10, 64(SP)
+	VPBROADCASTW 208(DI), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y9, Y10, Y10
+	VMOVUPS      Y10, 96(SP)
+	VMOVDQU      (DX), Y9
+	VPMADDUBSW   Y9, Y7, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y12, Y10, Y10
+	VMOVDQU      (AX), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX), Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    192(AX), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQU      (AX)(CX*1), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX)(CX*1), Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    192(AX)(CX*1), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 32(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      (AX)(CX*2), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX)(CX*2), Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    192(AX)(CX*2), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 64(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      (DI), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(DI), Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    192(DI), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 96(SP), Y9
+	VFMADD231PS  Y9, Y12, Y4
+	VMOVDQU      32(DX), Y9
+	VPMADDUBSW   Y9, Y7, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y12, Y10, Y10
+	VMOVDQU      32(AX), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX), Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    194(AX), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 4(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQU      32(AX)(CX*1), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX)(CX*1), Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    194(AX)(CX*1), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 36(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      32(AX)(CX*2), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX)(CX*2), Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    194(AX)(CX*2), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 68(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      32(DI), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(DI), Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    194(DI), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 100(SP), Y9
+	VFMADD231PS  Y9, Y12, Y4
+	VMOVDQU      64(DX), Y9
+	VPMADDUBSW   Y9, Y7, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y12, Y10, Y10
+	VMOVDQU      (AX), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX), Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    196(AX), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 8(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQU      (AX)(CX*1), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX)(CX*1), Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    196(AX)(CX*1), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 40(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      (AX)(CX*2), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX)(CX*2), Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    196(AX)(CX*2), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 72(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      (DI), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(DI), Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    196(DI), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 104(SP), Y9
+	VFMADD231PS  Y9, Y12, Y4
+	VMOVDQU      96(DX), Y9
+	VPMADDUBSW   Y9, Y7, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y12, Y10, Y10
+	VMOVDQU      32(AX), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX), Y13
+	VPSRLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    198(AX), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 12(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQU      32(AX)(CX*1), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX)(CX*1), Y13
+	VPSRLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    198(AX)(CX*1), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 44(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      32(AX)(CX*2), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX)(CX*2), Y13
+	VPSRLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    198(AX)(CX*2), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 76(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      32(DI), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(DI), Y13
+	VPSRLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    198(DI), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 108(SP), Y9
+	VFMADD231PS  Y9, Y12, Y4
+	VMOVDQU      128(DX), Y9
+	VPMADDUBSW   Y9, Y7, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y12, Y10, Y10
+	VMOVDQU      64(AX), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX), Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    200(AX), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 16(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQU      64(AX)(CX*1), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX)(CX*1), Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    200(AX)(CX*1), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 48(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      64(AX)(CX*2), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX)(CX*2), Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    200(AX)(CX*2), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 80(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      64(DI), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(DI), Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    200(DI), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 112(SP), Y9
+	VFMADD231PS  Y9, Y12, Y4
+	VMOVDQU      160(DX), Y9
+	VPMADDUBSW   Y9, Y7, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y12, Y10, Y10
+	VMOVDQU      96(AX), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX), Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    202(AX), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 20(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQU      96(AX)(CX*1), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX)(CX*1), Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    202(AX)(CX*1), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 52(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      96(AX)(CX*2), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX)(CX*2), Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    202(AX)(CX*2), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 84(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      96(DI), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(DI), Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    202(DI), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 116(SP), Y9
+	VFMADD231PS  Y9, Y12, Y4
+	VMOVDQU      192(DX), Y9
+	VPMADDUBSW   Y9, Y7, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y12, Y10, Y10
+	VMOVDQU      64(AX), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX), Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    204(AX), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 24(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQU      64(AX)(CX*1), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX)(CX*1), Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    204(AX)(CX*1), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 56(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      64(AX)(CX*2), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX)(CX*2), Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    204(AX)(CX*2), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 88(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      64(DI), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(DI), Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    204(DI), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 120(SP), Y9
+	VFMADD231PS  Y9, Y12, Y4
+	VMOVDQU      224(DX), Y9
+	VPMADDUBSW   Y9, Y7, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y12, Y10, Y10
+	VMOVDQU      96(AX), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX), Y13
+	VPSRLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    206(AX), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 28(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQU      96(AX)(CX*1), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX)(CX*1), Y13
+	VPSRLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    206(AX)(CX*1), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 60(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      96(AX)(CX*2), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX)(CX*2), Y13
+	VPSRLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    206(AX)(CX*2), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 92(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      96(DI), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(DI), Y13
+	VPSRLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y10, Y12, Y12
+	VPMOVSXBD    206(DI), X11
+	VPERMD       Y11, Y8, Y11
+	VPMULLD      Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 124(SP), Y9
+	VFMADD231PS  Y9, Y12, Y4
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x000000d2, DI
+	DECQ         SI
+	JMP          qdotavx2Q6Kx4_loop
+
+qdotavx2Q6Kx4_done:
+	MOVQ         dst+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
 	VZEROUPPER
 	RET

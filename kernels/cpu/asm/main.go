@@ -11,6 +11,8 @@
 //     to memory between K chunks and are summed across lanes by one fixed
 //     tree at the end. Every output element therefore sees the same
 //     arithmetic whatever R, C, the batch or the chunking: batch-invariant.
+//   - qdot{vnni,avx2}{Type}xR: integer dot products of R quantized weight
+//     rows with one token's Q8 activations (qdot.go).
 //   - deq512*: AVX-512 decoders of one row chunk of each weight type into
 //     float32 (the panel the tiles read).
 package main
@@ -50,6 +52,7 @@ func main() {
 	deqQ6K()
 	attnBlock(false)
 	attnBlock(true)
+	qdots()
 	Generate()
 	writeTable()
 }
