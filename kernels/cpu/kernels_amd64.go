@@ -114,66 +114,106 @@ func attn512F32(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd
 
 func attn512F16(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
 
-func qdotvnniQ8_0x1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotvnniQ8_0x2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ8_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotvnniQ8_0x3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ8_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotvnniQ8_0x4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ8_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotvnniQ4_0x1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ8_0x2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotvnniQ4_0x2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ8_0x2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotvnniQ4_0x3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ8_0x2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotvnniQ4_0x4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ8_0x2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotvnniQ4Kx1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ8_0x3x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotvnniQ4Kx2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ8_0x3x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotvnniQ4Kx3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ8_0x3x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotvnniQ4Kx4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ8_0x3x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotvnniQ6Kx1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotvnniQ6Kx2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotvnniQ6Kx3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotvnniQ6Kx4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotavx2Q8_0x1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4_0x2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotavx2Q8_0x2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4_0x2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotavx2Q8_0x3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4_0x2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotavx2Q8_0x4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4_0x2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotavx2Q4_0x1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4_0x3x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotavx2Q4_0x2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4_0x3x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotavx2Q4_0x3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4_0x3x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotavx2Q4_0x4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4_0x3x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotavx2Q4Kx1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotavx2Q4Kx2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotavx2Q4Kx3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotavx2Q4Kx4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotavx2Q6Kx1(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4Kx2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotavx2Q6Kx2(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4Kx2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotavx2Q6Kx3(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4Kx2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
-func qdotavx2Q6Kx4(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+func qdotvnniQ4Kx2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotvnniQ6Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotvnniQ6Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotvnniQ6Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotvnniQ6Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotavx2Q8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotavx2Q8_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotavx2Q8_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotavx2Q8_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotavx2Q4_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotavx2Q4_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotavx2Q4_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotavx2Q4_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotavx2Q4Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotavx2Q4Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotavx2Q4Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotavx2Q4Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotavx2Q6Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotavx2Q6Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotavx2Q6Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func qdotavx2Q6Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)

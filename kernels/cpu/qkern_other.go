@@ -5,4 +5,4 @@ package cpu
 import "jspark/kernels/quant"
 
 // qkernels: no assembly here; the portable dots run.
-func qkernels(isa, quant.Type) *[qRows + 1]qkernFn { return nil }
+func qkernels(isa, quant.Type) *qtiles { return nil }

@@ -21,12 +21,31 @@ import (
 // bits, as in llama.cpp: against the float64 reference a product is now
 // within about 1e-2 relative instead of 1e-6.
 
-// qRows is the most weight rows one kernel call takes.
-const qRows = 4
+// qRows is the most weight rows one kernel call takes; qTokens the most
+// tokens.
+const (
+	qRows   = 4
+	qTokens = 3
+)
 
-// qkernFn computes rows (1..qRows) outputs of one token: dst[r] = row r·x,
-// row r at w + r·ws bytes, x quantized over nb blocks.
-type qkernFn func(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)
+// qkernFn computes a tile of T tokens × R rows (the table's indices):
+// dst[t·ds + r] = row r · token t, row r at w + r·ws bytes, token t's
+// quants at x + t·xst, its nb scales and sums at xd, xs + t·xst/8 bytes.
+type qkernFn func(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+// qtiles holds the kernels of one type and ISA by [tokens][rows]; a type
+// may stop at fewer tokens (nil entries).
+type qtiles [qTokens + 1][qRows + 1]qkernFn
+
+// tokens is the largest token count with kernels, up to n.
+func (q *qtiles) tokens(n int) int {
+	for t := min(n, qTokens); t > 1; t-- {
+		if q[t][1] != nil {
+			return t
+		}
+	}
+	return 1
+}
 
 // qmm is one quantized product in flight.
 type qmm struct {
@@ -83,16 +102,20 @@ func (mm *qmm) task(worker, i int) {
 	for r := r0; r < r1; r += qRows {
 		rn := min(qRows, r1-r)
 		wr := mm.wb[r*rowBytes : (r+rn)*rowBytes]
-		for t := t0; t < t1; t++ {
-			d := mm.dst[t*w.Rows+r : t*w.Rows+r+rn]
-			if kern == nil {
-				dot := qdotGo[w.Type]
+		if kern == nil {
+			dot := qdotGo[w.Type]
+			for t := t0; t < t1; t++ {
+				d := mm.dst[t*w.Rows+r : t*w.Rows+r+rn]
 				for j := range d {
 					d[j] = dot(wr[j*rowBytes:(j+1)*rowBytes], xq.q[t*K:(t+1)*K], xq.d[t*nb:(t+1)*nb], xq.s[t*nb:(t+1)*nb])
 				}
-				continue
 			}
-			kern[rn](unsafe.SliceData(wr), rowBytes, &xq.q[t*K], &xq.d[t*nb], &xq.s[t*nb], nb, &d[0])
+			continue
+		}
+		for t := t0; t < t1; {
+			tn := kern.tokens(t1 - t)
+			kern[tn][rn](unsafe.SliceData(wr), rowBytes, &xq.q[t*K], &xq.d[t*nb], &xq.s[t*nb], K, nb, &mm.dst[t*w.Rows+r], w.Rows)
+			t += tn
 		}
 	}
 }

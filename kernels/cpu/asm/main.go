@@ -55,6 +55,7 @@ func main() {
 	qdots()
 	Generate()
 	writeTable()
+	writeQTable()
 }
 
 // writeTable writes the Go table of tile kernels by shape.

@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"go/format"
+	"os"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -10,7 +13,9 @@ import (
 
 // The integer dot products of quantized weight rows with Q8 activations
 // (see kernels/cpu/qdot.go for the arithmetic, which these follow lane for
-// lane): qdot{vnni,avx2}{Type}x{R} compute R rows × one token.
+// lane): qdot{vnni,avx2}{Type}x{T}x{R} compute T tokens × R rows, each
+// output with the same instructions whatever T and R (a tile only shares
+// the loads and the weight-side work between outputs).
 //
 // A block's 8 int32 lanes come from VPDPBUSD (AVX-512 VNNI, unsigned
 // weights × signed activations) or VPMADDUBSW + VPMADDWD (AVX2); both give
@@ -24,28 +29,125 @@ var qtypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K"}
 
 const qRows = 4
 
+// qTokens is the most tokens a tile takes, by ISA and type: VNNI tiles
+// use all 32 vector registers, AVX2 (VEX) has 16.
+func qTokens(typ string, vnni bool) int {
+	switch {
+	case !vnni || typ == "Q6K":
+		return 1
+	case typ == "Q4K":
+		return 2
+	}
+	return 3
+}
+
+var qonly = os.Getenv("QONLY")
+
 func qdots() {
 	for _, vnni := range []bool{true, false} {
 		for _, t := range qtypes {
-			for r := 1; r <= qRows; r++ {
-				qdot(t, r, vnni)
+			for tk := 1; tk <= qTokens(t, vnni); tk++ {
+				for r := 1; r <= qRows; r++ {
+					if qonly != "" && qonly != qname(t, tk, r, vnni) {
+						continue
+					}
+					qdot(t, tk, r, vnni)
+				}
 			}
 		}
 	}
 }
 
-func qname(t string, r int, vnni bool) string {
+func qname(t string, tk, r int, vnni bool) string {
 	isa := "avx2"
 	if vnni {
 		isa = "vnni"
 	}
-	return fmt.Sprintf("qdot%s%sx%d", isa, t, r)
+	return fmt.Sprintf("qdot%s%sx%dx%d", isa, t, tk, r)
 }
 
 // qctx is the state one kernel's generator shares between its helpers.
 type qctx struct {
 	vnni bool
 	ones VecVirtual // AVX2: sixteen-bit ones for VPMADDWD
+	T, R int
+	// row r's weights at w0 + r·ws (r < 3) or w3 + (r-3)·ws
+	w0, w3, ws Register
+	// token t's activations at q + t·sq, its scales and sums at d, s + t·sd
+	q, d, s, sq, sd Register
+}
+
+// The VNNI kernels may be given registers 16-31, which only EVEX
+// encodings reach: these pick the EVEX mnemonic there.
+func (c *qctx) pand(a, b, d Op) {
+	if c.vnni {
+		VPANDD(a, b, d)
+	} else {
+		VPAND(a, b, d)
+	}
+}
+
+func (c *qctx) pxor(a, b, d Op) {
+	if c.vnni {
+		VPXORD(a, b, d)
+	} else {
+		VPXOR(a, b, d)
+	}
+}
+
+func (c *qctx) por(a, b, d Op) {
+	if c.vnni {
+		VPORD(a, b, d)
+	} else {
+		VPOR(a, b, d)
+	}
+}
+
+func (c *qctx) movdqu(a, d Op) {
+	if c.vnni {
+		VMOVDQU32(a, d)
+	} else {
+		VMOVDQU(a, d)
+	}
+}
+
+func (c *qctx) zero(v VecVirtual) { c.pxor(v, v, v) }
+
+func (c *qctx) row(r, disp int) Mem {
+	switch r {
+	case 0:
+		return Mem{Base: c.w0, Disp: disp}
+	case 3:
+		return Mem{Base: c.w3, Disp: disp}
+	case 4:
+		return Mem{Base: c.w3, Index: c.ws, Scale: 1, Disp: disp}
+	}
+	return Mem{Base: c.w0, Index: c.ws, Scale: uint8(r), Disp: disp}
+}
+
+func tokAt(base, stride Register, t, disp int) Mem {
+	if t == 0 {
+		return Mem{Base: base, Disp: disp}
+	}
+	return Mem{Base: base, Index: stride, Scale: uint8(t), Disp: disp}
+}
+
+func (c *qctx) xq(t, disp int) Mem { return tokAt(c.q, c.sq, t, disp) }
+func (c *qctx) xd(t, disp int) Mem { return tokAt(c.d, c.sd, t, disp) }
+func (c *qctx) xs(t, disp int) Mem { return tokAt(c.s, c.sd, t, disp) }
+
+// advance moves the weights by wb bytes and the activations by qb bytes
+// of quants and db bytes of scales (and sums).
+func (c *qctx) advance(wb, qb, db int) {
+	ADDQ(U32(wb), c.w0)
+	if c.w3 != nil {
+		ADDQ(U32(wb), c.w3)
+	}
+	ADDQ(U32(qb), c.q)
+	ADDQ(U32(db), c.d)
+	if c.s != nil {
+		ADDQ(U32(db), c.s)
+	}
 }
 
 // idot sets acc = init + the lanes of u·x (u unsigned bytes, x signed).
@@ -53,9 +155,9 @@ type qctx struct {
 func (c *qctx) idot(acc, init, u, x VecVirtual) {
 	if c.vnni {
 		if init == nil {
-			VPXOR(acc, acc, acc)
+			c.zero(acc)
 		} else {
-			VMOVDQA(init, acc)
+			VMOVDQA32(init, acc)
 		}
 		VPDPBUSD(x, u, acc)
 		return
@@ -65,6 +167,14 @@ func (c *qctx) idot(acc, init, u, x VecVirtual) {
 	if init != nil {
 		VPADDD(init, acc, acc)
 	}
+}
+
+// negDot sets neg = -(off·x) per lane: the offset's share of a block.
+func (c *qctx) negDot(neg, off, x VecVirtual) {
+	z := YMM()
+	c.idot(z, nil, off, x)
+	c.zero(neg)
+	VPSUBD(z, neg, neg)
 }
 
 func bcastB(c uint8) VecVirtual {
@@ -84,9 +194,13 @@ func bcastF16(m Mem) VecVirtual {
 }
 
 // hsum8 leaves the sum of a's 8 lanes in its lowest, by laneSum8's tree.
-func hsum8(a VecVirtual) {
+func (c *qctx) hsum8(a VecVirtual) {
 	x, hi := a.AsX(), XMM()
-	VEXTRACTF128(U8(1), a, hi)
+	if c.vnni {
+		VEXTRACTF32X4(U8(1), a, hi)
+	} else {
+		VEXTRACTF128(U8(1), a, hi)
+	}
 	VADDPS(hi, x, x)
 	VPERMILPS(U8(0x4e), x, hi)
 	VADDPS(hi, x, x)
@@ -94,14 +208,34 @@ func hsum8(a VecVirtual) {
 	VADDSS(hi, x, x)
 }
 
-func qdot(typ string, R int, vnni bool) {
-	name := qname(typ, R, vnni)
-	TEXT(name, NOSPLIT, "func(w *byte, ws int, x *int8, xd *float32, xs *int32, nb int, dst *float32)")
-	c := &qctx{vnni: vnni}
-	w0 := Load(Param("w"), GP64())
-	ws := Load(Param("ws"), GP64())
-	x := Load(Param("x"), GP64())
-	xd := Load(Param("xd"), GP64())
+func grid(T, R int) [][]VecVirtual {
+	g := make([][]VecVirtual, T)
+	for t := range g {
+		g[t] = make([]VecVirtual, R)
+		for r := range g[t] {
+			g[t][r] = YMM()
+		}
+	}
+	return g
+}
+
+func qdot(typ string, T, R int, vnni bool) {
+	name := qname(typ, T, R, vnni)
+	TEXT(name, NOSPLIT, "func(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)")
+	c := &qctx{vnni: vnni, T: T, R: R}
+	c.w0 = Load(Param("w"), GP64())
+	c.ws = Load(Param("ws"), GP64())
+	c.q = Load(Param("x"), GP64())
+	c.d = Load(Param("xd"), GP64())
+	if typ == "Q4K" {
+		c.s = Load(Param("xs"), GP64())
+	}
+	if T > 1 {
+		c.sq = Load(Param("xst"), GP64())
+		c.sd = GP64()
+		MOVQ(c.sq, c.sd)
+		SHRQ(U8(3), c.sd) // 4 bytes per 32-element block
+	}
 	nb := Load(Param("nb"), GP64())
 	if !vnni {
 		r := GP32()
@@ -110,56 +244,48 @@ func qdot(typ string, R int, vnni bool) {
 		VMOVD(r, c.ones.AsX())
 		VPBROADCASTD(c.ones.AsX(), c.ones)
 	}
-	// Row r is at w0 + r·ws (r < 3) or w3 + (r-3)·ws.
-	var w3 Register
 	if R > 3 {
-		w3 = GP64()
-		LEAQ(Mem{Base: w0, Index: ws, Scale: 2}, w3)
-		ADDQ(ws, w3)
+		c.w3 = GP64()
+		LEAQ(Mem{Base: c.w0, Index: c.ws, Scale: 2}, c.w3)
+		ADDQ(c.ws, c.w3)
 	}
-	row := func(r, disp int) Mem {
-		switch r {
-		case 0:
-			return Mem{Base: w0, Disp: disp}
-		case 3:
-			return Mem{Base: w3, Disp: disp}
-		}
-		return Mem{Base: w0, Index: ws, Scale: uint8(r), Disp: disp}
-	}
-	step := func(n int) {
-		ADDQ(U32(n), w0)
-		if w3 != nil {
-			ADDQ(U32(n), w3)
+	acc := grid(T, R)
+	for t := range acc {
+		for r := range acc[t] {
+			c.zero(acc[t][r])
 		}
 	}
-	acc := make([]VecVirtual, R)
-	for r := range acc {
-		acc[r] = YMM()
-		VXORPS(acc[r], acc[r], acc[r])
-	}
-	var macc []VecVirtual
+	var macc [][]VecVirtual
 	switch typ {
 	case "Q8_0", "Q4_0":
-		q32(c, typ, R, row, step, x, xd, nb, acc, name)
+		q32(c, typ, nb, acc, name)
 	case "Q4K":
-		xs := Load(Param("xs"), GP64())
-		macc = make([]VecVirtual, R)
-		for r := range macc {
-			macc[r] = YMM()
-			VXORPS(macc[r], macc[r], macc[r])
+		macc = grid(T, R)
+		for t := range macc {
+			for r := range macc[t] {
+				c.zero(macc[t][r])
+			}
 		}
-		q4k(c, R, row, step, x, xd, xs, nb, acc, macc, name)
+		q4k(c, nb, acc, macc, name)
 	case "Q6K":
-		q6k(c, R, row, step, x, xd, nb, acc, name)
+		q6k(c, nb, acc, name)
 	}
 	dst := Load(Param("dst"), GP64())
-	for r := range acc {
-		hsum8(acc[r])
-		if macc != nil {
-			hsum8(macc[r])
-			VSUBSS(macc[r].AsX(), acc[r].AsX(), acc[r].AsX())
+	ds := Load(Param("ds"), GP64())
+	SHLQ(U8(2), ds)
+	for t := range acc {
+		for r := range acc[t] {
+			a := acc[t][r]
+			c.hsum8(a)
+			if macc != nil {
+				c.hsum8(macc[t][r])
+				VSUBSS(macc[t][r].AsX(), a.AsX(), a.AsX())
+			}
+			VMOVSS(a.AsX(), Mem{Base: dst, Disp: 4 * r})
 		}
-		VMOVSS(acc[r].AsX(), Mem{Base: dst, Disp: 4 * r})
+		if t+1 < T {
+			ADDQ(ds, dst)
+		}
 	}
 	VZEROUPPER()
 	RET()
@@ -167,7 +293,7 @@ func qdot(typ string, R int, vnni bool) {
 
 // q32: Q8_0 (34-byte blocks: d, 32 int8) and Q4_0 (18-byte blocks: d, 16
 // bytes of nibbles, element j low and j+16 high).
-func q32(c *qctx, typ string, R int, row func(r, disp int) Mem, step func(int), x, xd, nb Register, acc []VecVirtual, name string) {
+func q32(c *qctx, typ string, nb Register, acc [][]VecVirtual, name string) {
 	size := 34
 	var off, mask VecVirtual
 	switch {
@@ -176,48 +302,57 @@ func q32(c *qctx, typ string, R int, row func(r, disp int) Mem, step func(int), 
 	case c.vnni:
 		off = bcastB(0x80)
 	}
-	xv, neg, u, iv := YMM(), YMM(), YMM(), YMM()
+	xv, dx, neg := make([]VecVirtual, c.T), make([]VecVirtual, c.T), make([]VecVirtual, c.T)
+	for t := range xv {
+		xv[t], dx[t], neg[t] = YMM(), YMM(), YMM()
+	}
+	u, iv, s := YMM(), YMM(), YMM()
 	Label(name + "_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
-	VMOVDQU(Mem{Base: x}, xv)
-	dx := YMM()
-	VBROADCASTSS(Mem{Base: xd}, dx)
-	if off != nil {
-		// neg = -(off·x) per lane.
-		z := YMM()
-		c.idot(z, nil, off, xv)
-		VPXOR(neg, neg, neg)
-		VPSUBD(z, neg, neg)
+	for t := range xv {
+		c.movdqu(c.xq(t, 0), xv[t])
+		VBROADCASTSS(c.xd(t, 0), dx[t])
+		if off != nil {
+			c.negDot(neg[t], off, xv[t])
+		}
 	}
-	for r := 0; r < R; r++ {
+	for r := 0; r < c.R; r++ {
+		var sx VecVirtual
 		if typ == "Q8_0" {
-			VMOVDQU(row(r, 2), u)
+			c.movdqu(c.row(r, 2), u)
 			if c.vnni {
-				VPXOR(off, u, u) // w + 128
-				c.idot(iv, neg, u, xv)
+				c.pxor(off, u, u) // w + 128
 			} else {
-				sx := YMM()
-				VPSIGNB(u, xv, sx) // x·sign(w)
-				VPABSB(u, u)
-				c.idot(iv, nil, u, sx)
+				sx = YMM()
 			}
 		} else {
 			hi := XMM()
-			VMOVDQU(row(r, 2), u.AsX())
+			c.movdqu(c.row(r, 2), u.AsX())
 			VPSRLW(U8(4), u.AsX(), hi)
-			VINSERTI128(U8(1), hi, u, u)
-			VPAND(mask, u, u)
-			c.idot(iv, neg, u, xv)
+			if c.vnni {
+				VINSERTI32X4(U8(1), hi, u, u)
+			} else {
+				VINSERTI128(U8(1), hi, u, u)
+			}
+			c.pand(mask, u, u)
 		}
-		VCVTDQ2PS(iv, iv)
-		s := bcastF16(row(r, 0))
-		VMULPS(dx, s, s)
-		VFMADD231PS(s, iv, acc[r])
+		dw := bcastF16(c.row(r, 0))
+		for t := range xv {
+			switch {
+			case typ == "Q8_0" && !c.vnni:
+				VPSIGNB(u, xv[t], sx) // x·sign(w)
+				VPABSB(u, s)
+				c.idot(iv, nil, s, sx)
+			default:
+				c.idot(iv, neg[t], u, xv[t])
+			}
+			VCVTDQ2PS(iv, iv)
+			VMULPS(dw, dx[t], s)
+			VFMADD231PS(s, iv, acc[t][r])
+		}
 	}
-	ADDQ(U32(32), x)
-	ADDQ(U32(4), xd)
-	step(size)
+	c.advance(size, 32, 4)
 	DECQ(nb)
 	JMP(LabelRef(name + "_loop"))
 	Label(name + "_done")
@@ -226,84 +361,90 @@ func q32(c *qctx, typ string, R int, row func(r, disp int) Mem, step func(int), 
 // q4k: 144-byte super-blocks of 8 sub-blocks: d, dmin, 12 bytes of 6-bit
 // scales and mins, 128 bytes of nibbles (pair p: sub-block 2p low, 2p+1
 // high).
-func q4k(c *qctx, R int, row func(r, disp int) Mem, step func(int), x, xd, xs, nb Register, acc, macc []VecVirtual, name string) {
-	scale := AllocLocal(32 * R)
+func q4k(c *qctx, nb Register, acc, macc [][]VecVirtual, name string) {
+	T, R := c.T, c.R
+	scale := AllocLocal(32 * R * T) // (d·sc_j)·dx_j per row, token, sub-block
+	slot := func(r, t, j int) Mem { return scale.Offset(32*(r*T+t) + 4*j) }
 	mask := bcastB(15)
 	SHRQ(U8(3), nb)
 	Label(name + "_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
-	dxv, xsv := YMM(), YMM()
-	VMOVUPS(Mem{Base: xd}, dxv)
-	VCVTDQ2PS(Mem{Base: xs}, xsv)
-	VMULPS(xsv, dxv, xsv)
 	for r := 0; r < R; r++ {
 		// The scales and mins as llama.cpp unpacks them: four words,
 		// sc[0..3] sc[4..7] m[0..3] m[4..7].
-		u0, u1, u2, t := GP32(), GP32(), GP32(), GP32()
-		MOVL(row(r, 4), u0)
-		MOVL(row(r, 8), u1)
-		MOVL(row(r, 12), u2)
-		sc1, m1 := GP32(), GP32()
-		// m[4..7] = (u2>>4)&0x0f0f0f0f | ((u1>>6)&0x03030303)<<4
-		MOVL(u2, m1)
-		SHRL(U8(4), m1)
-		ANDL(U32(0x0f0f0f0f), m1)
-		MOVL(u1, t)
-		SHRL(U8(6), t)
-		ANDL(U32(0x03030303), t)
-		SHLL(U8(4), t)
-		ORL(t, m1)
-		// sc[4..7] = u2&0x0f0f0f0f | ((u0>>6)&0x03030303)<<4
-		MOVL(u2, sc1)
-		ANDL(U32(0x0f0f0f0f), sc1)
-		MOVL(u0, t)
-		SHRL(U8(6), t)
-		ANDL(U32(0x03030303), t)
-		SHLL(U8(4), t)
-		ORL(t, sc1)
-		ANDL(U32(0x3f3f3f3f), u0) // sc[0..3]
-		ANDL(U32(0x3f3f3f3f), u1) // m[0..3]
+		u0, u1, u2, t1, t2 := GP32(), GP32(), GP32(), GP32(), GP32()
+		MOVL(c.row(r, 4), u0)
+		MOVL(c.row(r, 8), u1)
+		MOVL(c.row(r, 12), u2)
 		scv, mv := YMM(), YMM()
+		// m[4..7] = (u2>>4)&0x0f0f0f0f | ((u1>>6)&0x03030303)<<4
+		MOVL(u2, t1)
+		SHRL(U8(4), t1)
+		ANDL(U32(0x0f0f0f0f), t1)
+		MOVL(u1, t2)
+		SHRL(U8(6), t2)
+		ANDL(U32(0x03030303), t2)
+		SHLL(U8(4), t2)
+		ORL(t2, t1)
+		ANDL(U32(0x3f3f3f3f), u1) // m[0..3]
+		VMOVD(u1, mv.AsX())
+		VPINSRD(U8(1), t1, mv.AsX(), mv.AsX())
+		// sc[4..7] = u2&0x0f0f0f0f | ((u0>>6)&0x03030303)<<4
+		ANDL(U32(0x0f0f0f0f), u2)
+		MOVL(u0, t2)
+		SHRL(U8(6), t2)
+		ANDL(U32(0x03030303), t2)
+		SHLL(U8(4), t2)
+		ORL(t2, u2)
+		ANDL(U32(0x3f3f3f3f), u0) // sc[0..3]
 		VMOVD(u0, scv.AsX())
-		VPINSRD(U8(1), sc1, scv.AsX(), scv.AsX())
+		VPINSRD(U8(1), u2, scv.AsX(), scv.AsX())
 		VPMOVZXBD(scv.AsX(), scv)
 		VCVTDQ2PS(scv, scv)
-		VMOVD(u1, mv.AsX())
-		VPINSRD(U8(1), m1, mv.AsX(), mv.AsX())
 		VPMOVZXBD(mv.AsX(), mv)
 		VCVTDQ2PS(mv, mv)
-		d := bcastF16(row(r, 0))
+		d := bcastF16(c.row(r, 0))
 		VMULPS(scv, d, scv)
-		VMULPS(dxv, scv, scv)
-		VMOVUPS(scv, scale.Offset(32*r))
-		dmin := bcastF16(row(r, 2))
+		dmin := bcastF16(c.row(r, 2))
 		VMULPS(mv, dmin, mv)
-		VFMADD231PS(xsv, mv, macc[r])
+		for t := 0; t < T; t++ {
+			dxv, xsv := YMM(), YMM()
+			VMOVUPS(c.xd(t, 0), dxv)
+			VCVTDQ2PS(c.xs(t, 0), xsv)
+			VMULPS(xsv, dxv, xsv)
+			VFMADD231PS(xsv, mv, macc[t][r])
+			VMULPS(dxv, scv, dxv)
+			VMOVUPS(dxv, slot(r, t, 0))
+		}
 	}
-	xv, u, iv := YMM(), YMM(), YMM()
+	xv := make([]VecVirtual, T)
+	for t := range xv {
+		xv[t] = YMM()
+	}
+	u, iv, s := YMM(), YMM(), YMM()
 	for p := 0; p < 4; p++ {
 		for h := 0; h < 2; h++ {
 			j := 2*p + h
-			VMOVDQU(Mem{Base: x, Disp: 32 * j}, xv)
+			for t := range xv {
+				c.movdqu(c.xq(t, 32*j), xv[t])
+			}
 			for r := 0; r < R; r++ {
-				VMOVDQU(row(r, 16+32*p), u)
+				c.movdqu(c.row(r, 16+32*p), u)
 				if h == 1 {
 					VPSRLW(U8(4), u, u)
 				}
-				VPAND(mask, u, u)
-				c.idot(iv, nil, u, xv)
-				VCVTDQ2PS(iv, iv)
-				s := YMM()
-				VBROADCASTSS(scale.Offset(32*r+4*j), s)
-				VFMADD231PS(s, iv, acc[r])
+				c.pand(mask, u, u)
+				for t := range xv {
+					c.idot(iv, nil, u, xv[t])
+					VCVTDQ2PS(iv, iv)
+					VBROADCASTSS(slot(r, t, j), s)
+					VFMADD231PS(s, iv, acc[t][r])
+				}
 			}
 		}
 	}
-	ADDQ(U32(256), x)
-	ADDQ(U32(32), xd)
-	ADDQ(U32(32), xs)
-	step(144)
+	c.advance(144, 256, 32)
 	DECQ(nb)
 	JMP(LabelRef(name + "_loop"))
 	Label(name + "_done")
@@ -319,61 +460,101 @@ var q6kIdx = func() Mem {
 
 // q6k: 210-byte super-blocks: ql[128] low nibbles, qh[64] high bit pairs,
 // 16 int8 scales (one per 16 elements), d.
-func q6k(c *qctx, R int, row func(r, disp int) Mem, step func(int), x, xd, nb Register, acc []VecVirtual, name string) {
-	scale := AllocLocal(32 * R)
+func q6k(c *qctx, nb Register, acc [][]VecVirtual, name string) {
+	T, R := c.T, c.R
+	scale := AllocLocal(32 * R * T) // d·dx_b per row, token, block
+	slot := func(r, t, b int) Mem { return scale.Offset(32*(r*T+t) + 4*b) }
 	mask, hmask, off := bcastB(15), bcastB(0x30), bcastB(32)
 	idx := YMM()
-	VMOVDQU(q6kIdx, idx)
+	c.movdqu(q6kIdx, idx)
 	SHRQ(U8(3), nb)
 	Label(name + "_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
-	dxv := YMM()
-	VMOVUPS(Mem{Base: xd}, dxv)
 	for r := 0; r < R; r++ {
-		d := bcastF16(row(r, 208))
-		VMULPS(dxv, d, d)
-		VMOVUPS(d, scale.Offset(32*r))
+		d := bcastF16(c.row(r, 208))
+		for t := 0; t < T; t++ {
+			dxv := YMM()
+			VMULPS(c.xd(t, 0), d, dxv)
+			VMOVUPS(dxv, slot(r, t, 0))
+		}
 	}
-	xv, neg, u, hb, iv, scl := YMM(), YMM(), YMM(), YMM(), YMM(), YMM()
+	xv, neg := make([]VecVirtual, T), make([]VecVirtual, T)
+	for t := range xv {
+		xv[t], neg[t] = YMM(), YMM()
+	}
+	u, hb, iv, scl, s := YMM(), YMM(), YMM(), YMM(), YMM()
 	for h := 0; h < 2; h++ {
 		for g := 0; g < 4; g++ {
 			b := 4*h + g
-			VMOVDQU(Mem{Base: x, Disp: 32 * b}, xv)
-			z := YMM()
-			c.idot(z, nil, off, xv)
-			VPXOR(neg, neg, neg)
-			VPSUBD(z, neg, neg)
+			for t := range xv {
+				c.movdqu(c.xq(t, 32*b), xv[t])
+				c.negDot(neg[t], off, xv[t])
+			}
 			for r := 0; r < R; r++ {
-				VMOVDQU(row(r, 64*h+32*(g%2)), u)
+				c.movdqu(c.row(r, 64*h+32*(g%2)), u)
 				if g >= 2 {
 					VPSRLW(U8(4), u, u)
 				}
-				VPAND(mask, u, u)
-				VMOVDQU(row(r, 128+32*h), hb)
+				c.pand(mask, u, u)
+				c.movdqu(c.row(r, 128+32*h), hb)
 				switch {
 				case g < 2:
 					VPSLLW(U8(4-2*g), hb, hb)
 				case g == 3:
 					VPSRLW(U8(2), hb, hb)
 				}
-				VPAND(hmask, hb, hb)
-				VPOR(hb, u, u)
-				c.idot(iv, neg, u, xv)
-				VPMOVSXBD(row(r, 192+8*h+2*g), scl.AsX())
+				c.pand(hmask, hb, hb)
+				c.por(hb, u, u)
+				VPMOVSXBD(c.row(r, 192+8*h+2*g), scl.AsX())
 				VPERMD(scl, idx, scl)
-				VPMULLD(scl, iv, iv)
-				VCVTDQ2PS(iv, iv)
-				s := YMM()
-				VBROADCASTSS(scale.Offset(32*r+4*b), s)
-				VFMADD231PS(s, iv, acc[r])
+				for t := range xv {
+					c.idot(iv, neg[t], u, xv[t])
+					VPMULLD(scl, iv, iv)
+					VCVTDQ2PS(iv, iv)
+					VBROADCASTSS(slot(r, t, b), s)
+					VFMADD231PS(s, iv, acc[t][r])
+				}
 			}
 		}
 	}
-	ADDQ(U32(256), x)
-	ADDQ(U32(32), xd)
-	step(210)
+	c.advance(210, 256, 32)
 	DECQ(nb)
 	JMP(LabelRef(name + "_loop"))
 	Label(name + "_done")
+}
+
+// writeQTable writes the Go table of the integer kernels by ISA, type,
+// tokens and rows.
+func writeQTable() {
+	var b strings.Builder
+	b.WriteString("// Code generated by command: go run main.go. DO NOT EDIT.\n\npackage cpu\n\nimport \"jspark/kernels/quant\"\n\n")
+	types := map[string]string{"Q8_0": "quant.Q8_0", "Q4_0": "quant.Q4_0", "Q4K": "quant.Q4_K", "Q6K": "quant.Q6_K"}
+	for _, vnni := range []bool{true, false} {
+		v := "AVX2"
+		if vnni {
+			v = "VNNI"
+		}
+		fmt.Fprintf(&b, "// qkern%s[type][tokens][rows] is the %s integer tile of that shape.\n", v, v)
+		fmt.Fprintf(&b, "var qkern%s = map[quant.Type]*qtiles{\n", v)
+		for _, t := range qtypes {
+			fmt.Fprintf(&b, "\t%s: {", types[t])
+			for tk := 1; tk <= qTokens(t, vnni); tk++ {
+				fmt.Fprintf(&b, "%d: {", tk)
+				for r := 1; r <= qRows; r++ {
+					fmt.Fprintf(&b, "%d: %s, ", r, qname(t, tk, r, vnni))
+				}
+				b.WriteString("}, ")
+			}
+			b.WriteString("},\n")
+		}
+		b.WriteString("}\n\n")
+	}
+	out, err := format.Source([]byte(b.String()))
+	if err != nil {
+		panic(err)
+	}
+	if err := os.WriteFile("../qtiles_amd64.go", out, 0o644); err != nil {
+		panic(err)
+	}
 }
