@@ -9186,6 +9186,1872 @@ tile256x2x6_sum:
 	VZEROUPPER
 	RET
 
+// func tile512h1x1(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x1(SB), NOSPLIT, $0-80
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), DX
+	MOVQ    acc+48(FP), BX
+	MOVQ    mode+72(FP), SI
+	TESTQ   $0x00000001, SI
+	JZ      tile512h1x1_zero
+	VMOVUPS (BX), Z0
+	JMP     tile512h1x1_loop
+
+tile512h1x1_zero:
+	VXORPS Z0, Z0, Z0
+
+tile512h1x1_loop:
+	TESTQ       DX, DX
+	JZ          tile512h1x1_tail
+	VMOVUPS     (AX), Z1
+	VCVTPH2PS   (CX), Z2
+	VFMADD231PS Z2, Z1, Z0
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000040, AX
+	DECQ        DX
+	JMP         tile512h1x1_loop
+
+tile512h1x1_tail:
+	MOVWLZX     tail+40(FP), DX
+	TESTL       DX, DX
+	JZ          tile512h1x1_end
+	KMOVW       DX, K1
+	VMOVUPS.Z   (AX), K1, Z1
+	VCVTPH2PS.Z (CX), K1, Z2
+	VFMADD231PS Z2, Z1, Z0
+
+tile512h1x1_end:
+	TESTQ   $0x00000002, SI
+	JNZ     tile512h1x1_sum
+	VMOVUPS Z0, (BX)
+	VZEROUPPER
+	RET
+
+tile512h1x1_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VZEROUPPER
+	RET
+
+// func tile512h1x2(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x2(SB), NOSPLIT, $0-80
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x2_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	JMP     tile512h1x2_loop
+
+tile512h1x2_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+
+tile512h1x2_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x2_tail
+	VMOVUPS     (AX), Z2
+	VCVTPH2PS   (CX), Z3
+	VFMADD231PS Z3, Z2, Z0
+	VCVTPH2PS   (CX)(DX*1), Z3
+	VFMADD231PS Z3, Z2, Z1
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x2_loop
+
+tile512h1x2_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x2_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z2
+	VCVTPH2PS.Z (CX), K1, Z3
+	VFMADD231PS Z3, Z2, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z3
+	VFMADD231PS Z3, Z2, Z1
+
+tile512h1x2_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x2_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x2_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VADDPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VADDPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VADDSS        X2, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VZEROUPPER
+	RET
+
+// func tile512h1x3(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x3(SB), NOSPLIT, $0-80
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x3_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	JMP     tile512h1x3_loop
+
+tile512h1x3_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+
+tile512h1x3_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x3_tail
+	VMOVUPS     (AX), Z3
+	VCVTPH2PS   (CX), Z4
+	VFMADD231PS Z4, Z3, Z0
+	VCVTPH2PS   (CX)(DX*1), Z4
+	VFMADD231PS Z4, Z3, Z1
+	VCVTPH2PS   (CX)(DX*2), Z4
+	VFMADD231PS Z4, Z3, Z2
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x3_loop
+
+tile512h1x3_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x3_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z3
+	VCVTPH2PS.Z (CX), K1, Z4
+	VFMADD231PS Z4, Z3, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z4
+	VFMADD231PS Z4, Z3, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z4
+	VFMADD231PS Z4, Z3, Z2
+
+tile512h1x3_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x3_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x3_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y3
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X3
+	VADDPS        X3, X0, X0
+	VPERMILPS     $0x4e, X0, X3
+	VADDPS        X3, X0, X0
+	VPERMILPS     $0xb1, X0, X3
+	VADDSS        X3, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VZEROUPPER
+	RET
+
+// func tile512h1x4(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x4(SB), NOSPLIT, $0-80
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x4_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	JMP     tile512h1x4_loop
+
+tile512h1x4_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+
+tile512h1x4_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x4_tail
+	VMOVUPS     (AX), Z4
+	VCVTPH2PS   (CX), Z5
+	VFMADD231PS Z5, Z4, Z0
+	VCVTPH2PS   (CX)(DX*1), Z5
+	VFMADD231PS Z5, Z4, Z1
+	VCVTPH2PS   (CX)(DX*2), Z5
+	VFMADD231PS Z5, Z4, Z2
+	VCVTPH2PS   (R8), Z5
+	VFMADD231PS Z5, Z4, Z3
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x4_loop
+
+tile512h1x4_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x4_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z4
+	VCVTPH2PS.Z (CX), K1, Z5
+	VFMADD231PS Z5, Z4, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z5
+	VFMADD231PS Z5, Z4, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z5
+	VFMADD231PS Z5, Z4, Z2
+	VCVTPH2PS.Z (R8), K1, Z5
+	VFMADD231PS Z5, Z4, Z3
+
+tile512h1x4_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x4_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x4_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0x4e, X0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0xb1, X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func tile512h1x5(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x5(SB), NOSPLIT, $0-80
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x5_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	JMP     tile512h1x5_loop
+
+tile512h1x5_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+
+tile512h1x5_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x5_tail
+	VMOVUPS     (AX), Z5
+	VCVTPH2PS   (CX), Z6
+	VFMADD231PS Z6, Z5, Z0
+	VCVTPH2PS   (CX)(DX*1), Z6
+	VFMADD231PS Z6, Z5, Z1
+	VCVTPH2PS   (CX)(DX*2), Z6
+	VFMADD231PS Z6, Z5, Z2
+	VCVTPH2PS   (R8), Z6
+	VFMADD231PS Z6, Z5, Z3
+	VCVTPH2PS   (R8)(DX*1), Z6
+	VFMADD231PS Z6, Z5, Z4
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x5_loop
+
+tile512h1x5_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x5_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z5
+	VCVTPH2PS.Z (CX), K1, Z6
+	VFMADD231PS Z6, Z5, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z6
+	VFMADD231PS Z6, Z5, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z6
+	VFMADD231PS Z6, Z5, Z2
+	VCVTPH2PS.Z (R8), K1, Z6
+	VFMADD231PS Z6, Z5, Z3
+	VCVTPH2PS.Z (R8)(DX*1), K1, Z6
+	VFMADD231PS Z6, Z5, Z4
+
+tile512h1x5_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x5_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x5_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y5
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X5
+	VADDPS        X5, X0, X0
+	VPERMILPS     $0x4e, X0, X5
+	VADDPS        X5, X0, X0
+	VPERMILPS     $0xb1, X0, X5
+	VADDSS        X5, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0x4e, X4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0xb1, X4, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 16(AX)
+	VZEROUPPER
+	RET
+
+// func tile512h1x6(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x6(SB), NOSPLIT, $0-80
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x6_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	JMP     tile512h1x6_loop
+
+tile512h1x6_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+
+tile512h1x6_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x6_tail
+	VMOVUPS     (AX), Z6
+	VCVTPH2PS   (CX), Z7
+	VFMADD231PS Z7, Z6, Z0
+	VCVTPH2PS   (CX)(DX*1), Z7
+	VFMADD231PS Z7, Z6, Z1
+	VCVTPH2PS   (CX)(DX*2), Z7
+	VFMADD231PS Z7, Z6, Z2
+	VCVTPH2PS   (R8), Z7
+	VFMADD231PS Z7, Z6, Z3
+	VCVTPH2PS   (R8)(DX*1), Z7
+	VFMADD231PS Z7, Z6, Z4
+	VCVTPH2PS   (R8)(DX*2), Z7
+	VFMADD231PS Z7, Z6, Z5
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x6_loop
+
+tile512h1x6_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x6_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z6
+	VCVTPH2PS.Z (CX), K1, Z7
+	VFMADD231PS Z7, Z6, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z7
+	VFMADD231PS Z7, Z6, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z7
+	VFMADD231PS Z7, Z6, Z2
+	VCVTPH2PS.Z (R8), K1, Z7
+	VFMADD231PS Z7, Z6, Z3
+	VCVTPH2PS.Z (R8)(DX*1), K1, Z7
+	VFMADD231PS Z7, Z6, Z4
+	VCVTPH2PS.Z (R8)(DX*2), K1, Z7
+	VFMADD231PS Z7, Z6, Z5
+
+tile512h1x6_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x6_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x6_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDPS        X6, X0, X0
+	VPERMILPS     $0x4e, X0, X6
+	VADDPS        X6, X0, X0
+	VPERMILPS     $0xb1, X0, X6
+	VADDSS        X6, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0x4e, X4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0xb1, X4, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0x4e, X5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0xb1, X5, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, 20(AX)
+	VZEROUPPER
+	RET
+
+// func tile512h1x7(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x7(SB), NOSPLIT, $0-80
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x7_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	JMP     tile512h1x7_loop
+
+tile512h1x7_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+
+tile512h1x7_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x7_tail
+	VMOVUPS     (AX), Z7
+	VCVTPH2PS   (CX), Z8
+	VFMADD231PS Z8, Z7, Z0
+	VCVTPH2PS   (CX)(DX*1), Z8
+	VFMADD231PS Z8, Z7, Z1
+	VCVTPH2PS   (CX)(DX*2), Z8
+	VFMADD231PS Z8, Z7, Z2
+	VCVTPH2PS   (R8), Z8
+	VFMADD231PS Z8, Z7, Z3
+	VCVTPH2PS   (R8)(DX*1), Z8
+	VFMADD231PS Z8, Z7, Z4
+	VCVTPH2PS   (R8)(DX*2), Z8
+	VFMADD231PS Z8, Z7, Z5
+	VCVTPH2PS   (R9), Z8
+	VFMADD231PS Z8, Z7, Z6
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x7_loop
+
+tile512h1x7_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x7_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z7
+	VCVTPH2PS.Z (CX), K1, Z8
+	VFMADD231PS Z8, Z7, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z8
+	VFMADD231PS Z8, Z7, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z8
+	VFMADD231PS Z8, Z7, Z2
+	VCVTPH2PS.Z (R8), K1, Z8
+	VFMADD231PS Z8, Z7, Z3
+	VCVTPH2PS.Z (R8)(DX*1), K1, Z8
+	VFMADD231PS Z8, Z7, Z4
+	VCVTPH2PS.Z (R8)(DX*2), K1, Z8
+	VFMADD231PS Z8, Z7, Z5
+	VCVTPH2PS.Z (R9), K1, Z8
+	VFMADD231PS Z8, Z7, Z6
+
+tile512h1x7_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x7_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VMOVUPS Z6, 384(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x7_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y7
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0x4e, X0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0xb1, X0, X7
+	VADDSS        X7, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0x4e, X4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0xb1, X4, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0x4e, X5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0xb1, X5, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, 20(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0x4e, X6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0xb1, X6, X0
+	VADDSS        X0, X6, X6
+	VMOVSS        X6, 24(AX)
+	VZEROUPPER
+	RET
+
+// func tile512h1x8(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x8(SB), NOSPLIT, $0-80
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x8_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	VMOVUPS 448(SI), Z7
+	JMP     tile512h1x8_loop
+
+tile512h1x8_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+
+tile512h1x8_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x8_tail
+	VMOVUPS     (AX), Z8
+	VCVTPH2PS   (CX), Z9
+	VFMADD231PS Z9, Z8, Z0
+	VCVTPH2PS   (CX)(DX*1), Z9
+	VFMADD231PS Z9, Z8, Z1
+	VCVTPH2PS   (CX)(DX*2), Z9
+	VFMADD231PS Z9, Z8, Z2
+	VCVTPH2PS   (R8), Z9
+	VFMADD231PS Z9, Z8, Z3
+	VCVTPH2PS   (R8)(DX*1), Z9
+	VFMADD231PS Z9, Z8, Z4
+	VCVTPH2PS   (R8)(DX*2), Z9
+	VFMADD231PS Z9, Z8, Z5
+	VCVTPH2PS   (R9), Z9
+	VFMADD231PS Z9, Z8, Z6
+	VCVTPH2PS   (R9)(DX*1), Z9
+	VFMADD231PS Z9, Z8, Z7
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x8_loop
+
+tile512h1x8_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x8_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z8
+	VCVTPH2PS.Z (CX), K1, Z9
+	VFMADD231PS Z9, Z8, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z9
+	VFMADD231PS Z9, Z8, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z9
+	VFMADD231PS Z9, Z8, Z2
+	VCVTPH2PS.Z (R8), K1, Z9
+	VFMADD231PS Z9, Z8, Z3
+	VCVTPH2PS.Z (R8)(DX*1), K1, Z9
+	VFMADD231PS Z9, Z8, Z4
+	VCVTPH2PS.Z (R8)(DX*2), K1, Z9
+	VFMADD231PS Z9, Z8, Z5
+	VCVTPH2PS.Z (R9), K1, Z9
+	VFMADD231PS Z9, Z8, Z6
+	VCVTPH2PS.Z (R9)(DX*1), K1, Z9
+	VFMADD231PS Z9, Z8, Z7
+
+tile512h1x8_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x8_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VMOVUPS Z6, 384(SI)
+	VMOVUPS Z7, 448(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x8_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VPERMILPS     $0x4e, X0, X8
+	VADDPS        X8, X0, X0
+	VPERMILPS     $0xb1, X0, X8
+	VADDSS        X8, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0x4e, X4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0xb1, X4, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0x4e, X5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0xb1, X5, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, 20(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0x4e, X6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0xb1, X6, X0
+	VADDSS        X0, X6, X6
+	VMOVSS        X6, 24(AX)
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0x4e, X7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0xb1, X7, X0
+	VADDSS        X0, X7, X7
+	VMOVSS        X7, 28(AX)
+	VZEROUPPER
+	RET
+
+// func tile512h1x9(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x9(SB), NOSPLIT, $0-80
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x9_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	VMOVUPS 448(SI), Z7
+	VMOVUPS 512(SI), Z8
+	JMP     tile512h1x9_loop
+
+tile512h1x9_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+
+tile512h1x9_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x9_tail
+	VMOVUPS     (AX), Z9
+	VCVTPH2PS   (CX), Z10
+	VFMADD231PS Z10, Z9, Z0
+	VCVTPH2PS   (CX)(DX*1), Z10
+	VFMADD231PS Z10, Z9, Z1
+	VCVTPH2PS   (CX)(DX*2), Z10
+	VFMADD231PS Z10, Z9, Z2
+	VCVTPH2PS   (R8), Z10
+	VFMADD231PS Z10, Z9, Z3
+	VCVTPH2PS   (R8)(DX*1), Z10
+	VFMADD231PS Z10, Z9, Z4
+	VCVTPH2PS   (R8)(DX*2), Z10
+	VFMADD231PS Z10, Z9, Z5
+	VCVTPH2PS   (R9), Z10
+	VFMADD231PS Z10, Z9, Z6
+	VCVTPH2PS   (R9)(DX*1), Z10
+	VFMADD231PS Z10, Z9, Z7
+	VCVTPH2PS   (R9)(DX*2), Z10
+	VFMADD231PS Z10, Z9, Z8
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x9_loop
+
+tile512h1x9_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x9_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z9
+	VCVTPH2PS.Z (CX), K1, Z10
+	VFMADD231PS Z10, Z9, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z10
+	VFMADD231PS Z10, Z9, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z10
+	VFMADD231PS Z10, Z9, Z2
+	VCVTPH2PS.Z (R8), K1, Z10
+	VFMADD231PS Z10, Z9, Z3
+	VCVTPH2PS.Z (R8)(DX*1), K1, Z10
+	VFMADD231PS Z10, Z9, Z4
+	VCVTPH2PS.Z (R8)(DX*2), K1, Z10
+	VFMADD231PS Z10, Z9, Z5
+	VCVTPH2PS.Z (R9), K1, Z10
+	VFMADD231PS Z10, Z9, Z6
+	VCVTPH2PS.Z (R9)(DX*1), K1, Z10
+	VFMADD231PS Z10, Z9, Z7
+	VCVTPH2PS.Z (R9)(DX*2), K1, Z10
+	VFMADD231PS Z10, Z9, Z8
+
+tile512h1x9_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x9_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VMOVUPS Z6, 384(SI)
+	VMOVUPS Z7, 448(SI)
+	VMOVUPS Z8, 512(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x9_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y9
+	VADDPS        Y9, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X9
+	VADDPS        X9, X0, X0
+	VPERMILPS     $0x4e, X0, X9
+	VADDPS        X9, X0, X0
+	VPERMILPS     $0xb1, X0, X9
+	VADDSS        X9, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0x4e, X4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0xb1, X4, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0x4e, X5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0xb1, X5, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, 20(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0x4e, X6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0xb1, X6, X0
+	VADDSS        X0, X6, X6
+	VMOVSS        X6, 24(AX)
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0x4e, X7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0xb1, X7, X0
+	VADDSS        X0, X7, X7
+	VMOVSS        X7, 28(AX)
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X8
+	VPERMILPS     $0x4e, X8, X0
+	VADDPS        X0, X8, X8
+	VPERMILPS     $0xb1, X8, X0
+	VADDSS        X0, X8, X8
+	VMOVSS        X8, 32(AX)
+	VZEROUPPER
+	RET
+
+// func tile512h1x10(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x10(SB), NOSPLIT, $0-80
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	LEAQ    (R9)(DX*2), R10
+	ADDQ    DX, R10
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x10_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	VMOVUPS 448(SI), Z7
+	VMOVUPS 512(SI), Z8
+	VMOVUPS 576(SI), Z9
+	JMP     tile512h1x10_loop
+
+tile512h1x10_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+
+tile512h1x10_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x10_tail
+	VMOVUPS     (AX), Z10
+	VCVTPH2PS   (CX), Z11
+	VFMADD231PS Z11, Z10, Z0
+	VCVTPH2PS   (CX)(DX*1), Z11
+	VFMADD231PS Z11, Z10, Z1
+	VCVTPH2PS   (CX)(DX*2), Z11
+	VFMADD231PS Z11, Z10, Z2
+	VCVTPH2PS   (R8), Z11
+	VFMADD231PS Z11, Z10, Z3
+	VCVTPH2PS   (R8)(DX*1), Z11
+	VFMADD231PS Z11, Z10, Z4
+	VCVTPH2PS   (R8)(DX*2), Z11
+	VFMADD231PS Z11, Z10, Z5
+	VCVTPH2PS   (R9), Z11
+	VFMADD231PS Z11, Z10, Z6
+	VCVTPH2PS   (R9)(DX*1), Z11
+	VFMADD231PS Z11, Z10, Z7
+	VCVTPH2PS   (R9)(DX*2), Z11
+	VFMADD231PS Z11, Z10, Z8
+	VCVTPH2PS   (R10), Z11
+	VFMADD231PS Z11, Z10, Z9
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000020, R10
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x10_loop
+
+tile512h1x10_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x10_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z10
+	VCVTPH2PS.Z (CX), K1, Z11
+	VFMADD231PS Z11, Z10, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z11
+	VFMADD231PS Z11, Z10, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z11
+	VFMADD231PS Z11, Z10, Z2
+	VCVTPH2PS.Z (R8), K1, Z11
+	VFMADD231PS Z11, Z10, Z3
+	VCVTPH2PS.Z (R8)(DX*1), K1, Z11
+	VFMADD231PS Z11, Z10, Z4
+	VCVTPH2PS.Z (R8)(DX*2), K1, Z11
+	VFMADD231PS Z11, Z10, Z5
+	VCVTPH2PS.Z (R9), K1, Z11
+	VFMADD231PS Z11, Z10, Z6
+	VCVTPH2PS.Z (R9)(DX*1), K1, Z11
+	VFMADD231PS Z11, Z10, Z7
+	VCVTPH2PS.Z (R9)(DX*2), K1, Z11
+	VFMADD231PS Z11, Z10, Z8
+	VCVTPH2PS.Z (R10), K1, Z11
+	VFMADD231PS Z11, Z10, Z9
+
+tile512h1x10_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x10_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VMOVUPS Z6, 384(SI)
+	VMOVUPS Z7, 448(SI)
+	VMOVUPS Z8, 512(SI)
+	VMOVUPS Z9, 576(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x10_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y10
+	VADDPS        Y10, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X10
+	VADDPS        X10, X0, X0
+	VPERMILPS     $0x4e, X0, X10
+	VADDPS        X10, X0, X0
+	VPERMILPS     $0xb1, X0, X10
+	VADDSS        X10, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0x4e, X4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0xb1, X4, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0x4e, X5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0xb1, X5, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, 20(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0x4e, X6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0xb1, X6, X0
+	VADDSS        X0, X6, X6
+	VMOVSS        X6, 24(AX)
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0x4e, X7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0xb1, X7, X0
+	VADDSS        X0, X7, X7
+	VMOVSS        X7, 28(AX)
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X8
+	VPERMILPS     $0x4e, X8, X0
+	VADDPS        X0, X8, X8
+	VPERMILPS     $0xb1, X8, X0
+	VADDSS        X0, X8, X8
+	VMOVSS        X8, 32(AX)
+	VEXTRACTF64X4 $0x01, Z9, Y0
+	VADDPS        Y0, Y9, Y9
+	VEXTRACTF32X4 $0x01, Y9, X0
+	VADDPS        X0, X9, X9
+	VPERMILPS     $0x4e, X9, X0
+	VADDPS        X0, X9, X9
+	VPERMILPS     $0xb1, X9, X0
+	VADDSS        X0, X9, X9
+	VMOVSS        X9, 36(AX)
+	VZEROUPPER
+	RET
+
+// func tile512h1x11(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x11(SB), NOSPLIT, $0-80
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	LEAQ    (R9)(DX*2), R10
+	ADDQ    DX, R10
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x11_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	VMOVUPS 448(SI), Z7
+	VMOVUPS 512(SI), Z8
+	VMOVUPS 576(SI), Z9
+	VMOVUPS 640(SI), Z10
+	JMP     tile512h1x11_loop
+
+tile512h1x11_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+
+tile512h1x11_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x11_tail
+	VMOVUPS     (AX), Z11
+	VCVTPH2PS   (CX), Z12
+	VFMADD231PS Z12, Z11, Z0
+	VCVTPH2PS   (CX)(DX*1), Z12
+	VFMADD231PS Z12, Z11, Z1
+	VCVTPH2PS   (CX)(DX*2), Z12
+	VFMADD231PS Z12, Z11, Z2
+	VCVTPH2PS   (R8), Z12
+	VFMADD231PS Z12, Z11, Z3
+	VCVTPH2PS   (R8)(DX*1), Z12
+	VFMADD231PS Z12, Z11, Z4
+	VCVTPH2PS   (R8)(DX*2), Z12
+	VFMADD231PS Z12, Z11, Z5
+	VCVTPH2PS   (R9), Z12
+	VFMADD231PS Z12, Z11, Z6
+	VCVTPH2PS   (R9)(DX*1), Z12
+	VFMADD231PS Z12, Z11, Z7
+	VCVTPH2PS   (R9)(DX*2), Z12
+	VFMADD231PS Z12, Z11, Z8
+	VCVTPH2PS   (R10), Z12
+	VFMADD231PS Z12, Z11, Z9
+	VCVTPH2PS   (R10)(DX*1), Z12
+	VFMADD231PS Z12, Z11, Z10
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000020, R10
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x11_loop
+
+tile512h1x11_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x11_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z11
+	VCVTPH2PS.Z (CX), K1, Z12
+	VFMADD231PS Z12, Z11, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z12
+	VFMADD231PS Z12, Z11, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z12
+	VFMADD231PS Z12, Z11, Z2
+	VCVTPH2PS.Z (R8), K1, Z12
+	VFMADD231PS Z12, Z11, Z3
+	VCVTPH2PS.Z (R8)(DX*1), K1, Z12
+	VFMADD231PS Z12, Z11, Z4
+	VCVTPH2PS.Z (R8)(DX*2), K1, Z12
+	VFMADD231PS Z12, Z11, Z5
+	VCVTPH2PS.Z (R9), K1, Z12
+	VFMADD231PS Z12, Z11, Z6
+	VCVTPH2PS.Z (R9)(DX*1), K1, Z12
+	VFMADD231PS Z12, Z11, Z7
+	VCVTPH2PS.Z (R9)(DX*2), K1, Z12
+	VFMADD231PS Z12, Z11, Z8
+	VCVTPH2PS.Z (R10), K1, Z12
+	VFMADD231PS Z12, Z11, Z9
+	VCVTPH2PS.Z (R10)(DX*1), K1, Z12
+	VFMADD231PS Z12, Z11, Z10
+
+tile512h1x11_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x11_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VMOVUPS Z6, 384(SI)
+	VMOVUPS Z7, 448(SI)
+	VMOVUPS Z8, 512(SI)
+	VMOVUPS Z9, 576(SI)
+	VMOVUPS Z10, 640(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x11_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y11
+	VADDPS        Y11, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X11
+	VADDPS        X11, X0, X0
+	VPERMILPS     $0x4e, X0, X11
+	VADDPS        X11, X0, X0
+	VPERMILPS     $0xb1, X0, X11
+	VADDSS        X11, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0x4e, X4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0xb1, X4, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0x4e, X5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0xb1, X5, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, 20(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0x4e, X6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0xb1, X6, X0
+	VADDSS        X0, X6, X6
+	VMOVSS        X6, 24(AX)
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0x4e, X7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0xb1, X7, X0
+	VADDSS        X0, X7, X7
+	VMOVSS        X7, 28(AX)
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X8
+	VPERMILPS     $0x4e, X8, X0
+	VADDPS        X0, X8, X8
+	VPERMILPS     $0xb1, X8, X0
+	VADDSS        X0, X8, X8
+	VMOVSS        X8, 32(AX)
+	VEXTRACTF64X4 $0x01, Z9, Y0
+	VADDPS        Y0, Y9, Y9
+	VEXTRACTF32X4 $0x01, Y9, X0
+	VADDPS        X0, X9, X9
+	VPERMILPS     $0x4e, X9, X0
+	VADDPS        X0, X9, X9
+	VPERMILPS     $0xb1, X9, X0
+	VADDSS        X0, X9, X9
+	VMOVSS        X9, 36(AX)
+	VEXTRACTF64X4 $0x01, Z10, Y0
+	VADDPS        Y0, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X0
+	VADDPS        X0, X10, X10
+	VPERMILPS     $0x4e, X10, X0
+	VADDPS        X0, X10, X10
+	VPERMILPS     $0xb1, X10, X0
+	VADDSS        X0, X10, X10
+	VMOVSS        X10, 40(AX)
+	VZEROUPPER
+	RET
+
+// func tile512h1x12(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x12(SB), NOSPLIT, $0-80
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	LEAQ    (R9)(DX*2), R10
+	ADDQ    DX, R10
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x12_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	VMOVUPS 448(SI), Z7
+	VMOVUPS 512(SI), Z8
+	VMOVUPS 576(SI), Z9
+	VMOVUPS 640(SI), Z10
+	VMOVUPS 704(SI), Z11
+	JMP     tile512h1x12_loop
+
+tile512h1x12_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+
+tile512h1x12_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x12_tail
+	VMOVUPS     (AX), Z12
+	VCVTPH2PS   (CX), Z13
+	VFMADD231PS Z13, Z12, Z0
+	VCVTPH2PS   (CX)(DX*1), Z13
+	VFMADD231PS Z13, Z12, Z1
+	VCVTPH2PS   (CX)(DX*2), Z13
+	VFMADD231PS Z13, Z12, Z2
+	VCVTPH2PS   (R8), Z13
+	VFMADD231PS Z13, Z12, Z3
+	VCVTPH2PS   (R8)(DX*1), Z13
+	VFMADD231PS Z13, Z12, Z4
+	VCVTPH2PS   (R8)(DX*2), Z13
+	VFMADD231PS Z13, Z12, Z5
+	VCVTPH2PS   (R9), Z13
+	VFMADD231PS Z13, Z12, Z6
+	VCVTPH2PS   (R9)(DX*1), Z13
+	VFMADD231PS Z13, Z12, Z7
+	VCVTPH2PS   (R9)(DX*2), Z13
+	VFMADD231PS Z13, Z12, Z8
+	VCVTPH2PS   (R10), Z13
+	VFMADD231PS Z13, Z12, Z9
+	VCVTPH2PS   (R10)(DX*1), Z13
+	VFMADD231PS Z13, Z12, Z10
+	VCVTPH2PS   (R10)(DX*2), Z13
+	VFMADD231PS Z13, Z12, Z11
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000020, R10
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x12_loop
+
+tile512h1x12_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x12_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z12
+	VCVTPH2PS.Z (CX), K1, Z13
+	VFMADD231PS Z13, Z12, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z13
+	VFMADD231PS Z13, Z12, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z13
+	VFMADD231PS Z13, Z12, Z2
+	VCVTPH2PS.Z (R8), K1, Z13
+	VFMADD231PS Z13, Z12, Z3
+	VCVTPH2PS.Z (R8)(DX*1), K1, Z13
+	VFMADD231PS Z13, Z12, Z4
+	VCVTPH2PS.Z (R8)(DX*2), K1, Z13
+	VFMADD231PS Z13, Z12, Z5
+	VCVTPH2PS.Z (R9), K1, Z13
+	VFMADD231PS Z13, Z12, Z6
+	VCVTPH2PS.Z (R9)(DX*1), K1, Z13
+	VFMADD231PS Z13, Z12, Z7
+	VCVTPH2PS.Z (R9)(DX*2), K1, Z13
+	VFMADD231PS Z13, Z12, Z8
+	VCVTPH2PS.Z (R10), K1, Z13
+	VFMADD231PS Z13, Z12, Z9
+	VCVTPH2PS.Z (R10)(DX*1), K1, Z13
+	VFMADD231PS Z13, Z12, Z10
+	VCVTPH2PS.Z (R10)(DX*2), K1, Z13
+	VFMADD231PS Z13, Z12, Z11
+
+tile512h1x12_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x12_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VMOVUPS Z6, 384(SI)
+	VMOVUPS Z7, 448(SI)
+	VMOVUPS Z8, 512(SI)
+	VMOVUPS Z9, 576(SI)
+	VMOVUPS Z10, 640(SI)
+	VMOVUPS Z11, 704(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x12_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y12
+	VADDPS        Y12, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X12
+	VADDPS        X12, X0, X0
+	VPERMILPS     $0x4e, X0, X12
+	VADDPS        X12, X0, X0
+	VPERMILPS     $0xb1, X0, X12
+	VADDSS        X12, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0x4e, X4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0xb1, X4, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0x4e, X5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0xb1, X5, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, 20(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0x4e, X6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0xb1, X6, X0
+	VADDSS        X0, X6, X6
+	VMOVSS        X6, 24(AX)
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0x4e, X7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0xb1, X7, X0
+	VADDSS        X0, X7, X7
+	VMOVSS        X7, 28(AX)
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X8
+	VPERMILPS     $0x4e, X8, X0
+	VADDPS        X0, X8, X8
+	VPERMILPS     $0xb1, X8, X0
+	VADDSS        X0, X8, X8
+	VMOVSS        X8, 32(AX)
+	VEXTRACTF64X4 $0x01, Z9, Y0
+	VADDPS        Y0, Y9, Y9
+	VEXTRACTF32X4 $0x01, Y9, X0
+	VADDPS        X0, X9, X9
+	VPERMILPS     $0x4e, X9, X0
+	VADDPS        X0, X9, X9
+	VPERMILPS     $0xb1, X9, X0
+	VADDSS        X0, X9, X9
+	VMOVSS        X9, 36(AX)
+	VEXTRACTF64X4 $0x01, Z10, Y0
+	VADDPS        Y0, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X0
+	VADDPS        X0, X10, X10
+	VPERMILPS     $0x4e, X10, X0
+	VADDPS        X0, X10, X10
+	VPERMILPS     $0xb1, X10, X0
+	VADDSS        X0, X10, X10
+	VMOVSS        X10, 40(AX)
+	VEXTRACTF64X4 $0x01, Z11, Y0
+	VADDPS        Y0, Y11, Y11
+	VEXTRACTF32X4 $0x01, Y11, X0
+	VADDPS        X0, X11, X11
+	VPERMILPS     $0x4e, X11, X0
+	VADDPS        X0, X11, X11
+	VPERMILPS     $0xb1, X11, X0
+	VADDSS        X0, X11, X11
+	VMOVSS        X11, 44(AX)
+	VZEROUPPER
+	RET
+
 // func deq512F16(dst *float32, src *byte, n int)
 // Requires: AVX, AVX512F
 TEXT ·deq512F16(SB), NOSPLIT, $0-24

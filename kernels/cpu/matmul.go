@@ -131,18 +131,24 @@ func (mm *matmul) task(worker, i int) {
 	r0, r1 := rb*rowBlock, min(w.Rows, (rb+1)*rowBlock)
 	t0, t1 := tb*tokBlock, min(mm.n, (tb+1)*tokBlock)
 	K := w.Cols
+	isa := mm.k.isa
+	// F16 weights for one token are widened inside the tile's loads
+	// (tiles512h) rather than through a panel that only one token would
+	// read: the same arithmetic, one pass over the weights.
+	half := w.Type == quant.F16 && isa == isaAVX512 && t1-t0 == 1
 	chunk := kChunk
-	if w.Type == quant.F32 {
+	if w.Type == quant.F32 || half {
 		chunk = K // read in place: no panel, one pass
 	}
-	isa := mm.k.isa
 	for c0 := 0; c0 < K; c0 += chunk {
 		cl := min(chunk, K-c0)
 		var panel []float32
 		ps := K
-		if w.Type == quant.F32 {
+		switch {
+		case w.Type == quant.F32:
 			panel = quant.F32s(mm.wb[r0*K*4 : r1*K*4])[c0:]
-		} else {
+		case half:
+		default:
 			ps = cl
 			panel = s.panel[:(r1-r0)*cl]
 			rowBytes := w.Type.RowBytes(K)
@@ -167,13 +173,19 @@ func (mm *matmul) task(worker, i int) {
 			for r := r0; r < r1; {
 				rn := min(isa.width(rm), r1-r)
 				x := &mm.x[t*K+c0]
-				wp := &panel[(r-r0)*ps]
+				var wp *float32
+				if !half {
+					wp = &panel[(r-r0)*ps]
+				}
 				acc := &s.acc[accBase+(r-r0)*rm*maxLanes]
 				d := &mm.dst[t*w.Rows+r]
-				switch isa {
-				case isaAVX512:
+				switch {
+				case half:
+					wh := (*float32)(unsafe.Pointer(&mm.wb[r*K*2]))
+					tiles512h[rn](x, K, wh, K, steps, uint16(1)<<tail-1, acc, d, w.Rows, mode)
+				case isa == isaAVX512:
 					tiles512[rm][rn](x, K, wp, ps, steps, uint16(1)<<tail-1, acc, d, w.Rows, mode)
-				case isaAVX2:
+				case isa == isaAVX2:
 					tiles256[rm][rn](x, K, wp, ps, steps, tail, acc, d, w.Rows, mode)
 				default:
 					tileGo(rm, rn, mm.x[t*K+c0:], K, panel[(r-r0)*ps:], ps, cl, s.acc[accBase+(r-r0)*rm*maxLanes:], mm.dst[t*w.Rows+r:], w.Rows, mode)

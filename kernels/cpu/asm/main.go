@@ -44,6 +44,9 @@ func main() {
 			tile(rm, rn, false)
 		}
 	}
+	for rn := 1; rn <= widths512[1]; rn++ {
+		tileOf(1, rn, true, true)
+	}
 	deqF16()
 	deqBF16()
 	deqQ8_0()
@@ -80,6 +83,11 @@ func writeTable() {
 		}
 		b.WriteString("},\n")
 	}
+	b.WriteString("}\n\n// tiles512h[c] multiplies one token by c F16 weight rows (AVX-512).\n")
+	b.WriteString("var tiles512h = [13]tile512Fn{")
+	for rn := 1; rn <= widths512[1]; rn++ {
+		fmt.Fprintf(&b, "%d: tile512h1x%d, ", rn, rn)
+	}
 	b.WriteString("}\n")
 	out, err := format.Source([]byte(b.String()))
 	if err == nil {
@@ -100,8 +108,16 @@ func writeTable() {
 //	dst, ds: outputs, token t row r at dst[t*ds+r]
 //	mode:  bit 0: continue from acc (else start at zero);
 //	       bit 1: last chunk: sum the lanes into dst (else store acc)
-func tile(rm, rn int, z bool) {
+func tile(rm, rn int, z bool) { tileOf(rm, rn, z, false) }
+
+// tileOf emits a tile; half reads F16 weights (w, ws in halves) and widens
+// them in the load, so each output sees exactly the float32 tile's
+// arithmetic on the decoded panel (the widening is exact).
+func tileOf(rm, rn int, z, half bool) {
 	lanes, name, vec := 16, fmt.Sprintf("tile512x%dx%d", rm, rn), ZMM
+	if half {
+		name = fmt.Sprintf("tile512h%dx%d", rm, rn)
+	}
 	tailType := "uint16"
 	if !z {
 		lanes, name, vec = 8, fmt.Sprintf("tile256x%dx%d", rm, rn), YMM
@@ -114,7 +130,13 @@ func tile(rm, rn int, z bool) {
 	SHLQ(U8(2), xs)
 	w0 := Load(Param("w"), GP64())
 	ws := Load(Param("ws"), GP64())
-	SHLQ(U8(2), ws)
+	wbytes := 4
+	if half {
+		wbytes = 2
+		SHLQ(U8(1), ws)
+	} else {
+		SHLQ(U8(2), ws)
+	}
 	steps := Load(Param("steps"), GP64())
 	accp := Load(Param("acc"), GP64())
 	mode := Load(Param("mode"), GP64())
@@ -170,12 +192,12 @@ func tile(rm, rn int, z bool) {
 		xv[t] = vec()
 	}
 	wv := vec()
-	step := func(load func(m Mem, v VecVirtual)) {
+	step := func(load, wload func(m Mem, v VecVirtual)) {
 		for t := range xv {
 			load(at(xb, xs, t), xv[t])
 		}
 		for r := 0; r < rn; r++ {
-			load(at(wb, ws, r), wv)
+			wload(at(wb, ws, r), wv)
 			for t := range xv {
 				VFMADD231PS(wv, xv[t], acc[t][r])
 			}
@@ -184,8 +206,16 @@ func tile(rm, rn int, z bool) {
 	Label(name + "_loop")
 	TESTQ(steps, steps)
 	JZ(LabelRef(name + "_tail"))
-	step(func(m Mem, v VecVirtual) { VMOVUPS(m, v) })
-	for _, b := range append(append([]Register{}, wb...), xb...) {
+	load := func(m Mem, v VecVirtual) { VMOVUPS(m, v) }
+	wload := load
+	if half {
+		wload = func(m Mem, v VecVirtual) { VCVTPH2PS(m, v) }
+	}
+	step(load, wload)
+	for _, b := range wb {
+		ADDQ(U32(lanes*wbytes), b)
+	}
+	for _, b := range xb {
 		ADDQ(U32(vbytes), b)
 	}
 	DECQ(steps)
@@ -198,7 +228,12 @@ func tile(rm, rn int, z bool) {
 		JZ(LabelRef(name + "_end"))
 		k := K()
 		KMOVW(tail, k)
-		step(func(m Mem, v VecVirtual) { VMOVUPS_Z(m, k, v) })
+		load := func(m Mem, v VecVirtual) { VMOVUPS_Z(m, k, v) }
+		wload := load
+		if half {
+			wload = func(m Mem, v VecVirtual) { VCVTPH2PS_Z(m, k, v) }
+		}
+		step(load, wload)
 	} else {
 		tail := Load(Param("tail"), GP64())
 		TESTQ(tail, tail)
@@ -210,7 +245,8 @@ func tile(rm, rn int, z bool) {
 		SHLQ(U8(2), tail)
 		SUBQ(tail, tbl)
 		VMOVDQU(Mem{Base: tbl}, mask)
-		step(func(m Mem, v VecVirtual) { VMASKMOVPS(m, mask, v) })
+		load := func(m Mem, v VecVirtual) { VMASKMOVPS(m, mask, v) }
+		step(load, load)
 	}
 
 	Label(name + "_end")
