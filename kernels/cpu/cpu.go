@@ -22,6 +22,7 @@ type Kernels struct {
 	qm          qmm
 	xq          qscratch // quantized activations of the current product
 	at          attend
+	ag          attendGo
 	mu          sync.Mutex // one parallel kernel at a time owns the scratch
 }
 
@@ -31,6 +32,7 @@ type scratch struct {
 	scores []float32
 	o      []float32 // one head's output accumulator
 	s16    [16]float32
+	state  [2]float32 // attention's running max and sum
 }
 
 var _ kernels.Kernels = (*Kernels)(nil)

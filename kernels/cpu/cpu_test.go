@@ -212,6 +212,34 @@ func TestAttendBatchInvariant(t *testing.T) {
 	}
 }
 
+// TestDecodeAllocs: a decode step's kernels (one token's products of every
+// weight type, its attention) allocate nothing once scratch has grown.
+func TestDecodeAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	for _, is := range isas() {
+		k := newISA(2, is)
+		var ws []*kernels.Matrix
+		for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+			ws = append(ws, matrix(r, typ, 96, 512))
+		}
+		x, dst := f32(randVec(r, 512)), f32(make([]float32, 96))
+		a := attention(r, 40, 4, 2, 64, 16)
+		one := *a
+		one.N, one.MaxPos = 1, 39
+		one.Pos, one.Seq = i32([]int32{39}), i32([]int32{0})
+		step := func() {
+			for _, w := range ws {
+				k.MatMul(dst, x, 1, w)
+			}
+			k.Attend(&one)
+		}
+		step()
+		if n := testing.AllocsPerRun(20, step); n != 0 {
+			t.Errorf("%v: %v allocations per decode step", is, n)
+		}
+	}
+}
+
 func BenchmarkMatMul(b *testing.B) {
 	r := rand.New(rand.NewPCG(4, 4))
 	k := New(0)
