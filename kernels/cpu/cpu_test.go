@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -208,6 +209,27 @@ func TestAttendBatchInvariant(t *testing.T) {
 			if v != all[tok*dim+d] {
 				t.Fatalf("token %d dim %d: %v alone, %v in batch", tok, d, v, all[tok*dim+d])
 			}
+		}
+	}
+}
+
+// TestQuantizeQ8: the activation quantizer gives quant.QuantizeQ8's bits on
+// every ISA, zero blocks and ties included.
+func TestQuantizeQ8(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 6))
+	x := randVec(r, 32*40)
+	clear(x[64:96]) // a zero block
+	for i := 128; i < 160; i++ {
+		x[i] = float32(i-144) * 0.5 // ties at every other element
+	}
+	n := len(x) / quant.Q8Block
+	wq, wd, ws := make([]int8, len(x)), make([]float32, n), make([]int32, n)
+	quant.QuantizeQ8(x, wq, wd, ws)
+	for _, is := range isas() {
+		q, d, s := make([]int8, len(x)), make([]float32, n), make([]int32, n)
+		quantizeQ8(is, x, q, d, s)
+		if !slices.Equal(q, wq) || !slices.Equal(d, wd) || !slices.Equal(s, ws) {
+			t.Errorf("%v: quantized activations differ from quant.QuantizeQ8", is)
 		}
 	}
 }

@@ -241,3 +241,5 @@ func qdotavx2Q6Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, 
 func qdotavx2Q6Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
 func qdotavx2Q6Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+
+func quant512Q8(x *float32, q *int8, d *float32, s *int32, nb int)

@@ -23409,3 +23409,71 @@ qdotavx2Q6Kx1x4_done:
 	VMOVSS       X4, 12(AX)
 	VZEROUPPER
 	RET
+
+// func quant512Q8(x *float32, q *int8, d *float32, s *int32, nb int)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL
+TEXT ·quant512Q8(SB), NOSPLIT, $0-40
+	MOVQ         x+0(FP), AX
+	MOVQ         q+8(FP), CX
+	MOVQ         d+16(FP), DX
+	MOVQ         s+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	MOVL         $0x7fffffff, DI
+	VPBROADCASTD DI, Z0
+	MOVL         $0x42fe0000, DI
+	VPBROADCASTD DI, Z1
+	MOVL         $0x3f800000, DI
+	VPBROADCASTD DI, Z2
+	VXORPS       X3, X3, X3
+
+q8_loop:
+	TESTQ         SI, SI
+	JZ            q8_done
+	VMOVUPS       (AX), Z4
+	VMOVUPS       64(AX), Z5
+	VANDPS        Z0, Z4, Z6
+	VANDPS        Z0, Z5, Z7
+	VMAXPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y7
+	VMAXPS        Y7, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X7
+	VMAXPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VMAXPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VMAXSS        X7, X6, X6
+	VDIVSS        X1, X6, X6
+	VMOVSS        X6, (DX)
+	VXORPS        Z7, Z7, Z7
+	VUCOMISS      X3, X6
+	JE            q8_zero
+	VDIVSS        X6, X2, X7
+
+q8_zero:
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z4, Z4
+	VMULPS        Z7, Z5, Z5
+	VCVTPS2DQ     Z4, Z4
+	VCVTPS2DQ     Z5, Z5
+	VPMOVSDB      Z4, (CX)
+	VPMOVSDB      Z5, 16(CX)
+	VPADDD        Z5, Z4, Z4
+	VEXTRACTI64X4 $0x01, Z4, Y7
+	VPADDD        Y7, Y4, Y4
+	VEXTRACTI32X4 $0x01, Y4, X7
+	VPADDD        X7, X4, X4
+	VPSHUFD       $0x4e, X4, X7
+	VPADDD        X7, X4, X4
+	VPSHUFD       $0xb1, X4, X7
+	VPADDD        X7, X4, X4
+	VMOVD         X4, (BX)
+	ADDQ          $0x00000080, AX
+	ADDQ          $0x00000020, CX
+	ADDQ          $0x00000004, DX
+	ADDQ          $0x00000004, BX
+	DECQ          SI
+	JMP           q8_loop
+
+q8_done:
+	VZEROUPPER
+	RET

@@ -91,7 +91,7 @@ func (mm *qmm) task(worker, i int) {
 	K := w.Cols
 	nb := K / quant.Q8Block
 	if mm.quant {
-		quant.QuantizeQ8(mm.x[i*K:(i+1)*K], xq.q[i*K:], xq.d[i*nb:], xq.s[i*nb:])
+		quantizeQ8(mm.k.isa, mm.x[i*K:(i+1)*K], xq.q[i*K:(i+1)*K], xq.d[i*nb:(i+1)*nb], xq.s[i*nb:(i+1)*nb])
 		return
 	}
 	rb, tb := i%mm.rblocks, i/mm.rblocks
@@ -118,4 +118,14 @@ func (mm *qmm) task(worker, i int) {
 			t += tn
 		}
 	}
+}
+
+// quantizeQ8 is quant.QuantizeQ8, in assembly on AVX-512 (the same bits).
+func quantizeQ8(i isa, x []float32, q []int8, d []float32, s []int32) {
+	if i != isaAVX512 || len(d) == 0 {
+		quant.QuantizeQ8(x, q, d, s)
+		return
+	}
+	_, _, _ = q[len(x)-1], d[len(x)/quant.Q8Block-1], s[len(x)/quant.Q8Block-1]
+	quant512Q8(&x[0], &q[0], &d[0], &s[0], len(x)/quant.Q8Block)
 }

@@ -7,8 +7,8 @@ import "math"
 const Q8Block = 32
 
 // QuantizeQ8 quantizes activations for integer dot products, as llama.cpp's
-// quantize_row_q8_0 does: each block of 32 becomes q = round(x/d) in
-// -127..127 with d = amax/127 (q[i] for x[i], d[b] for block b), and s[b]
+// quantize_row_q8_0 does: each block of 32 becomes q = x·(1/d) rounded to
+// nearest even (what VCVTPS2DQ does) in -127..127, with d = amax/127 (q[i] for x[i], d[b] for block b), and s[b]
 // is the block's Σq, which the kernels use for the weights' offsets (Q4_0's
 // -8, Q6_K's -32, Q4_K's mins). len(x) must be a multiple of 32.
 func QuantizeQ8(x []float32, q []int8, d []float32, s []int32) {
@@ -28,7 +28,7 @@ func QuantizeQ8(x []float32, q []int8, d []float32, s []int32) {
 		var sum int32
 		qb := q[b*Q8Block : (b+1)*Q8Block]
 		for i, v := range xb {
-			r := int8(math.Round(float64(v * id)))
+			r := int8(math.RoundToEven(float64(v * id)))
 			qb[i] = r
 			sum += int32(r)
 		}

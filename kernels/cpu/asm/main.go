@@ -56,6 +56,7 @@ func main() {
 	attnBlock(false)
 	attnBlock(true)
 	qdots()
+	quantQ8()
 	Generate()
 	writeTable()
 	writeQTable()
