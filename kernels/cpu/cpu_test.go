@@ -296,6 +296,27 @@ func TestDecodeAllocs(t *testing.T) {
 	}
 }
 
+// BenchmarkDecodeBandwidth: one token through matrices in and far past the
+// caches, as GB/s of weights read per wall second.
+func BenchmarkDecodeBandwidth(b *testing.B) {
+	r := rand.New(rand.NewPCG(8, 8))
+	for _, c := range []struct {
+		typ  quant.Type
+		rows int
+	}{{quant.F32, 32768}, {quant.Q8_0, 4096}, {quant.Q8_0, 16384}, {quant.Q8_0, 65536}, {quant.F16, 32768}, {quant.Q4_K, 65536}} {
+		typ := c.typ
+		w := matrix(r, typ, c.rows, 1024)
+		x, dst := f32(randVec(r, 1024)), f32(make([]float32, c.rows))
+		k := New(0)
+		b.Run(fmt.Sprintf("%v/%dMB", typ, len(w.Data)>>20), func(b *testing.B) {
+			for b.Loop() {
+				k.MatMul(dst, x, 1, w)
+			}
+			b.ReportMetric(float64(len(w.Data))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}
+
 func BenchmarkMatMul(b *testing.B) {
 	r := rand.New(rand.NewPCG(4, 4))
 	k := New(0)

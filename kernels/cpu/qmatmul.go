@@ -21,10 +21,12 @@ import (
 // bits, as in llama.cpp: against the float64 reference a product is now
 // within about 1e-2 relative instead of 1e-6.
 
-// qRows is the most weight rows one kernel call takes; qTokens the most
-// tokens.
+// qRows is the most weight rows one kernel call takes, qRows1 the most
+// for one token (where VNNI has them: a decode reads each weight once, and
+// more rows keep more DRAM reads in flight); qTokens the most tokens.
 const (
 	qRows   = 4
+	qRows1  = rowBlock
 	qTokens = 3
 )
 
@@ -35,7 +37,7 @@ type qkernFn func(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb 
 
 // qtiles holds the kernels of one type and ISA by [tokens][rows]; a type
 // may stop at fewer tokens (nil entries).
-type qtiles [qTokens + 1][qRows + 1]qkernFn
+type qtiles [qTokens + 1][qRows1 + 1]qkernFn
 
 // tokens is the largest token count with kernels, up to n.
 func (q *qtiles) tokens(n int) int {
@@ -99,8 +101,12 @@ func (mm *qmm) task(worker, i int) {
 	t0, t1 := tb*tokBlock, min(mm.n, (tb+1)*tokBlock)
 	rowBytes := w.Type.RowBytes(K)
 	kern := qkernels(mm.k.isa, w.Type)
-	for r := r0; r < r1; r += qRows {
-		rn := min(qRows, r1-r)
+	rstep := qRows
+	if t1-t0 == 1 && kern != nil && kern[1][qRows1] != nil {
+		rstep = qRows1
+	}
+	for r := r0; r < r1; r += rstep {
+		rn := min(rstep, r1-r)
 		wr := mm.wb[r*rowBytes : (r+rn)*rowBytes]
 		if kern == nil {
 			dot := qdotGo[w.Type]

@@ -29,6 +29,22 @@ var qtypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K"}
 
 const qRows = 4
 
+// qRows1 is the most rows of a one-token tile: a decode reads each weight
+// once, and more rows in flight keep more DRAM reads outstanding.
+const qRows1 = 12
+
+func qrows(tk int, vnni bool) int {
+	if tk == 1 && vnni {
+		return qRows1
+	}
+	return qRows
+}
+
+// qPrefetch is how far ahead of its reads (bytes) a kernel asks for each
+// weight row: a decode streams the weights from DRAM, and one row's short
+// blocks alone do not keep enough loads in flight.
+const qPrefetch = 4096
+
 // qTokens is the most tokens a tile takes, by ISA and type: VNNI tiles
 // use all 32 vector registers, AVX2 (VEX) has 16.
 func qTokens(typ string, vnni bool) int {
@@ -47,7 +63,7 @@ func qdots() {
 	for _, vnni := range []bool{true, false} {
 		for _, t := range qtypes {
 			for tk := 1; tk <= qTokens(t, vnni); tk++ {
-				for r := 1; r <= qRows; r++ {
+				for r := 1; r <= qrows(tk, vnni); r++ {
 					if qonly != "" && qonly != qname(t, tk, r, vnni) {
 						continue
 					}
@@ -71,8 +87,9 @@ type qctx struct {
 	vnni bool
 	ones VecVirtual // AVX2: sixteen-bit ones for VPMADDWD
 	T, R int
-	// row r's weights at w0 + r·ws (r < 3) or w3 + (r-3)·ws
-	w0, w3, ws Register
+	// row r's weights at wb[r/3] + (r%3)·ws
+	wb []Register
+	ws Register
 	// token t's activations at q + t·sq, its scales and sums at d, s + t·sd
 	q, d, s, sq, sd Register
 }
@@ -114,15 +131,11 @@ func (c *qctx) movdqu(a, d Op) {
 func (c *qctx) zero(v VecVirtual) { c.pxor(v, v, v) }
 
 func (c *qctx) row(r, disp int) Mem {
-	switch r {
-	case 0:
-		return Mem{Base: c.w0, Disp: disp}
-	case 3:
-		return Mem{Base: c.w3, Disp: disp}
-	case 4:
-		return Mem{Base: c.w3, Index: c.ws, Scale: 1, Disp: disp}
+	m := Mem{Base: c.wb[r/3], Disp: disp}
+	if r%3 != 0 {
+		m.Index, m.Scale = c.ws, uint8(r%3)
 	}
-	return Mem{Base: c.w0, Index: c.ws, Scale: uint8(r), Disp: disp}
+	return m
 }
 
 func tokAt(base, stride Register, t, disp int) Mem {
@@ -139,9 +152,8 @@ func (c *qctx) xs(t, disp int) Mem { return tokAt(c.s, c.sd, t, disp) }
 // advance moves the weights by wb bytes and the activations by qb bytes
 // of quants and db bytes of scales (and sums).
 func (c *qctx) advance(wb, qb, db int) {
-	ADDQ(U32(wb), c.w0)
-	if c.w3 != nil {
-		ADDQ(U32(wb), c.w3)
+	for _, b := range c.wb {
+		ADDQ(U32(wb), b)
 	}
 	ADDQ(U32(qb), c.q)
 	ADDQ(U32(db), c.d)
@@ -223,7 +235,7 @@ func qdot(typ string, T, R int, vnni bool) {
 	name := qname(typ, T, R, vnni)
 	TEXT(name, NOSPLIT, "func(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)")
 	c := &qctx{vnni: vnni, T: T, R: R}
-	c.w0 = Load(Param("w"), GP64())
+	c.wb = []Register{Load(Param("w"), GP64())}
 	c.ws = Load(Param("ws"), GP64())
 	c.q = Load(Param("x"), GP64())
 	c.d = Load(Param("xd"), GP64())
@@ -244,10 +256,11 @@ func qdot(typ string, T, R int, vnni bool) {
 		VMOVD(r, c.ones.AsX())
 		VPBROADCASTD(c.ones.AsX(), c.ones)
 	}
-	if R > 3 {
-		c.w3 = GP64()
-		LEAQ(Mem{Base: c.w0, Index: c.ws, Scale: 2}, c.w3)
-		ADDQ(c.ws, c.w3)
+	for i := 3; i < R; i += 3 {
+		b := GP64()
+		LEAQ(Mem{Base: c.wb[len(c.wb)-1], Index: c.ws, Scale: 2}, b)
+		ADDQ(c.ws, b)
+		c.wb = append(c.wb, b)
 	}
 	acc := grid(T, R)
 	for t := range acc {
@@ -337,6 +350,7 @@ func q32(c *qctx, typ string, nb Register, acc [][]VecVirtual, name string) {
 			}
 			c.pand(mask, u, u)
 		}
+		PREFETCHNTA(c.row(r, qPrefetch))
 		dw := bcastF16(c.row(r, 0))
 		for t := range xv {
 			switch {
@@ -371,6 +385,10 @@ func q4k(c *qctx, nb Register, acc, macc [][]VecVirtual, name string) {
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
 	for r := 0; r < R; r++ {
+		for l := 0; l < 144; l += 64 {
+			PREFETCHNTA(c.row(r, qPrefetch+l))
+		}
+		PREFETCHNTA(c.row(r, qPrefetch+143))
 		// The scales and mins as llama.cpp unpacks them: four words,
 		// sc[0..3] sc[4..7] m[0..3] m[4..7].
 		u0, u1, u2, t1, t2 := GP32(), GP32(), GP32(), GP32(), GP32()
@@ -472,6 +490,10 @@ func q6k(c *qctx, nb Register, acc [][]VecVirtual, name string) {
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
 	for r := 0; r < R; r++ {
+		for l := 0; l < 210; l += 64 {
+			PREFETCHNTA(c.row(r, qPrefetch+l))
+		}
+		PREFETCHNTA(c.row(r, qPrefetch+209))
 		d := bcastF16(c.row(r, 208))
 		for t := 0; t < T; t++ {
 			dxv := YMM()
@@ -541,7 +563,7 @@ func writeQTable() {
 			fmt.Fprintf(&b, "\t%s: {", types[t])
 			for tk := 1; tk <= qTokens(t, vnni); tk++ {
 				fmt.Fprintf(&b, "%d: {", tk)
-				for r := 1; r <= qRows; r++ {
+				for r := 1; r <= qrows(tk, vnni); r++ {
 					fmt.Fprintf(&b, "%d: %s, ", r, qname(t, tk, r, vnni))
 				}
 				b.WriteString("}, ")
