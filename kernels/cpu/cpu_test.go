@@ -303,17 +303,27 @@ func BenchmarkDecodeBandwidth(b *testing.B) {
 	for _, c := range []struct {
 		typ  quant.Type
 		rows int
-	}{{quant.F32, 32768}, {quant.Q8_0, 4096}, {quant.Q8_0, 16384}, {quant.Q8_0, 65536}, {quant.F16, 32768}, {quant.Q4_K, 65536}} {
+	}{{quant.F32, 32768}, {quant.F16, 32768}, {quant.Q8_0, 65536}, {quant.Q4_0, 65536}, {quant.Q4_K, 65536}, {quant.Q6_K, 65536}} {
 		typ := c.typ
 		w := matrix(r, typ, c.rows, 1024)
 		x, dst := f32(randVec(r, 1024)), f32(make([]float32, c.rows))
 		k := New(0)
-		b.Run(fmt.Sprintf("%v/%dMB", typ, len(w.Data)>>20), func(b *testing.B) {
-			for b.Loop() {
-				k.MatMul(dst, x, 1, w)
-			}
-			b.ReportMetric(float64(len(w.Data))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
-		})
+		rows := []int{1, 2, 4, 6, 12}
+		for _, rn := range rows {
+			b.Run(fmt.Sprintf("%v/%dMB/r%d", typ, len(w.Data)>>20, rn), func(b *testing.B) {
+				if _, ok := decodeRows[typ]; ok {
+					defer func(old int) { decodeRows[typ] = old }(decodeRows[typ])
+					decodeRows[typ] = rn
+				} else {
+					defer func(old int) { decodeWidth = old }(decodeWidth)
+					decodeWidth = rn
+				}
+				for b.Loop() {
+					k.MatMul(dst, x, 1, w)
+				}
+				b.ReportMetric(float64(len(w.Data))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
+		}
 	}
 }
 

@@ -96,6 +96,11 @@ func (i isa) width(rm int) int {
 	return 12
 }
 
+// decodeWidth is the weight rows of a one-token AVX-512 tile (any width
+// gives the same bits): fewer concurrent row streams suit the hardware
+// prefetcher (see decodeRows).
+var decodeWidth = 1
+
 // matmul is one product in flight; the pool's workers call task.
 type matmul struct {
 	k       *Kernels
@@ -170,8 +175,12 @@ func (mm *matmul) task(worker, i int) {
 		for t := t0; t < t1; {
 			rm := min(isa.tokens(), t1-t)
 			accBase := (t - t0) * rowBlock * maxLanes
+			width := isa.width(rm)
+			if rm == 1 && t1-t0 == 1 && isa == isaAVX512 {
+				width = decodeWidth
+			}
 			for r := r0; r < r1; {
-				rn := min(isa.width(rm), r1-r)
+				rn := min(width, r1-r)
 				x := &mm.x[t*K+c0]
 				var wp *float32
 				if !half {
