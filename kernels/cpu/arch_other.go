@@ -27,3 +27,19 @@ func attn512F16(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd
 }
 
 func quant512Q8(x *float32, q *int8, d *float32, s *int32, nb int) { panic("cpu: no assembly") }
+
+func attn512F32d64(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
+	panic("cpu: no assembly")
+}
+
+func attn512F16d64(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
+	panic("cpu: no assembly")
+}
+
+func attn512F32d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
+	panic("cpu: no assembly")
+}
+
+func attn512F16d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
+	panic("cpu: no assembly")
+}

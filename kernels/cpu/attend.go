@@ -21,6 +21,20 @@ type attend struct {
 	tables   []int32
 }
 
+type attnFn func(q *float32, k, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+
+type attnKey struct {
+	f16 bool
+	hd  int // 0: any
+}
+
+// attnBlocks are the attention steps by KV type and head width.
+var attnBlocks = map[attnKey]attnFn{
+	{false, 0}: attn512F32, {true, 0}: attn512F16,
+	{false, 64}: attn512F32d64, {true, 64}: attn512F16d64,
+	{false, 128}: attn512F32d128, {true, 128}: attn512F16d128,
+}
+
 func (at *attend) task(worker, i int) {
 	a := at.a
 	hd := a.HeadDim
@@ -40,9 +54,9 @@ func (at *attend) task(worker, i int) {
 	n := int(at.pos[tok]) + 1
 	table := at.tables[int(at.seq[tok])*a.TableStride:][:a.TableStride]
 	bs := a.BlockSize
-	block := attn512F32
-	if a.K.Type == quant.F16 {
-		block = attn512F16
+	block := attnBlocks[attnKey{a.K.Type == quant.F16, hd}]
+	if block == nil {
+		block = attnBlocks[attnKey{a.K.Type == quant.F16, 0}]
 	}
 	kb, vb := at.kv[0], at.kv[1]
 	for p0 := 0; p0 < n; p0 += bs {

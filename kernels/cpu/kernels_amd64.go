@@ -138,6 +138,14 @@ func attn512F32(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd
 
 func attn512F16(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
 
+func attn512F32d64(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+
+func attn512F16d64(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+
+func attn512F32d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+
+func attn512F16d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+
 func qdotvnniQ8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 
 func qdotvnniQ8_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)

@@ -11965,6 +11965,982 @@ attn512F16_done:
 	VZEROUPPER
 	RET
 
+// func attn512F32d64(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
+TEXT ·attn512F32d64(SB), NOSPLIT, $0-88
+	MOVQ q+0(FP), AX
+	MOVQ stride+24(FP), CX
+	MOVQ n+32(FP), DX
+	MOVQ hd+48(FP), BX
+	SHLQ $0x02, BX
+	MOVQ s+80(FP), BX
+
+	// Scores.
+	MOVQ    k+8(FP), SI
+	XORQ    DI, DI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+
+attn512F32d64_frow:
+	CMPQ          DI, DX
+	JGE           attn512F32d64_scored
+	VXORPS        Z4, Z4, Z4
+	VMOVUPS       (SI), Z5
+	VFMADD231PS   Z0, Z5, Z4
+	VMOVUPS       64(SI), Z5
+	VFMADD231PS   Z1, Z5, Z4
+	VMOVUPS       128(SI), Z5
+	VFMADD231PS   Z2, Z5, Z4
+	VMOVUPS       192(SI), Z5
+	VFMADD231PS   Z3, Z5, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y5
+	VADDPS        Y5, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0x4e, X4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0xb1, X4, X5
+	VADDSS        X5, X4, X4
+	VMOVSS        X4, (BX)(DI*4)
+	ADDQ          CX, SI
+	INCQ          DI
+	JMP           attn512F32d64_frow
+
+attn512F32d64_row:
+	CMPQ   DI, DX
+	JGE    attn512F32d64_scored
+	VXORPS Z0, Z0, Z0
+	XORQ   R8, R8
+	XORQ   R9, R9
+
+attn512F32d64_dot:
+	CMPQ        R8, BX
+	JGE         attn512F32d64_dotted
+	VMOVUPS     (SI)(R9*1), Z1
+	VFMADD231PS (AX)(R8*1), Z1, Z0
+	ADDQ        $0x00000040, R8
+	ADDQ        $0x00000040, R9
+	JMP         attn512F32d64_dot
+
+attn512F32d64_dotted:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (BX)(DI*4)
+	ADDQ          CX, SI
+	INCQ          DI
+	JMP           attn512F32d64_row
+
+attn512F32d64_scored:
+	// Online softmax.
+	MOVWLZX       mask+40(FP), AX
+	KMOVW         AX, K1
+	MOVSS         scale+56(FP), X0
+	VBROADCASTSS  X0, Z0
+	MOVL          $0xf149f2ca, AX
+	VPBROADCASTD  AX, Z1
+	VMULPS.Z      (BX), Z0, K1, Z0
+	VMOVAPS       Z0, K1, Z1
+	VMOVAPS       Z1, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VMAXPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VMAXPS        X2, X0, X0
+	VBROADCASTSS  X0, Z0
+	MOVQ          state+64(FP), AX
+	VBROADCASTSS  (AX), Z2
+	VMAXPS        Z0, Z2, Z0
+	VSUBPS        Z0, Z2, Z2
+	MOVL          $0x3fb8aa3b, SI
+	VPBROADCASTD  SI, Z3
+	VMULPS        Z3, Z2, Z2
+	VRNDSCALEPS   $0x00, Z2, Z3
+	VSUBPS        Z3, Z2, Z2
+	MOVL          $0x39218489, SI
+	VPBROADCASTD  SI, Z4
+	VMOVAPS       Z4, Z4
+	MOVL          $0x3aaec3ff, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3c1d955b, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3d635847, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3e75fdf0, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f317218, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f800000, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	VSCALEFPS     Z3, Z4, Z4
+	VSUBPS        Z0, Z1, Z1
+	MOVL          $0x3fb8aa3b, SI
+	VPBROADCASTD  SI, Z2
+	VMULPS        Z2, Z1, Z1
+	VRNDSCALEPS   $0x00, Z1, Z2
+	VSUBPS        Z2, Z1, Z1
+	MOVL          $0x39218489, SI
+	VPBROADCASTD  SI, Z3
+	VMOVAPS       Z3, Z3
+	MOVL          $0x3aaec3ff, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3c1d955b, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3d635847, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3e75fdf0, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f317218, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f800000, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	VSCALEFPS     Z2, Z3, Z3
+	VMOVAPS.Z     Z3, K1, Z3
+	VMOVUPS       Z3, (BX)
+	VMOVAPS       Z3, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        4(AX), X2
+	VMULSS        X4, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSS        X0, (AX)
+	VMOVSS        X2, 4(AX)
+
+	// Values.
+	MOVQ   o+72(FP), AX
+	MOVQ   v+16(FP), SI
+	VMULPS (AX), Z4, Z0
+	VMULPS 64(AX), Z4, Z1
+	VMULPS 128(AX), Z4, Z2
+	VMULPS 192(AX), Z4, Z3
+	XORQ   DI, DI
+
+attn512F32d64_fvrow:
+	CMPQ         DI, DX
+	JGE          attn512F32d64_fvdone
+	VBROADCASTSS (BX)(DI*4), Z4
+	VMOVUPS      (SI), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VMOVUPS      64(SI), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VMOVUPS      128(SI), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VMOVUPS      192(SI), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         CX, SI
+	INCQ         DI
+	JMP          attn512F32d64_fvrow
+
+attn512F32d64_fvdone:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	JMP     attn512F32d64_done
+	XORQ R8, R8
+	XORQ R9, R9
+
+attn512F32d64_col:
+	CMPQ   R8, BX
+	JGE    attn512F32d64_done
+	VMULPS (AX)(R8*1), Z4, Z0
+	LEAQ   (SI)(R9*1), R10
+	XORQ   DI, DI
+
+attn512F32d64_vrow:
+	CMPQ         DI, DX
+	JGE          attn512F32d64_vdone
+	VBROADCASTSS (BX)(DI*4), Z1
+	VMOVUPS      (R10), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         CX, R10
+	INCQ         DI
+	JMP          attn512F32d64_vrow
+
+attn512F32d64_vdone:
+	VMOVUPS Z0, (AX)(R8*1)
+	ADDQ    $0x00000040, R8
+	ADDQ    $0x00000040, R9
+	JMP     attn512F32d64_col
+
+attn512F32d64_done:
+	VZEROUPPER
+	RET
+
+// func attn512F16d64(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
+TEXT ·attn512F16d64(SB), NOSPLIT, $0-88
+	MOVQ q+0(FP), AX
+	MOVQ stride+24(FP), CX
+	MOVQ n+32(FP), DX
+	MOVQ hd+48(FP), BX
+	SHLQ $0x02, BX
+	MOVQ s+80(FP), BX
+
+	// Scores.
+	MOVQ    k+8(FP), SI
+	XORQ    DI, DI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+
+attn512F16d64_frow:
+	CMPQ          DI, DX
+	JGE           attn512F16d64_scored
+	VXORPS        Z4, Z4, Z4
+	VCVTPH2PS     (SI), Z5
+	VFMADD231PS   Z0, Z5, Z4
+	VCVTPH2PS     32(SI), Z5
+	VFMADD231PS   Z1, Z5, Z4
+	VCVTPH2PS     64(SI), Z5
+	VFMADD231PS   Z2, Z5, Z4
+	VCVTPH2PS     96(SI), Z5
+	VFMADD231PS   Z3, Z5, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y5
+	VADDPS        Y5, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0x4e, X4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0xb1, X4, X5
+	VADDSS        X5, X4, X4
+	VMOVSS        X4, (BX)(DI*4)
+	ADDQ          CX, SI
+	INCQ          DI
+	JMP           attn512F16d64_frow
+
+attn512F16d64_row:
+	CMPQ   DI, DX
+	JGE    attn512F16d64_scored
+	VXORPS Z0, Z0, Z0
+	XORQ   R8, R8
+	XORQ   R9, R9
+
+attn512F16d64_dot:
+	CMPQ        R8, BX
+	JGE         attn512F16d64_dotted
+	VCVTPH2PS   (SI)(R9*1), Z1
+	VFMADD231PS (AX)(R8*1), Z1, Z0
+	ADDQ        $0x00000040, R8
+	ADDQ        $0x00000020, R9
+	JMP         attn512F16d64_dot
+
+attn512F16d64_dotted:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (BX)(DI*4)
+	ADDQ          CX, SI
+	INCQ          DI
+	JMP           attn512F16d64_row
+
+attn512F16d64_scored:
+	// Online softmax.
+	MOVWLZX       mask+40(FP), AX
+	KMOVW         AX, K1
+	MOVSS         scale+56(FP), X0
+	VBROADCASTSS  X0, Z0
+	MOVL          $0xf149f2ca, AX
+	VPBROADCASTD  AX, Z1
+	VMULPS.Z      (BX), Z0, K1, Z0
+	VMOVAPS       Z0, K1, Z1
+	VMOVAPS       Z1, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VMAXPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VMAXPS        X2, X0, X0
+	VBROADCASTSS  X0, Z0
+	MOVQ          state+64(FP), AX
+	VBROADCASTSS  (AX), Z2
+	VMAXPS        Z0, Z2, Z0
+	VSUBPS        Z0, Z2, Z2
+	MOVL          $0x3fb8aa3b, SI
+	VPBROADCASTD  SI, Z3
+	VMULPS        Z3, Z2, Z2
+	VRNDSCALEPS   $0x00, Z2, Z3
+	VSUBPS        Z3, Z2, Z2
+	MOVL          $0x39218489, SI
+	VPBROADCASTD  SI, Z4
+	VMOVAPS       Z4, Z4
+	MOVL          $0x3aaec3ff, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3c1d955b, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3d635847, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3e75fdf0, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f317218, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f800000, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	VSCALEFPS     Z3, Z4, Z4
+	VSUBPS        Z0, Z1, Z1
+	MOVL          $0x3fb8aa3b, SI
+	VPBROADCASTD  SI, Z2
+	VMULPS        Z2, Z1, Z1
+	VRNDSCALEPS   $0x00, Z1, Z2
+	VSUBPS        Z2, Z1, Z1
+	MOVL          $0x39218489, SI
+	VPBROADCASTD  SI, Z3
+	VMOVAPS       Z3, Z3
+	MOVL          $0x3aaec3ff, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3c1d955b, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3d635847, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3e75fdf0, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f317218, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f800000, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	VSCALEFPS     Z2, Z3, Z3
+	VMOVAPS.Z     Z3, K1, Z3
+	VMOVUPS       Z3, (BX)
+	VMOVAPS       Z3, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        4(AX), X2
+	VMULSS        X4, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSS        X0, (AX)
+	VMOVSS        X2, 4(AX)
+
+	// Values.
+	MOVQ   o+72(FP), AX
+	MOVQ   v+16(FP), SI
+	VMULPS (AX), Z4, Z0
+	VMULPS 64(AX), Z4, Z1
+	VMULPS 128(AX), Z4, Z2
+	VMULPS 192(AX), Z4, Z3
+	XORQ   DI, DI
+
+attn512F16d64_fvrow:
+	CMPQ         DI, DX
+	JGE          attn512F16d64_fvdone
+	VBROADCASTSS (BX)(DI*4), Z4
+	VCVTPH2PS    (SI), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VCVTPH2PS    32(SI), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VCVTPH2PS    64(SI), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VCVTPH2PS    96(SI), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         CX, SI
+	INCQ         DI
+	JMP          attn512F16d64_fvrow
+
+attn512F16d64_fvdone:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	JMP     attn512F16d64_done
+	XORQ R8, R8
+	XORQ R9, R9
+
+attn512F16d64_col:
+	CMPQ   R8, BX
+	JGE    attn512F16d64_done
+	VMULPS (AX)(R8*1), Z4, Z0
+	LEAQ   (SI)(R9*1), R10
+	XORQ   DI, DI
+
+attn512F16d64_vrow:
+	CMPQ         DI, DX
+	JGE          attn512F16d64_vdone
+	VBROADCASTSS (BX)(DI*4), Z1
+	VCVTPH2PS    (R10), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         CX, R10
+	INCQ         DI
+	JMP          attn512F16d64_vrow
+
+attn512F16d64_vdone:
+	VMOVUPS Z0, (AX)(R8*1)
+	ADDQ    $0x00000040, R8
+	ADDQ    $0x00000020, R9
+	JMP     attn512F16d64_col
+
+attn512F16d64_done:
+	VZEROUPPER
+	RET
+
+// func attn512F32d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
+TEXT ·attn512F32d128(SB), NOSPLIT, $0-88
+	MOVQ q+0(FP), AX
+	MOVQ stride+24(FP), CX
+	MOVQ n+32(FP), DX
+	MOVQ hd+48(FP), BX
+	SHLQ $0x02, BX
+	MOVQ s+80(FP), BX
+
+	// Scores.
+	MOVQ    k+8(FP), SI
+	XORQ    DI, DI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+
+attn512F32d128_frow:
+	CMPQ          DI, DX
+	JGE           attn512F32d128_scored
+	VXORPS        Z8, Z8, Z8
+	VMOVUPS       (SI), Z9
+	VFMADD231PS   Z0, Z9, Z8
+	VMOVUPS       64(SI), Z9
+	VFMADD231PS   Z1, Z9, Z8
+	VMOVUPS       128(SI), Z9
+	VFMADD231PS   Z2, Z9, Z8
+	VMOVUPS       192(SI), Z9
+	VFMADD231PS   Z3, Z9, Z8
+	VMOVUPS       256(SI), Z9
+	VFMADD231PS   Z4, Z9, Z8
+	VMOVUPS       320(SI), Z9
+	VFMADD231PS   Z5, Z9, Z8
+	VMOVUPS       384(SI), Z9
+	VFMADD231PS   Z6, Z9, Z8
+	VMOVUPS       448(SI), Z9
+	VFMADD231PS   Z7, Z9, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y9
+	VADDPS        Y9, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDSS        X9, X8, X8
+	VMOVSS        X8, (BX)(DI*4)
+	ADDQ          CX, SI
+	INCQ          DI
+	JMP           attn512F32d128_frow
+
+attn512F32d128_row:
+	CMPQ   DI, DX
+	JGE    attn512F32d128_scored
+	VXORPS Z0, Z0, Z0
+	XORQ   R8, R8
+	XORQ   R9, R9
+
+attn512F32d128_dot:
+	CMPQ        R8, BX
+	JGE         attn512F32d128_dotted
+	VMOVUPS     (SI)(R9*1), Z1
+	VFMADD231PS (AX)(R8*1), Z1, Z0
+	ADDQ        $0x00000040, R8
+	ADDQ        $0x00000040, R9
+	JMP         attn512F32d128_dot
+
+attn512F32d128_dotted:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (BX)(DI*4)
+	ADDQ          CX, SI
+	INCQ          DI
+	JMP           attn512F32d128_row
+
+attn512F32d128_scored:
+	// Online softmax.
+	MOVWLZX       mask+40(FP), AX
+	KMOVW         AX, K1
+	MOVSS         scale+56(FP), X0
+	VBROADCASTSS  X0, Z0
+	MOVL          $0xf149f2ca, AX
+	VPBROADCASTD  AX, Z1
+	VMULPS.Z      (BX), Z0, K1, Z0
+	VMOVAPS       Z0, K1, Z1
+	VMOVAPS       Z1, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VMAXPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VMAXPS        X2, X0, X0
+	VBROADCASTSS  X0, Z0
+	MOVQ          state+64(FP), AX
+	VBROADCASTSS  (AX), Z2
+	VMAXPS        Z0, Z2, Z0
+	VSUBPS        Z0, Z2, Z2
+	MOVL          $0x3fb8aa3b, SI
+	VPBROADCASTD  SI, Z3
+	VMULPS        Z3, Z2, Z2
+	VRNDSCALEPS   $0x00, Z2, Z3
+	VSUBPS        Z3, Z2, Z2
+	MOVL          $0x39218489, SI
+	VPBROADCASTD  SI, Z4
+	VMOVAPS       Z4, Z4
+	MOVL          $0x3aaec3ff, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3c1d955b, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3d635847, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3e75fdf0, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f317218, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f800000, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	VSCALEFPS     Z3, Z4, Z4
+	VSUBPS        Z0, Z1, Z1
+	MOVL          $0x3fb8aa3b, SI
+	VPBROADCASTD  SI, Z2
+	VMULPS        Z2, Z1, Z1
+	VRNDSCALEPS   $0x00, Z1, Z2
+	VSUBPS        Z2, Z1, Z1
+	MOVL          $0x39218489, SI
+	VPBROADCASTD  SI, Z3
+	VMOVAPS       Z3, Z3
+	MOVL          $0x3aaec3ff, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3c1d955b, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3d635847, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3e75fdf0, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f317218, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f800000, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	VSCALEFPS     Z2, Z3, Z3
+	VMOVAPS.Z     Z3, K1, Z3
+	VMOVUPS       Z3, (BX)
+	VMOVAPS       Z3, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        4(AX), X2
+	VMULSS        X4, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSS        X0, (AX)
+	VMOVSS        X2, 4(AX)
+
+	// Values.
+	MOVQ   o+72(FP), AX
+	MOVQ   v+16(FP), SI
+	VMULPS (AX), Z4, Z0
+	VMULPS 64(AX), Z4, Z1
+	VMULPS 128(AX), Z4, Z2
+	VMULPS 192(AX), Z4, Z3
+	VMULPS 256(AX), Z4, Z5
+	VMULPS 320(AX), Z4, Z6
+	VMULPS 384(AX), Z4, Z7
+	VMULPS 448(AX), Z4, Z4
+	XORQ   DI, DI
+
+attn512F32d128_fvrow:
+	CMPQ         DI, DX
+	JGE          attn512F32d128_fvdone
+	VBROADCASTSS (BX)(DI*4), Z8
+	VMOVUPS      (SI), Z9
+	VFMADD231PS  Z8, Z9, Z0
+	VMOVUPS      64(SI), Z9
+	VFMADD231PS  Z8, Z9, Z1
+	VMOVUPS      128(SI), Z9
+	VFMADD231PS  Z8, Z9, Z2
+	VMOVUPS      192(SI), Z9
+	VFMADD231PS  Z8, Z9, Z3
+	VMOVUPS      256(SI), Z9
+	VFMADD231PS  Z8, Z9, Z5
+	VMOVUPS      320(SI), Z9
+	VFMADD231PS  Z8, Z9, Z6
+	VMOVUPS      384(SI), Z9
+	VFMADD231PS  Z8, Z9, Z7
+	VMOVUPS      448(SI), Z9
+	VFMADD231PS  Z8, Z9, Z4
+	ADDQ         CX, SI
+	INCQ         DI
+	JMP          attn512F32d128_fvrow
+
+attn512F32d128_fvdone:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	VMOVUPS Z5, 256(AX)
+	VMOVUPS Z6, 320(AX)
+	VMOVUPS Z7, 384(AX)
+	VMOVUPS Z4, 448(AX)
+	JMP     attn512F32d128_done
+	XORQ R8, R8
+	XORQ R9, R9
+
+attn512F32d128_col:
+	CMPQ   R8, BX
+	JGE    attn512F32d128_done
+	VMULPS (AX)(R8*1), Z4, Z0
+	LEAQ   (SI)(R9*1), R10
+	XORQ   DI, DI
+
+attn512F32d128_vrow:
+	CMPQ         DI, DX
+	JGE          attn512F32d128_vdone
+	VBROADCASTSS (BX)(DI*4), Z1
+	VMOVUPS      (R10), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         CX, R10
+	INCQ         DI
+	JMP          attn512F32d128_vrow
+
+attn512F32d128_vdone:
+	VMOVUPS Z0, (AX)(R8*1)
+	ADDQ    $0x00000040, R8
+	ADDQ    $0x00000040, R9
+	JMP     attn512F32d128_col
+
+attn512F32d128_done:
+	VZEROUPPER
+	RET
+
+// func attn512F16d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
+TEXT ·attn512F16d128(SB), NOSPLIT, $0-88
+	MOVQ q+0(FP), AX
+	MOVQ stride+24(FP), CX
+	MOVQ n+32(FP), DX
+	MOVQ hd+48(FP), BX
+	SHLQ $0x02, BX
+	MOVQ s+80(FP), BX
+
+	// Scores.
+	MOVQ    k+8(FP), SI
+	XORQ    DI, DI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+
+attn512F16d128_frow:
+	CMPQ          DI, DX
+	JGE           attn512F16d128_scored
+	VXORPS        Z8, Z8, Z8
+	VCVTPH2PS     (SI), Z9
+	VFMADD231PS   Z0, Z9, Z8
+	VCVTPH2PS     32(SI), Z9
+	VFMADD231PS   Z1, Z9, Z8
+	VCVTPH2PS     64(SI), Z9
+	VFMADD231PS   Z2, Z9, Z8
+	VCVTPH2PS     96(SI), Z9
+	VFMADD231PS   Z3, Z9, Z8
+	VCVTPH2PS     128(SI), Z9
+	VFMADD231PS   Z4, Z9, Z8
+	VCVTPH2PS     160(SI), Z9
+	VFMADD231PS   Z5, Z9, Z8
+	VCVTPH2PS     192(SI), Z9
+	VFMADD231PS   Z6, Z9, Z8
+	VCVTPH2PS     224(SI), Z9
+	VFMADD231PS   Z7, Z9, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y9
+	VADDPS        Y9, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDSS        X9, X8, X8
+	VMOVSS        X8, (BX)(DI*4)
+	ADDQ          CX, SI
+	INCQ          DI
+	JMP           attn512F16d128_frow
+
+attn512F16d128_row:
+	CMPQ   DI, DX
+	JGE    attn512F16d128_scored
+	VXORPS Z0, Z0, Z0
+	XORQ   R8, R8
+	XORQ   R9, R9
+
+attn512F16d128_dot:
+	CMPQ        R8, BX
+	JGE         attn512F16d128_dotted
+	VCVTPH2PS   (SI)(R9*1), Z1
+	VFMADD231PS (AX)(R8*1), Z1, Z0
+	ADDQ        $0x00000040, R8
+	ADDQ        $0x00000020, R9
+	JMP         attn512F16d128_dot
+
+attn512F16d128_dotted:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (BX)(DI*4)
+	ADDQ          CX, SI
+	INCQ          DI
+	JMP           attn512F16d128_row
+
+attn512F16d128_scored:
+	// Online softmax.
+	MOVWLZX       mask+40(FP), AX
+	KMOVW         AX, K1
+	MOVSS         scale+56(FP), X0
+	VBROADCASTSS  X0, Z0
+	MOVL          $0xf149f2ca, AX
+	VPBROADCASTD  AX, Z1
+	VMULPS.Z      (BX), Z0, K1, Z0
+	VMOVAPS       Z0, K1, Z1
+	VMOVAPS       Z1, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VMAXPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VMAXPS        X2, X0, X0
+	VBROADCASTSS  X0, Z0
+	MOVQ          state+64(FP), AX
+	VBROADCASTSS  (AX), Z2
+	VMAXPS        Z0, Z2, Z0
+	VSUBPS        Z0, Z2, Z2
+	MOVL          $0x3fb8aa3b, SI
+	VPBROADCASTD  SI, Z3
+	VMULPS        Z3, Z2, Z2
+	VRNDSCALEPS   $0x00, Z2, Z3
+	VSUBPS        Z3, Z2, Z2
+	MOVL          $0x39218489, SI
+	VPBROADCASTD  SI, Z4
+	VMOVAPS       Z4, Z4
+	MOVL          $0x3aaec3ff, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3c1d955b, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3d635847, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3e75fdf0, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f317218, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f800000, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	VSCALEFPS     Z3, Z4, Z4
+	VSUBPS        Z0, Z1, Z1
+	MOVL          $0x3fb8aa3b, SI
+	VPBROADCASTD  SI, Z2
+	VMULPS        Z2, Z1, Z1
+	VRNDSCALEPS   $0x00, Z1, Z2
+	VSUBPS        Z2, Z1, Z1
+	MOVL          $0x39218489, SI
+	VPBROADCASTD  SI, Z3
+	VMOVAPS       Z3, Z3
+	MOVL          $0x3aaec3ff, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3c1d955b, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3d635847, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3e75fdf0, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f317218, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f800000, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	VSCALEFPS     Z2, Z3, Z3
+	VMOVAPS.Z     Z3, K1, Z3
+	VMOVUPS       Z3, (BX)
+	VMOVAPS       Z3, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        4(AX), X2
+	VMULSS        X4, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSS        X0, (AX)
+	VMOVSS        X2, 4(AX)
+
+	// Values.
+	MOVQ   o+72(FP), AX
+	MOVQ   v+16(FP), SI
+	VMULPS (AX), Z4, Z0
+	VMULPS 64(AX), Z4, Z1
+	VMULPS 128(AX), Z4, Z2
+	VMULPS 192(AX), Z4, Z3
+	VMULPS 256(AX), Z4, Z5
+	VMULPS 320(AX), Z4, Z6
+	VMULPS 384(AX), Z4, Z7
+	VMULPS 448(AX), Z4, Z4
+	XORQ   DI, DI
+
+attn512F16d128_fvrow:
+	CMPQ         DI, DX
+	JGE          attn512F16d128_fvdone
+	VBROADCASTSS (BX)(DI*4), Z8
+	VCVTPH2PS    (SI), Z9
+	VFMADD231PS  Z8, Z9, Z0
+	VCVTPH2PS    32(SI), Z9
+	VFMADD231PS  Z8, Z9, Z1
+	VCVTPH2PS    64(SI), Z9
+	VFMADD231PS  Z8, Z9, Z2
+	VCVTPH2PS    96(SI), Z9
+	VFMADD231PS  Z8, Z9, Z3
+	VCVTPH2PS    128(SI), Z9
+	VFMADD231PS  Z8, Z9, Z5
+	VCVTPH2PS    160(SI), Z9
+	VFMADD231PS  Z8, Z9, Z6
+	VCVTPH2PS    192(SI), Z9
+	VFMADD231PS  Z8, Z9, Z7
+	VCVTPH2PS    224(SI), Z9
+	VFMADD231PS  Z8, Z9, Z4
+	ADDQ         CX, SI
+	INCQ         DI
+	JMP          attn512F16d128_fvrow
+
+attn512F16d128_fvdone:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	VMOVUPS Z5, 256(AX)
+	VMOVUPS Z6, 320(AX)
+	VMOVUPS Z7, 384(AX)
+	VMOVUPS Z4, 448(AX)
+	JMP     attn512F16d128_done
+	XORQ R8, R8
+	XORQ R9, R9
+
+attn512F16d128_col:
+	CMPQ   R8, BX
+	JGE    attn512F16d128_done
+	VMULPS (AX)(R8*1), Z4, Z0
+	LEAQ   (SI)(R9*1), R10
+	XORQ   DI, DI
+
+attn512F16d128_vrow:
+	CMPQ         DI, DX
+	JGE          attn512F16d128_vdone
+	VBROADCASTSS (BX)(DI*4), Z1
+	VCVTPH2PS    (R10), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         CX, R10
+	INCQ         DI
+	JMP          attn512F16d128_vrow
+
+attn512F16d128_vdone:
+	VMOVUPS Z0, (AX)(R8*1)
+	ADDQ    $0x00000040, R8
+	ADDQ    $0x00000020, R9
+	JMP     attn512F16d128_col
+
+attn512F16d128_done:
+	VZEROUPPER
+	RET
+
 // func qdotvnniQ8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
 TEXT ·qdotvnniQ8_0x1x1(SB), NOSPLIT, $0-72

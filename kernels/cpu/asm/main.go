@@ -55,6 +55,10 @@ func main() {
 	deqQ6K()
 	attnBlock(false)
 	attnBlock(true)
+	for _, hd := range []int{64, 128} {
+		attnBlockHD(false, hd)
+		attnBlockHD(true, hd)
+	}
 	qdots()
 	quantQ8()
 	Generate()
