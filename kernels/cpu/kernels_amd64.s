@@ -12941,9 +12941,10 @@ attn512F16d128_done:
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x1x1(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x1x1(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x1x1_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), CX
@@ -12990,12 +12991,25 @@ qdotvnniQ8_0x1x1_done:
 	VPERMILPS     $0xb1, X0, X1
 	VADDSS        X1, X0, X0
 	VMOVSS        X0, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x1x1_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x1x2(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x1x2(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x1x2_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -13053,19 +13067,32 @@ qdotvnniQ8_0x1x2_done:
 	VPERMILPS     $0xb1, X0, X2
 	VADDSS        X2, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
 	VMOVSS        X1, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x1x2_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x1x3(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x1x3(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x1x3_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -13134,26 +13161,39 @@ qdotvnniQ8_0x1x3_done:
 	VPERMILPS     $0xb1, X0, X3
 	VADDSS        X3, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0x4e, X1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0xb1, X1, X3
+	VADDSS        X3, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0x4e, X2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0xb1, X2, X3
+	VADDSS        X3, X2, X2
 	VMOVSS        X2, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x1x3_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x1x4(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x1x4(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x1x4_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -13236,33 +13276,46 @@ qdotvnniQ8_0x1x4_done:
 	VPERMILPS     $0xb1, X0, X4
 	VADDSS        X4, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0x4e, X1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0xb1, X1, X4
+	VADDSS        X4, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0x4e, X2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0xb1, X2, X4
+	VADDSS        X4, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0x4e, X3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0xb1, X3, X4
+	VADDSS        X4, X3, X3
 	VMOVSS        X3, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x1x4_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x1x5(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x1x5(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x1x5(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x1x5(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x1x5_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -13356,40 +13409,53 @@ qdotvnniQ8_0x1x5_done:
 	VPERMILPS     $0xb1, X0, X5
 	VADDSS        X5, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0x4e, X1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0xb1, X1, X5
+	VADDSS        X5, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X5
+	VADDPS        X5, X2, X2
+	VPERMILPS     $0x4e, X2, X5
+	VADDPS        X5, X2, X2
+	VPERMILPS     $0xb1, X2, X5
+	VADDSS        X5, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X5
+	VADDPS        X5, X3, X3
+	VPERMILPS     $0x4e, X3, X5
+	VADDPS        X5, X3, X3
+	VPERMILPS     $0xb1, X3, X5
+	VADDSS        X5, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0x4e, X4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0xb1, X4, X5
+	VADDSS        X5, X4, X4
 	VMOVSS        X4, 16(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000014, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000005, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x1x5_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x1x6(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x1x6(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x1x6(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x1x6(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x1x6_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -13494,47 +13560,60 @@ qdotvnniQ8_0x1x6_done:
 	VPERMILPS     $0xb1, X0, X6
 	VADDSS        X6, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0x4e, X1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0xb1, X1, X6
+	VADDSS        X6, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0x4e, X3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0xb1, X3, X6
+	VADDSS        X6, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0x4e, X4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0xb1, X4, X6
+	VADDSS        X6, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VADDSS        X6, X5, X5
 	VMOVSS        X5, 20(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000018, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000006, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x1x6_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x1x7(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x1x7(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x1x7(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x1x7(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x1x7_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -13653,54 +13732,67 @@ qdotvnniQ8_0x1x7_done:
 	VPERMILPS     $0xb1, X0, X7
 	VADDSS        X7, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X7
+	VADDPS        X7, X1, X1
+	VPERMILPS     $0x4e, X1, X7
+	VADDPS        X7, X1, X1
+	VPERMILPS     $0xb1, X1, X7
+	VADDSS        X7, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X7
+	VADDPS        X7, X2, X2
+	VPERMILPS     $0x4e, X2, X7
+	VADDPS        X7, X2, X2
+	VPERMILPS     $0xb1, X2, X7
+	VADDSS        X7, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0x4e, X3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0xb1, X3, X7
+	VADDSS        X7, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X7
+	VADDPS        X7, X4, X4
+	VPERMILPS     $0x4e, X4, X7
+	VADDPS        X7, X4, X4
+	VPERMILPS     $0xb1, X4, X7
+	VADDSS        X7, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X7
+	VADDPS        X7, X5, X5
+	VPERMILPS     $0x4e, X5, X7
+	VADDPS        X7, X5, X5
+	VPERMILPS     $0xb1, X5, X7
+	VADDSS        X7, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
 	VMOVSS        X6, 24(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000001c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000007, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x1x7_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x1x8(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x1x8(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x1x8(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x1x8(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x1x8_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -13830,61 +13922,74 @@ qdotvnniQ8_0x1x8_done:
 	VPERMILPS     $0xb1, X0, X8
 	VADDSS        X8, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0x4e, X1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0xb1, X1, X8
+	VADDSS        X8, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0x4e, X2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0xb1, X2, X8
+	VADDSS        X8, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0x4e, X3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0xb1, X3, X8
+	VADDSS        X8, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0x4e, X4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0xb1, X4, X8
+	VADDSS        X8, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0x4e, X5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0xb1, X5, X8
+	VADDSS        X8, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0x4e, X6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0xb1, X6, X8
+	VADDSS        X8, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0x4e, X7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0xb1, X7, X8
+	VADDSS        X8, X7, X7
 	VMOVSS        X7, 28(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000020, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000008, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x1x8_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x1x9(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x1x9(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x1x9(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x1x9(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x1x9_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -14025,68 +14130,81 @@ qdotvnniQ8_0x1x9_done:
 	VPERMILPS     $0xb1, X0, X9
 	VADDSS        X9, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X9
+	VADDPS        X9, X1, X1
+	VPERMILPS     $0x4e, X1, X9
+	VADDPS        X9, X1, X1
+	VPERMILPS     $0xb1, X1, X9
+	VADDSS        X9, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X9
+	VADDPS        X9, X2, X2
+	VPERMILPS     $0x4e, X2, X9
+	VADDPS        X9, X2, X2
+	VPERMILPS     $0xb1, X2, X9
+	VADDSS        X9, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X9
+	VADDPS        X9, X3, X3
+	VPERMILPS     $0x4e, X3, X9
+	VADDPS        X9, X3, X3
+	VPERMILPS     $0xb1, X3, X9
+	VADDSS        X9, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X9
+	VADDPS        X9, X4, X4
+	VPERMILPS     $0x4e, X4, X9
+	VADDPS        X9, X4, X4
+	VPERMILPS     $0xb1, X4, X9
+	VADDSS        X9, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X9
+	VADDPS        X9, X5, X5
+	VPERMILPS     $0x4e, X5, X9
+	VADDPS        X9, X5, X5
+	VPERMILPS     $0xb1, X5, X9
+	VADDSS        X9, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X9
+	VADDPS        X9, X6, X6
+	VPERMILPS     $0x4e, X6, X9
+	VADDPS        X9, X6, X6
+	VPERMILPS     $0xb1, X6, X9
+	VADDSS        X9, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X9
+	VADDPS        X9, X7, X7
+	VPERMILPS     $0x4e, X7, X9
+	VADDPS        X9, X7, X7
+	VPERMILPS     $0xb1, X7, X9
+	VADDSS        X9, X7, X7
 	VMOVSS        X7, 28(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDSS        X9, X8, X8
 	VMOVSS        X8, 32(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000024, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000009, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x1x9_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x1x10(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x1x10(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x1x10(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x1x10(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x1x10_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -14241,75 +14359,88 @@ qdotvnniQ8_0x1x10_done:
 	VPERMILPS     $0xb1, X0, X10
 	VADDSS        X10, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X10
+	VADDPS        X10, X1, X1
+	VPERMILPS     $0x4e, X1, X10
+	VADDPS        X10, X1, X1
+	VPERMILPS     $0xb1, X1, X10
+	VADDSS        X10, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X10
+	VADDPS        X10, X2, X2
+	VPERMILPS     $0x4e, X2, X10
+	VADDPS        X10, X2, X2
+	VPERMILPS     $0xb1, X2, X10
+	VADDSS        X10, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X10
+	VADDPS        X10, X3, X3
+	VPERMILPS     $0x4e, X3, X10
+	VADDPS        X10, X3, X3
+	VPERMILPS     $0xb1, X3, X10
+	VADDSS        X10, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X10
+	VADDPS        X10, X4, X4
+	VPERMILPS     $0x4e, X4, X10
+	VADDPS        X10, X4, X4
+	VPERMILPS     $0xb1, X4, X10
+	VADDSS        X10, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X10
+	VADDPS        X10, X5, X5
+	VPERMILPS     $0x4e, X5, X10
+	VADDPS        X10, X5, X5
+	VPERMILPS     $0xb1, X5, X10
+	VADDSS        X10, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X10
+	VADDPS        X10, X6, X6
+	VPERMILPS     $0x4e, X6, X10
+	VADDPS        X10, X6, X6
+	VPERMILPS     $0xb1, X6, X10
+	VADDSS        X10, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X10
+	VADDPS        X10, X7, X7
+	VPERMILPS     $0x4e, X7, X10
+	VADDPS        X10, X7, X7
+	VPERMILPS     $0xb1, X7, X10
+	VADDSS        X10, X7, X7
 	VMOVSS        X7, 28(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y8, X10
+	VADDPS        X10, X8, X8
+	VPERMILPS     $0x4e, X8, X10
+	VADDPS        X10, X8, X8
+	VPERMILPS     $0xb1, X8, X10
+	VADDSS        X10, X8, X8
 	VMOVSS        X8, 32(AX)
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y9, X10
+	VADDPS        X10, X9, X9
+	VPERMILPS     $0x4e, X9, X10
+	VADDPS        X10, X9, X9
+	VPERMILPS     $0xb1, X9, X10
+	VADDSS        X10, X9, X9
 	VMOVSS        X9, 36(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000028, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x0000000a, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x1x10_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x1x11(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x1x11(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x1x11(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x1x11(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x1x11_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -14475,82 +14606,95 @@ qdotvnniQ8_0x1x11_done:
 	VPERMILPS     $0xb1, X0, X11
 	VADDSS        X11, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X11
+	VADDPS        X11, X1, X1
+	VPERMILPS     $0x4e, X1, X11
+	VADDPS        X11, X1, X1
+	VPERMILPS     $0xb1, X1, X11
+	VADDSS        X11, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X11
+	VADDPS        X11, X2, X2
+	VPERMILPS     $0x4e, X2, X11
+	VADDPS        X11, X2, X2
+	VPERMILPS     $0xb1, X2, X11
+	VADDSS        X11, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X11
+	VADDPS        X11, X3, X3
+	VPERMILPS     $0x4e, X3, X11
+	VADDPS        X11, X3, X3
+	VPERMILPS     $0xb1, X3, X11
+	VADDSS        X11, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X11
+	VADDPS        X11, X4, X4
+	VPERMILPS     $0x4e, X4, X11
+	VADDPS        X11, X4, X4
+	VPERMILPS     $0xb1, X4, X11
+	VADDSS        X11, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X11
+	VADDPS        X11, X5, X5
+	VPERMILPS     $0x4e, X5, X11
+	VADDPS        X11, X5, X5
+	VPERMILPS     $0xb1, X5, X11
+	VADDSS        X11, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X11
+	VADDPS        X11, X6, X6
+	VPERMILPS     $0x4e, X6, X11
+	VADDPS        X11, X6, X6
+	VPERMILPS     $0xb1, X6, X11
+	VADDSS        X11, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X11
+	VADDPS        X11, X7, X7
+	VPERMILPS     $0x4e, X7, X11
+	VADDPS        X11, X7, X7
+	VPERMILPS     $0xb1, X7, X11
+	VADDSS        X11, X7, X7
 	VMOVSS        X7, 28(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y8, X11
+	VADDPS        X11, X8, X8
+	VPERMILPS     $0x4e, X8, X11
+	VADDPS        X11, X8, X8
+	VPERMILPS     $0xb1, X8, X11
+	VADDSS        X11, X8, X8
 	VMOVSS        X8, 32(AX)
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y9, X11
+	VADDPS        X11, X9, X9
+	VPERMILPS     $0x4e, X9, X11
+	VADDPS        X11, X9, X9
+	VPERMILPS     $0xb1, X9, X11
+	VADDSS        X11, X9, X9
 	VMOVSS        X9, 36(AX)
-	VEXTRACTF32X4 $0x01, Y10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0x4e, X10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0xb1, X10, X0
-	VADDSS        X0, X10, X10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0x4e, X10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0xb1, X10, X11
+	VADDSS        X11, X10, X10
 	VMOVSS        X10, 40(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000002c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x0000000b, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x1x11_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x1x12(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x1x12(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x1x12(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x1x12(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x1x12_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -14727,89 +14871,102 @@ qdotvnniQ8_0x1x12_done:
 	VPERMILPS     $0xb1, X0, X12
 	VADDSS        X12, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0x4e, X1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0xb1, X1, X12
+	VADDSS        X12, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0x4e, X2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0xb1, X2, X12
+	VADDSS        X12, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0x4e, X3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0xb1, X3, X12
+	VADDSS        X12, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0x4e, X4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0xb1, X4, X12
+	VADDSS        X12, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0x4e, X5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0xb1, X5, X12
+	VADDSS        X12, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X12
+	VADDPS        X12, X6, X6
+	VPERMILPS     $0x4e, X6, X12
+	VADDPS        X12, X6, X6
+	VPERMILPS     $0xb1, X6, X12
+	VADDSS        X12, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0x4e, X7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0xb1, X7, X12
+	VADDSS        X12, X7, X7
 	VMOVSS        X7, 28(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0x4e, X8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0xb1, X8, X12
+	VADDSS        X12, X8, X8
 	VMOVSS        X8, 32(AX)
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0x4e, X9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0xb1, X9, X12
+	VADDSS        X12, X9, X9
 	VMOVSS        X9, 36(AX)
-	VEXTRACTF32X4 $0x01, Y10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0x4e, X10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0xb1, X10, X0
-	VADDSS        X0, X10, X10
+	VEXTRACTF32X4 $0x01, Y10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0x4e, X10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0xb1, X10, X12
+	VADDSS        X12, X10, X10
 	VMOVSS        X10, 40(AX)
-	VEXTRACTF32X4 $0x01, Y11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0x4e, X11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0xb1, X11, X0
-	VADDSS        X0, X11, X11
+	VEXTRACTF32X4 $0x01, Y11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0x4e, X11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0xb1, X11, X12
+	VADDSS        X12, X11, X11
 	VMOVSS        X11, 44(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000030, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x0000000c, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x1x12_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x2x1(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x2x1(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x2x1_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), CX
@@ -14872,19 +15029,32 @@ qdotvnniQ8_0x2x1_done:
 	VADDSS        X2, X0, X0
 	VMOVSS        X0, (AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
 	VMOVSS        X1, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x2x1_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x2x2(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x2x2(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x2x2_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -14963,34 +15133,47 @@ qdotvnniQ8_0x2x2_done:
 	VPERMILPS     $0xb1, X0, X4
 	VADDSS        X4, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0x4e, X1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0xb1, X1, X4
+	VADDSS        X4, X1, X1
 	VMOVSS        X1, 4(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0x4e, X2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0xb1, X2, X4
+	VADDSS        X4, X2, X2
 	VMOVSS        X2, (AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0x4e, X3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0xb1, X3, X4
+	VADDSS        X4, X3, X3
 	VMOVSS        X3, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x2x2_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x2x3(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x2x3(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x2x3_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -15086,48 +15269,61 @@ qdotvnniQ8_0x2x3_done:
 	VPERMILPS     $0xb1, X0, X6
 	VADDSS        X6, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0x4e, X1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0xb1, X1, X6
+	VADDSS        X6, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
 	VMOVSS        X2, 8(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0x4e, X3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0xb1, X3, X6
+	VADDSS        X6, X3, X3
 	VMOVSS        X3, (AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0x4e, X4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0xb1, X4, X6
+	VADDSS        X6, X4, X4
 	VMOVSS        X4, 4(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VADDSS        X6, X5, X5
 	VMOVSS        X5, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x2x3_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x2x4(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x2x4(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x2x4_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -15243,62 +15439,75 @@ qdotvnniQ8_0x2x4_done:
 	VPERMILPS     $0xb1, X0, X8
 	VADDSS        X8, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0x4e, X1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0xb1, X1, X8
+	VADDSS        X8, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0x4e, X2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0xb1, X2, X8
+	VADDSS        X8, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0x4e, X3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0xb1, X3, X8
+	VADDSS        X8, X3, X3
 	VMOVSS        X3, 12(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0x4e, X4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0xb1, X4, X8
+	VADDSS        X8, X4, X4
 	VMOVSS        X4, (AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0x4e, X5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0xb1, X5, X8
+	VADDSS        X8, X5, X5
 	VMOVSS        X5, 4(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0x4e, X6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0xb1, X6, X8
+	VADDSS        X8, X6, X6
 	VMOVSS        X6, 8(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0x4e, X7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0xb1, X7, X8
+	VADDSS        X8, X7, X7
 	VMOVSS        X7, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x2x4_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x3x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x3x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x3x1(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x3x1(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x3x1_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), CX
@@ -15373,27 +15582,40 @@ qdotvnniQ8_0x3x1_done:
 	VADDSS        X3, X0, X0
 	VMOVSS        X0, (AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0x4e, X1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0xb1, X1, X3
+	VADDSS        X3, X1, X1
 	VMOVSS        X1, (AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0x4e, X2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0xb1, X2, X3
+	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x3x1_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x3x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x3x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x3x2(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x3x2(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x3x2_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -15490,49 +15712,62 @@ qdotvnniQ8_0x3x2_done:
 	VPERMILPS     $0xb1, X0, X6
 	VADDSS        X6, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0x4e, X1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0xb1, X1, X6
+	VADDSS        X6, X1, X1
 	VMOVSS        X1, 4(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
 	VMOVSS        X2, (AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0x4e, X3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0xb1, X3, X6
+	VADDSS        X6, X3, X3
 	VMOVSS        X3, 4(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0x4e, X4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0xb1, X4, X6
+	VADDSS        X6, X4, X4
 	VMOVSS        X4, (AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VADDSS        X6, X5, X5
 	VMOVSS        X5, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x3x2_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x3x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x3x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x3x3(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x3x3(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x3x3_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -15652,70 +15887,83 @@ qdotvnniQ8_0x3x3_done:
 	VPERMILPS     $0xb1, X0, X9
 	VADDSS        X9, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X9
+	VADDPS        X9, X1, X1
+	VPERMILPS     $0x4e, X1, X9
+	VADDPS        X9, X1, X1
+	VPERMILPS     $0xb1, X1, X9
+	VADDSS        X9, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X9
+	VADDPS        X9, X2, X2
+	VPERMILPS     $0x4e, X2, X9
+	VADDPS        X9, X2, X2
+	VPERMILPS     $0xb1, X2, X9
+	VADDSS        X9, X2, X2
 	VMOVSS        X2, 8(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X9
+	VADDPS        X9, X3, X3
+	VPERMILPS     $0x4e, X3, X9
+	VADDPS        X9, X3, X3
+	VPERMILPS     $0xb1, X3, X9
+	VADDSS        X9, X3, X3
 	VMOVSS        X3, (AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X9
+	VADDPS        X9, X4, X4
+	VPERMILPS     $0x4e, X4, X9
+	VADDPS        X9, X4, X4
+	VPERMILPS     $0xb1, X4, X9
+	VADDSS        X9, X4, X4
 	VMOVSS        X4, 4(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X9
+	VADDPS        X9, X5, X5
+	VPERMILPS     $0x4e, X5, X9
+	VADDPS        X9, X5, X5
+	VPERMILPS     $0xb1, X5, X9
+	VADDSS        X9, X5, X5
 	VMOVSS        X5, 8(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X9
+	VADDPS        X9, X6, X6
+	VPERMILPS     $0x4e, X6, X9
+	VADDPS        X9, X6, X6
+	VPERMILPS     $0xb1, X6, X9
+	VADDSS        X9, X6, X6
 	VMOVSS        X6, (AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X9
+	VADDPS        X9, X7, X7
+	VPERMILPS     $0x4e, X7, X9
+	VADDPS        X9, X7, X7
+	VPERMILPS     $0xb1, X7, X9
+	VADDSS        X9, X7, X7
 	VMOVSS        X7, 4(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDSS        X9, X8, X8
 	VMOVSS        X8, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x3x3_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ8_0x3x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ8_0x3x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ8_0x3x4(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ8_0x3x4(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x3x4_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -15861,91 +16109,104 @@ qdotvnniQ8_0x3x4_done:
 	VPERMILPS     $0xb1, X0, X12
 	VADDSS        X12, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0x4e, X1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0xb1, X1, X12
+	VADDSS        X12, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0x4e, X2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0xb1, X2, X12
+	VADDSS        X12, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0x4e, X3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0xb1, X3, X12
+	VADDSS        X12, X3, X3
 	VMOVSS        X3, 12(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0x4e, X4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0xb1, X4, X12
+	VADDSS        X12, X4, X4
 	VMOVSS        X4, (AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0x4e, X5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0xb1, X5, X12
+	VADDSS        X12, X5, X5
 	VMOVSS        X5, 4(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X12
+	VADDPS        X12, X6, X6
+	VPERMILPS     $0x4e, X6, X12
+	VADDPS        X12, X6, X6
+	VPERMILPS     $0xb1, X6, X12
+	VADDSS        X12, X6, X6
 	VMOVSS        X6, 8(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0x4e, X7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0xb1, X7, X12
+	VADDSS        X12, X7, X7
 	VMOVSS        X7, 12(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0x4e, X8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0xb1, X8, X12
+	VADDSS        X12, X8, X8
 	VMOVSS        X8, (AX)
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0x4e, X9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0xb1, X9, X12
+	VADDSS        X12, X9, X9
 	VMOVSS        X9, 4(AX)
-	VEXTRACTF32X4 $0x01, Y10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0x4e, X10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0xb1, X10, X0
-	VADDSS        X0, X10, X10
+	VEXTRACTF32X4 $0x01, Y10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0x4e, X10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0xb1, X10, X12
+	VADDSS        X12, X10, X10
 	VMOVSS        X10, 8(AX)
-	VEXTRACTF32X4 $0x01, Y11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0x4e, X11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0xb1, X11, X0
-	VADDSS        X0, X11, X11
+	VEXTRACTF32X4 $0x01, Y11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0x4e, X11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0xb1, X11, X12
+	VADDSS        X12, X11, X11
 	VMOVSS        X11, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x3x4_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x1x1(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x1x1(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x1x1_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), CX
@@ -15997,12 +16258,25 @@ qdotvnniQ4_0x1x1_done:
 	VPERMILPS     $0xb1, X0, X1
 	VADDSS        X1, X0, X0
 	VMOVSS        X0, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x1x1_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x1x2(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x1x2(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x1x2_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -16067,19 +16341,32 @@ qdotvnniQ4_0x1x2_done:
 	VPERMILPS     $0xb1, X0, X2
 	VADDSS        X2, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
 	VMOVSS        X1, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x1x2_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x1x3(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x1x3(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x1x3_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -16157,26 +16444,39 @@ qdotvnniQ4_0x1x3_done:
 	VPERMILPS     $0xb1, X0, X3
 	VADDSS        X3, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0x4e, X1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0xb1, X1, X3
+	VADDSS        X3, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0x4e, X2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0xb1, X2, X3
+	VADDSS        X3, X2, X2
 	VMOVSS        X2, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x1x3_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x1x4(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x1x4(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x1x4_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -16270,33 +16570,46 @@ qdotvnniQ4_0x1x4_done:
 	VPERMILPS     $0xb1, X0, X4
 	VADDSS        X4, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0x4e, X1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0xb1, X1, X4
+	VADDSS        X4, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0x4e, X2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0xb1, X2, X4
+	VADDSS        X4, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0x4e, X3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0xb1, X3, X4
+	VADDSS        X4, X3, X3
 	VMOVSS        X3, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x1x4_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x1x5(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x1x5(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x1x5(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x1x5(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x1x5_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -16403,40 +16716,53 @@ qdotvnniQ4_0x1x5_done:
 	VPERMILPS     $0xb1, X0, X5
 	VADDSS        X5, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0x4e, X1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0xb1, X1, X5
+	VADDSS        X5, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X5
+	VADDPS        X5, X2, X2
+	VPERMILPS     $0x4e, X2, X5
+	VADDPS        X5, X2, X2
+	VPERMILPS     $0xb1, X2, X5
+	VADDSS        X5, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X5
+	VADDPS        X5, X3, X3
+	VPERMILPS     $0x4e, X3, X5
+	VADDPS        X5, X3, X3
+	VPERMILPS     $0xb1, X3, X5
+	VADDSS        X5, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0x4e, X4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0xb1, X4, X5
+	VADDSS        X5, X4, X4
 	VMOVSS        X4, 16(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000014, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000005, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x1x5_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x1x6(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x1x6(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x1x6(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x1x6(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x1x6_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -16556,47 +16882,60 @@ qdotvnniQ4_0x1x6_done:
 	VPERMILPS     $0xb1, X0, X6
 	VADDSS        X6, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0x4e, X1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0xb1, X1, X6
+	VADDSS        X6, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0x4e, X3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0xb1, X3, X6
+	VADDSS        X6, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0x4e, X4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0xb1, X4, X6
+	VADDSS        X6, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VADDSS        X6, X5, X5
 	VMOVSS        X5, 20(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000018, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000006, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x1x6_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x1x7(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x1x7(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x1x7(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x1x7(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x1x7_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -16732,54 +17071,67 @@ qdotvnniQ4_0x1x7_done:
 	VPERMILPS     $0xb1, X0, X7
 	VADDSS        X7, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X7
+	VADDPS        X7, X1, X1
+	VPERMILPS     $0x4e, X1, X7
+	VADDPS        X7, X1, X1
+	VPERMILPS     $0xb1, X1, X7
+	VADDSS        X7, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X7
+	VADDPS        X7, X2, X2
+	VPERMILPS     $0x4e, X2, X7
+	VADDPS        X7, X2, X2
+	VPERMILPS     $0xb1, X2, X7
+	VADDSS        X7, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0x4e, X3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0xb1, X3, X7
+	VADDSS        X7, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X7
+	VADDPS        X7, X4, X4
+	VPERMILPS     $0x4e, X4, X7
+	VADDPS        X7, X4, X4
+	VPERMILPS     $0xb1, X4, X7
+	VADDSS        X7, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X7
+	VADDPS        X7, X5, X5
+	VPERMILPS     $0x4e, X5, X7
+	VADDPS        X7, X5, X5
+	VPERMILPS     $0xb1, X5, X7
+	VADDSS        X7, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
 	VMOVSS        X6, 24(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000001c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000007, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x1x7_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x1x8(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x1x8(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x1x8(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x1x8(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x1x8_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -16928,61 +17280,74 @@ qdotvnniQ4_0x1x8_done:
 	VPERMILPS     $0xb1, X0, X8
 	VADDSS        X8, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0x4e, X1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0xb1, X1, X8
+	VADDSS        X8, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0x4e, X2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0xb1, X2, X8
+	VADDSS        X8, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0x4e, X3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0xb1, X3, X8
+	VADDSS        X8, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0x4e, X4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0xb1, X4, X8
+	VADDSS        X8, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0x4e, X5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0xb1, X5, X8
+	VADDSS        X8, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0x4e, X6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0xb1, X6, X8
+	VADDSS        X8, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0x4e, X7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0xb1, X7, X8
+	VADDSS        X8, X7, X7
 	VMOVSS        X7, 28(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000020, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000008, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x1x8_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x1x9(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x1x9(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x1x9(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x1x9(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x1x9_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -17144,68 +17509,81 @@ qdotvnniQ4_0x1x9_done:
 	VPERMILPS     $0xb1, X0, X9
 	VADDSS        X9, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X9
+	VADDPS        X9, X1, X1
+	VPERMILPS     $0x4e, X1, X9
+	VADDPS        X9, X1, X1
+	VPERMILPS     $0xb1, X1, X9
+	VADDSS        X9, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X9
+	VADDPS        X9, X2, X2
+	VPERMILPS     $0x4e, X2, X9
+	VADDPS        X9, X2, X2
+	VPERMILPS     $0xb1, X2, X9
+	VADDSS        X9, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X9
+	VADDPS        X9, X3, X3
+	VPERMILPS     $0x4e, X3, X9
+	VADDPS        X9, X3, X3
+	VPERMILPS     $0xb1, X3, X9
+	VADDSS        X9, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X9
+	VADDPS        X9, X4, X4
+	VPERMILPS     $0x4e, X4, X9
+	VADDPS        X9, X4, X4
+	VPERMILPS     $0xb1, X4, X9
+	VADDSS        X9, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X9
+	VADDPS        X9, X5, X5
+	VPERMILPS     $0x4e, X5, X9
+	VADDPS        X9, X5, X5
+	VPERMILPS     $0xb1, X5, X9
+	VADDSS        X9, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X9
+	VADDPS        X9, X6, X6
+	VPERMILPS     $0x4e, X6, X9
+	VADDPS        X9, X6, X6
+	VPERMILPS     $0xb1, X6, X9
+	VADDSS        X9, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X9
+	VADDPS        X9, X7, X7
+	VPERMILPS     $0x4e, X7, X9
+	VADDPS        X9, X7, X7
+	VPERMILPS     $0xb1, X7, X9
+	VADDSS        X9, X7, X7
 	VMOVSS        X7, 28(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDSS        X9, X8, X8
 	VMOVSS        X8, 32(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000024, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000009, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x1x9_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x1x10(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x1x10(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x1x10(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x1x10(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x1x10_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -17383,75 +17761,88 @@ qdotvnniQ4_0x1x10_done:
 	VPERMILPS     $0xb1, X0, X10
 	VADDSS        X10, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X10
+	VADDPS        X10, X1, X1
+	VPERMILPS     $0x4e, X1, X10
+	VADDPS        X10, X1, X1
+	VPERMILPS     $0xb1, X1, X10
+	VADDSS        X10, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X10
+	VADDPS        X10, X2, X2
+	VPERMILPS     $0x4e, X2, X10
+	VADDPS        X10, X2, X2
+	VPERMILPS     $0xb1, X2, X10
+	VADDSS        X10, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X10
+	VADDPS        X10, X3, X3
+	VPERMILPS     $0x4e, X3, X10
+	VADDPS        X10, X3, X3
+	VPERMILPS     $0xb1, X3, X10
+	VADDSS        X10, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X10
+	VADDPS        X10, X4, X4
+	VPERMILPS     $0x4e, X4, X10
+	VADDPS        X10, X4, X4
+	VPERMILPS     $0xb1, X4, X10
+	VADDSS        X10, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X10
+	VADDPS        X10, X5, X5
+	VPERMILPS     $0x4e, X5, X10
+	VADDPS        X10, X5, X5
+	VPERMILPS     $0xb1, X5, X10
+	VADDSS        X10, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X10
+	VADDPS        X10, X6, X6
+	VPERMILPS     $0x4e, X6, X10
+	VADDPS        X10, X6, X6
+	VPERMILPS     $0xb1, X6, X10
+	VADDSS        X10, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X10
+	VADDPS        X10, X7, X7
+	VPERMILPS     $0x4e, X7, X10
+	VADDPS        X10, X7, X7
+	VPERMILPS     $0xb1, X7, X10
+	VADDSS        X10, X7, X7
 	VMOVSS        X7, 28(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y8, X10
+	VADDPS        X10, X8, X8
+	VPERMILPS     $0x4e, X8, X10
+	VADDPS        X10, X8, X8
+	VPERMILPS     $0xb1, X8, X10
+	VADDSS        X10, X8, X8
 	VMOVSS        X8, 32(AX)
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y9, X10
+	VADDPS        X10, X9, X9
+	VPERMILPS     $0x4e, X9, X10
+	VADDPS        X10, X9, X9
+	VPERMILPS     $0xb1, X9, X10
+	VADDSS        X10, X9, X9
 	VMOVSS        X9, 36(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000028, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x0000000a, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x1x10_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x1x11(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x1x11(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x1x11(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x1x11(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x1x11_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -17642,82 +18033,95 @@ qdotvnniQ4_0x1x11_done:
 	VPERMILPS     $0xb1, X0, X11
 	VADDSS        X11, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X11
+	VADDPS        X11, X1, X1
+	VPERMILPS     $0x4e, X1, X11
+	VADDPS        X11, X1, X1
+	VPERMILPS     $0xb1, X1, X11
+	VADDSS        X11, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X11
+	VADDPS        X11, X2, X2
+	VPERMILPS     $0x4e, X2, X11
+	VADDPS        X11, X2, X2
+	VPERMILPS     $0xb1, X2, X11
+	VADDSS        X11, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X11
+	VADDPS        X11, X3, X3
+	VPERMILPS     $0x4e, X3, X11
+	VADDPS        X11, X3, X3
+	VPERMILPS     $0xb1, X3, X11
+	VADDSS        X11, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X11
+	VADDPS        X11, X4, X4
+	VPERMILPS     $0x4e, X4, X11
+	VADDPS        X11, X4, X4
+	VPERMILPS     $0xb1, X4, X11
+	VADDSS        X11, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X11
+	VADDPS        X11, X5, X5
+	VPERMILPS     $0x4e, X5, X11
+	VADDPS        X11, X5, X5
+	VPERMILPS     $0xb1, X5, X11
+	VADDSS        X11, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X11
+	VADDPS        X11, X6, X6
+	VPERMILPS     $0x4e, X6, X11
+	VADDPS        X11, X6, X6
+	VPERMILPS     $0xb1, X6, X11
+	VADDSS        X11, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X11
+	VADDPS        X11, X7, X7
+	VPERMILPS     $0x4e, X7, X11
+	VADDPS        X11, X7, X7
+	VPERMILPS     $0xb1, X7, X11
+	VADDSS        X11, X7, X7
 	VMOVSS        X7, 28(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y8, X11
+	VADDPS        X11, X8, X8
+	VPERMILPS     $0x4e, X8, X11
+	VADDPS        X11, X8, X8
+	VPERMILPS     $0xb1, X8, X11
+	VADDSS        X11, X8, X8
 	VMOVSS        X8, 32(AX)
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y9, X11
+	VADDPS        X11, X9, X9
+	VPERMILPS     $0x4e, X9, X11
+	VADDPS        X11, X9, X9
+	VPERMILPS     $0xb1, X9, X11
+	VADDSS        X11, X9, X9
 	VMOVSS        X9, 36(AX)
-	VEXTRACTF32X4 $0x01, Y10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0x4e, X10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0xb1, X10, X0
-	VADDSS        X0, X10, X10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0x4e, X10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0xb1, X10, X11
+	VADDSS        X11, X10, X10
 	VMOVSS        X10, 40(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000002c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x0000000b, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x1x11_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x1x12(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x1x12(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x1x12(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x1x12(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x1x12_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -17921,89 +18325,102 @@ qdotvnniQ4_0x1x12_done:
 	VPERMILPS     $0xb1, X0, X12
 	VADDSS        X12, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0x4e, X1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0xb1, X1, X12
+	VADDSS        X12, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0x4e, X2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0xb1, X2, X12
+	VADDSS        X12, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0x4e, X3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0xb1, X3, X12
+	VADDSS        X12, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0x4e, X4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0xb1, X4, X12
+	VADDSS        X12, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0x4e, X5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0xb1, X5, X12
+	VADDSS        X12, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X12
+	VADDPS        X12, X6, X6
+	VPERMILPS     $0x4e, X6, X12
+	VADDPS        X12, X6, X6
+	VPERMILPS     $0xb1, X6, X12
+	VADDSS        X12, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0x4e, X7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0xb1, X7, X12
+	VADDSS        X12, X7, X7
 	VMOVSS        X7, 28(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0x4e, X8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0xb1, X8, X12
+	VADDSS        X12, X8, X8
 	VMOVSS        X8, 32(AX)
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0x4e, X9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0xb1, X9, X12
+	VADDSS        X12, X9, X9
 	VMOVSS        X9, 36(AX)
-	VEXTRACTF32X4 $0x01, Y10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0x4e, X10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0xb1, X10, X0
-	VADDSS        X0, X10, X10
+	VEXTRACTF32X4 $0x01, Y10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0x4e, X10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0xb1, X10, X12
+	VADDSS        X12, X10, X10
 	VMOVSS        X10, 40(AX)
-	VEXTRACTF32X4 $0x01, Y11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0x4e, X11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0xb1, X11, X0
-	VADDSS        X0, X11, X11
+	VEXTRACTF32X4 $0x01, Y11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0x4e, X11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0xb1, X11, X12
+	VADDSS        X12, X11, X11
 	VMOVSS        X11, 44(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000030, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x0000000c, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x1x12_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x2x1(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x2x1(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x2x1_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), CX
@@ -18071,19 +18488,32 @@ qdotvnniQ4_0x2x1_done:
 	VADDSS        X2, X0, X0
 	VMOVSS        X0, (AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
 	VMOVSS        X1, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x2x1_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x2x2(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x2x2(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x2x2_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -18169,34 +18599,47 @@ qdotvnniQ4_0x2x2_done:
 	VPERMILPS     $0xb1, X0, X4
 	VADDSS        X4, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0x4e, X1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0xb1, X1, X4
+	VADDSS        X4, X1, X1
 	VMOVSS        X1, 4(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0x4e, X2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0xb1, X2, X4
+	VADDSS        X4, X2, X2
 	VMOVSS        X2, (AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0x4e, X3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0xb1, X3, X4
+	VADDSS        X4, X3, X3
 	VMOVSS        X3, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x2x2_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x2x3(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x2x3(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x2x3_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -18301,48 +18744,61 @@ qdotvnniQ4_0x2x3_done:
 	VPERMILPS     $0xb1, X0, X6
 	VADDSS        X6, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0x4e, X1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0xb1, X1, X6
+	VADDSS        X6, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
 	VMOVSS        X2, 8(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0x4e, X3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0xb1, X3, X6
+	VADDSS        X6, X3, X3
 	VMOVSS        X3, (AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0x4e, X4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0xb1, X4, X6
+	VADDSS        X6, X4, X4
 	VMOVSS        X4, 4(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VADDSS        X6, X5, X5
 	VMOVSS        X5, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x2x3_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x2x4(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x2x4(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x2x4_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -18469,62 +18925,75 @@ qdotvnniQ4_0x2x4_done:
 	VPERMILPS     $0xb1, X0, X8
 	VADDSS        X8, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0x4e, X1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0xb1, X1, X8
+	VADDSS        X8, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0x4e, X2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0xb1, X2, X8
+	VADDSS        X8, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0x4e, X3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0xb1, X3, X8
+	VADDSS        X8, X3, X3
 	VMOVSS        X3, 12(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0x4e, X4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0xb1, X4, X8
+	VADDSS        X8, X4, X4
 	VMOVSS        X4, (AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0x4e, X5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0xb1, X5, X8
+	VADDSS        X8, X5, X5
 	VMOVSS        X5, 4(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0x4e, X6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0xb1, X6, X8
+	VADDSS        X8, X6, X6
 	VMOVSS        X6, 8(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0x4e, X7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0xb1, X7, X8
+	VADDSS        X8, X7, X7
 	VMOVSS        X7, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x2x4_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x3x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x3x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x3x1(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x3x1(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x3x1_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), CX
@@ -18604,27 +19073,40 @@ qdotvnniQ4_0x3x1_done:
 	VADDSS        X3, X0, X0
 	VMOVSS        X0, (AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0x4e, X1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0xb1, X1, X3
+	VADDSS        X3, X1, X1
 	VMOVSS        X1, (AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0x4e, X2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0xb1, X2, X3
+	VADDSS        X3, X2, X2
 	VMOVSS        X2, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x3x1_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x3x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x3x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x3x2(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x3x2(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x3x2_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -18728,49 +19210,62 @@ qdotvnniQ4_0x3x2_done:
 	VPERMILPS     $0xb1, X0, X6
 	VADDSS        X6, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0x4e, X1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0xb1, X1, X6
+	VADDSS        X6, X1, X1
 	VMOVSS        X1, 4(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
 	VMOVSS        X2, (AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0x4e, X3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0xb1, X3, X6
+	VADDSS        X6, X3, X3
 	VMOVSS        X3, 4(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0x4e, X4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0xb1, X4, X6
+	VADDSS        X6, X4, X4
 	VMOVSS        X4, (AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VADDSS        X6, X5, X5
 	VMOVSS        X5, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x3x2_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x3x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x3x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x3x3(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x3x3(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x3x3_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -18899,70 +19394,83 @@ qdotvnniQ4_0x3x3_done:
 	VPERMILPS     $0xb1, X0, X9
 	VADDSS        X9, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X9
+	VADDPS        X9, X1, X1
+	VPERMILPS     $0x4e, X1, X9
+	VADDPS        X9, X1, X1
+	VPERMILPS     $0xb1, X1, X9
+	VADDSS        X9, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X9
+	VADDPS        X9, X2, X2
+	VPERMILPS     $0x4e, X2, X9
+	VADDPS        X9, X2, X2
+	VPERMILPS     $0xb1, X2, X9
+	VADDSS        X9, X2, X2
 	VMOVSS        X2, 8(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X9
+	VADDPS        X9, X3, X3
+	VPERMILPS     $0x4e, X3, X9
+	VADDPS        X9, X3, X3
+	VPERMILPS     $0xb1, X3, X9
+	VADDSS        X9, X3, X3
 	VMOVSS        X3, (AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X9
+	VADDPS        X9, X4, X4
+	VPERMILPS     $0x4e, X4, X9
+	VADDPS        X9, X4, X4
+	VPERMILPS     $0xb1, X4, X9
+	VADDSS        X9, X4, X4
 	VMOVSS        X4, 4(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X9
+	VADDPS        X9, X5, X5
+	VPERMILPS     $0x4e, X5, X9
+	VADDPS        X9, X5, X5
+	VPERMILPS     $0xb1, X5, X9
+	VADDSS        X9, X5, X5
 	VMOVSS        X5, 8(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X9
+	VADDPS        X9, X6, X6
+	VPERMILPS     $0x4e, X6, X9
+	VADDPS        X9, X6, X6
+	VPERMILPS     $0xb1, X6, X9
+	VADDSS        X9, X6, X6
 	VMOVSS        X6, (AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X9
+	VADDPS        X9, X7, X7
+	VPERMILPS     $0x4e, X7, X9
+	VADDPS        X9, X7, X7
+	VPERMILPS     $0xb1, X7, X9
+	VADDSS        X9, X7, X7
 	VMOVSS        X7, 4(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDSS        X9, X8, X8
 	VMOVSS        X8, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x3x3_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4_0x3x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4_0x3x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4_0x3x4(SB), NOSPLIT, $0-72
+TEXT ·qdotvnniQ4_0x3x4(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x3x4_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -19119,91 +19627,104 @@ qdotvnniQ4_0x3x4_done:
 	VPERMILPS     $0xb1, X0, X12
 	VADDSS        X12, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0x4e, X1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0xb1, X1, X12
+	VADDSS        X12, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0x4e, X2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0xb1, X2, X12
+	VADDSS        X12, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0x4e, X3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0xb1, X3, X12
+	VADDSS        X12, X3, X3
 	VMOVSS        X3, 12(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0x4e, X4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0xb1, X4, X12
+	VADDSS        X12, X4, X4
 	VMOVSS        X4, (AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0x4e, X5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0xb1, X5, X12
+	VADDSS        X12, X5, X5
 	VMOVSS        X5, 4(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X12
+	VADDPS        X12, X6, X6
+	VPERMILPS     $0x4e, X6, X12
+	VADDPS        X12, X6, X6
+	VPERMILPS     $0xb1, X6, X12
+	VADDSS        X12, X6, X6
 	VMOVSS        X6, 8(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0x4e, X7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0xb1, X7, X12
+	VADDSS        X12, X7, X7
 	VMOVSS        X7, 12(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0x4e, X8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0xb1, X8, X12
+	VADDSS        X12, X8, X8
 	VMOVSS        X8, (AX)
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0x4e, X9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0xb1, X9, X12
+	VADDSS        X12, X9, X9
 	VMOVSS        X9, 4(AX)
-	VEXTRACTF32X4 $0x01, Y10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0x4e, X10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0xb1, X10, X0
-	VADDSS        X0, X10, X10
+	VEXTRACTF32X4 $0x01, Y10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0x4e, X10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0xb1, X10, X12
+	VADDSS        X12, X10, X10
 	VMOVSS        X10, 8(AX)
-	VEXTRACTF32X4 $0x01, Y11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0x4e, X11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0xb1, X11, X0
-	VADDSS        X0, X11, X11
+	VEXTRACTF32X4 $0x01, Y11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0x4e, X11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0xb1, X11, X12
+	VADDSS        X12, X11, X11
 	VMOVSS        X11, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x3x4_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4Kx1x1(SB), NOSPLIT, $32-72
+TEXT ·qdotvnniQ4Kx1x1(SB), NOSPLIT, $32-80
+qdotvnniQ4Kx1x1_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), CX
@@ -19356,12 +19877,25 @@ qdotvnniQ4Kx1x1_done:
 	VADDSS        X2, X1, X1
 	VSUBSS        X1, X0, X0
 	VMOVSS        X0, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx1x1_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4Kx1x2(SB), NOSPLIT, $64-72
+TEXT ·qdotvnniQ4Kx1x2(SB), NOSPLIT, $64-80
+qdotvnniQ4Kx1x2_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -19619,26 +20153,39 @@ qdotvnniQ4Kx1x2_done:
 	VADDSS        X4, X2, X2
 	VSUBSS        X2, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0x4e, X1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0xb1, X1, X4
+	VADDSS        X4, X1, X1
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0x4e, X3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0xb1, X3, X4
+	VADDSS        X4, X3, X3
 	VSUBSS        X3, X1, X1
 	VMOVSS        X1, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx1x2_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4Kx1x3(SB), NOSPLIT, $96-72
+TEXT ·qdotvnniQ4Kx1x3(SB), NOSPLIT, $96-80
+qdotvnniQ4Kx1x3_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -20001,40 +20548,53 @@ qdotvnniQ4Kx1x3_done:
 	VADDSS        X6, X3, X3
 	VSUBSS        X3, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0x4e, X1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0xb1, X1, X6
+	VADDSS        X6, X1, X1
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0x4e, X4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0xb1, X4, X6
+	VADDSS        X6, X4, X4
 	VSUBSS        X4, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VADDSS        X6, X5, X5
 	VSUBSS        X5, X2, X2
 	VMOVSS        X2, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx1x3_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4Kx1x4(SB), NOSPLIT, $128-72
+TEXT ·qdotvnniQ4Kx1x4(SB), NOSPLIT, $128-80
+qdotvnniQ4Kx1x4_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -20505,54 +21065,67 @@ qdotvnniQ4Kx1x4_done:
 	VADDSS        X8, X4, X4
 	VSUBSS        X4, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0x4e, X1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0xb1, X1, X8
+	VADDSS        X8, X1, X1
+	VEXTRACTF32X4 $0x01, Y5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0x4e, X5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0xb1, X5, X8
+	VADDSS        X8, X5, X5
 	VSUBSS        X5, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0x4e, X2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0xb1, X2, X8
+	VADDSS        X8, X2, X2
+	VEXTRACTF32X4 $0x01, Y6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0x4e, X6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0xb1, X6, X8
+	VADDSS        X8, X6, X6
 	VSUBSS        X6, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0x4e, X3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0xb1, X3, X8
+	VADDSS        X8, X3, X3
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0x4e, X7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0xb1, X7, X8
+	VADDSS        X8, X7, X7
 	VSUBSS        X7, X3, X3
 	VMOVSS        X3, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx1x4_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4Kx1x5(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4Kx1x5(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4Kx1x5(SB), NOSPLIT, $160-72
+TEXT ·qdotvnniQ4Kx1x5(SB), NOSPLIT, $160-80
+qdotvnniQ4Kx1x5_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -21128,68 +21701,81 @@ qdotvnniQ4Kx1x5_done:
 	VADDSS        X10, X5, X5
 	VSUBSS        X5, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y1, X10
+	VADDPS        X10, X1, X1
+	VPERMILPS     $0x4e, X1, X10
+	VADDPS        X10, X1, X1
+	VPERMILPS     $0xb1, X1, X10
+	VADDSS        X10, X1, X1
+	VEXTRACTF32X4 $0x01, Y6, X10
+	VADDPS        X10, X6, X6
+	VPERMILPS     $0x4e, X6, X10
+	VADDPS        X10, X6, X6
+	VPERMILPS     $0xb1, X6, X10
+	VADDSS        X10, X6, X6
 	VSUBSS        X6, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y2, X10
+	VADDPS        X10, X2, X2
+	VPERMILPS     $0x4e, X2, X10
+	VADDPS        X10, X2, X2
+	VPERMILPS     $0xb1, X2, X10
+	VADDSS        X10, X2, X2
+	VEXTRACTF32X4 $0x01, Y7, X10
+	VADDPS        X10, X7, X7
+	VPERMILPS     $0x4e, X7, X10
+	VADDPS        X10, X7, X7
+	VPERMILPS     $0xb1, X7, X10
+	VADDSS        X10, X7, X7
 	VSUBSS        X7, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y3, X10
+	VADDPS        X10, X3, X3
+	VPERMILPS     $0x4e, X3, X10
+	VADDPS        X10, X3, X3
+	VPERMILPS     $0xb1, X3, X10
+	VADDSS        X10, X3, X3
+	VEXTRACTF32X4 $0x01, Y8, X10
+	VADDPS        X10, X8, X8
+	VPERMILPS     $0x4e, X8, X10
+	VADDPS        X10, X8, X8
+	VPERMILPS     $0xb1, X8, X10
+	VADDSS        X10, X8, X8
 	VSUBSS        X8, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y4, X10
+	VADDPS        X10, X4, X4
+	VPERMILPS     $0x4e, X4, X10
+	VADDPS        X10, X4, X4
+	VPERMILPS     $0xb1, X4, X10
+	VADDSS        X10, X4, X4
+	VEXTRACTF32X4 $0x01, Y9, X10
+	VADDPS        X10, X9, X9
+	VPERMILPS     $0x4e, X9, X10
+	VADDPS        X10, X9, X9
+	VPERMILPS     $0xb1, X9, X10
+	VADDSS        X10, X9, X9
 	VSUBSS        X9, X4, X4
 	VMOVSS        X4, 16(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000014, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000005, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx1x5_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4Kx1x6(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4Kx1x6(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4Kx1x6(SB), NOSPLIT, $192-72
+TEXT ·qdotvnniQ4Kx1x6(SB), NOSPLIT, $192-80
+qdotvnniQ4Kx1x6_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -21870,82 +22456,95 @@ qdotvnniQ4Kx1x6_done:
 	VADDSS        X12, X6, X6
 	VSUBSS        X6, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0x4e, X1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0xb1, X1, X12
+	VADDSS        X12, X1, X1
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0x4e, X7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0xb1, X7, X12
+	VADDSS        X12, X7, X7
 	VSUBSS        X7, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0x4e, X2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0xb1, X2, X12
+	VADDSS        X12, X2, X2
+	VEXTRACTF32X4 $0x01, Y8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0x4e, X8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0xb1, X8, X12
+	VADDSS        X12, X8, X8
 	VSUBSS        X8, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0x4e, X3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0xb1, X3, X12
+	VADDSS        X12, X3, X3
+	VEXTRACTF32X4 $0x01, Y9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0x4e, X9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0xb1, X9, X12
+	VADDSS        X12, X9, X9
 	VSUBSS        X9, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
-	VEXTRACTF32X4 $0x01, Y10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0x4e, X10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0xb1, X10, X0
-	VADDSS        X0, X10, X10
+	VEXTRACTF32X4 $0x01, Y4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0x4e, X4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0xb1, X4, X12
+	VADDSS        X12, X4, X4
+	VEXTRACTF32X4 $0x01, Y10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0x4e, X10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0xb1, X10, X12
+	VADDSS        X12, X10, X10
 	VSUBSS        X10, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
-	VEXTRACTF32X4 $0x01, Y11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0x4e, X11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0xb1, X11, X0
-	VADDSS        X0, X11, X11
+	VEXTRACTF32X4 $0x01, Y5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0x4e, X5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0xb1, X5, X12
+	VADDSS        X12, X5, X5
+	VEXTRACTF32X4 $0x01, Y11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0x4e, X11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0xb1, X11, X12
+	VADDSS        X12, X11, X11
 	VSUBSS        X11, X5, X5
 	VMOVSS        X5, 20(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000018, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000006, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx1x6_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4Kx1x7(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4Kx1x7(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4Kx1x7(SB), NOSPLIT, $224-72
+TEXT ·qdotvnniQ4Kx1x7(SB), NOSPLIT, $224-80
+qdotvnniQ4Kx1x7_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -22734,96 +23333,109 @@ qdotvnniQ4Kx1x7_done:
 	VADDSS        X14, X7, X7
 	VSUBSS        X7, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y1, X14
+	VADDPS        X14, X1, X1
+	VPERMILPS     $0x4e, X1, X14
+	VADDPS        X14, X1, X1
+	VPERMILPS     $0xb1, X1, X14
+	VADDSS        X14, X1, X1
+	VEXTRACTF32X4 $0x01, Y8, X14
+	VADDPS        X14, X8, X8
+	VPERMILPS     $0x4e, X8, X14
+	VADDPS        X14, X8, X8
+	VPERMILPS     $0xb1, X8, X14
+	VADDSS        X14, X8, X8
 	VSUBSS        X8, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y2, X14
+	VADDPS        X14, X2, X2
+	VPERMILPS     $0x4e, X2, X14
+	VADDPS        X14, X2, X2
+	VPERMILPS     $0xb1, X2, X14
+	VADDSS        X14, X2, X2
+	VEXTRACTF32X4 $0x01, Y9, X14
+	VADDPS        X14, X9, X9
+	VPERMILPS     $0x4e, X9, X14
+	VADDPS        X14, X9, X9
+	VPERMILPS     $0xb1, X9, X14
+	VADDSS        X14, X9, X9
 	VSUBSS        X9, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
-	VEXTRACTF32X4 $0x01, Y10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0x4e, X10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0xb1, X10, X0
-	VADDSS        X0, X10, X10
+	VEXTRACTF32X4 $0x01, Y3, X14
+	VADDPS        X14, X3, X3
+	VPERMILPS     $0x4e, X3, X14
+	VADDPS        X14, X3, X3
+	VPERMILPS     $0xb1, X3, X14
+	VADDSS        X14, X3, X3
+	VEXTRACTF32X4 $0x01, Y10, X14
+	VADDPS        X14, X10, X10
+	VPERMILPS     $0x4e, X10, X14
+	VADDPS        X14, X10, X10
+	VPERMILPS     $0xb1, X10, X14
+	VADDSS        X14, X10, X10
 	VSUBSS        X10, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
-	VEXTRACTF32X4 $0x01, Y11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0x4e, X11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0xb1, X11, X0
-	VADDSS        X0, X11, X11
+	VEXTRACTF32X4 $0x01, Y4, X14
+	VADDPS        X14, X4, X4
+	VPERMILPS     $0x4e, X4, X14
+	VADDPS        X14, X4, X4
+	VPERMILPS     $0xb1, X4, X14
+	VADDSS        X14, X4, X4
+	VEXTRACTF32X4 $0x01, Y11, X14
+	VADDPS        X14, X11, X11
+	VPERMILPS     $0x4e, X11, X14
+	VADDPS        X14, X11, X11
+	VPERMILPS     $0xb1, X11, X14
+	VADDSS        X14, X11, X11
 	VSUBSS        X11, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
-	VEXTRACTF32X4 $0x01, Y12, X0
-	VADDPS        X0, X12, X12
-	VPERMILPS     $0x4e, X12, X0
-	VADDPS        X0, X12, X12
-	VPERMILPS     $0xb1, X12, X0
-	VADDSS        X0, X12, X12
+	VEXTRACTF32X4 $0x01, Y5, X14
+	VADDPS        X14, X5, X5
+	VPERMILPS     $0x4e, X5, X14
+	VADDPS        X14, X5, X5
+	VPERMILPS     $0xb1, X5, X14
+	VADDSS        X14, X5, X5
+	VEXTRACTF32X4 $0x01, Y12, X14
+	VADDPS        X14, X12, X12
+	VPERMILPS     $0x4e, X12, X14
+	VADDPS        X14, X12, X12
+	VPERMILPS     $0xb1, X12, X14
+	VADDSS        X14, X12, X12
 	VSUBSS        X12, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
-	VEXTRACTF32X4 $0x01, Y13, X0
-	VADDPS        X0, X13, X13
-	VPERMILPS     $0x4e, X13, X0
-	VADDPS        X0, X13, X13
-	VPERMILPS     $0xb1, X13, X0
-	VADDSS        X0, X13, X13
+	VEXTRACTF32X4 $0x01, Y6, X14
+	VADDPS        X14, X6, X6
+	VPERMILPS     $0x4e, X6, X14
+	VADDPS        X14, X6, X6
+	VPERMILPS     $0xb1, X6, X14
+	VADDSS        X14, X6, X6
+	VEXTRACTF32X4 $0x01, Y13, X14
+	VADDPS        X14, X13, X13
+	VPERMILPS     $0x4e, X13, X14
+	VADDPS        X14, X13, X13
+	VPERMILPS     $0xb1, X13, X14
+	VADDSS        X14, X13, X13
 	VSUBSS        X13, X6, X6
 	VMOVSS        X6, 24(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000001c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000007, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx1x7_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4Kx1x8(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4Kx1x8(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4Kx1x8(SB), NOSPLIT, $256-72
+TEXT ·qdotvnniQ4Kx1x8(SB), NOSPLIT, $256-80
+qdotvnniQ4Kx1x8_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -23717,110 +24329,123 @@ qdotvnniQ4Kx1x8_done:
 	VADDSS        X16, X8, X8
 	VSUBSS        X8, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y1, X16
+	VADDPS        X16, X1, X1
+	VPERMILPS     $0x4e, X1, X16
+	VADDPS        X16, X1, X1
+	VPERMILPS     $0xb1, X1, X16
+	VADDSS        X16, X1, X1
+	VEXTRACTF32X4 $0x01, Y9, X16
+	VADDPS        X16, X9, X9
+	VPERMILPS     $0x4e, X9, X16
+	VADDPS        X16, X9, X9
+	VPERMILPS     $0xb1, X9, X16
+	VADDSS        X16, X9, X9
 	VSUBSS        X9, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
-	VEXTRACTF32X4 $0x01, Y10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0x4e, X10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0xb1, X10, X0
-	VADDSS        X0, X10, X10
+	VEXTRACTF32X4 $0x01, Y2, X16
+	VADDPS        X16, X2, X2
+	VPERMILPS     $0x4e, X2, X16
+	VADDPS        X16, X2, X2
+	VPERMILPS     $0xb1, X2, X16
+	VADDSS        X16, X2, X2
+	VEXTRACTF32X4 $0x01, Y10, X16
+	VADDPS        X16, X10, X10
+	VPERMILPS     $0x4e, X10, X16
+	VADDPS        X16, X10, X10
+	VPERMILPS     $0xb1, X10, X16
+	VADDSS        X16, X10, X10
 	VSUBSS        X10, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
-	VEXTRACTF32X4 $0x01, Y11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0x4e, X11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0xb1, X11, X0
-	VADDSS        X0, X11, X11
+	VEXTRACTF32X4 $0x01, Y3, X16
+	VADDPS        X16, X3, X3
+	VPERMILPS     $0x4e, X3, X16
+	VADDPS        X16, X3, X3
+	VPERMILPS     $0xb1, X3, X16
+	VADDSS        X16, X3, X3
+	VEXTRACTF32X4 $0x01, Y11, X16
+	VADDPS        X16, X11, X11
+	VPERMILPS     $0x4e, X11, X16
+	VADDPS        X16, X11, X11
+	VPERMILPS     $0xb1, X11, X16
+	VADDSS        X16, X11, X11
 	VSUBSS        X11, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
-	VEXTRACTF32X4 $0x01, Y12, X0
-	VADDPS        X0, X12, X12
-	VPERMILPS     $0x4e, X12, X0
-	VADDPS        X0, X12, X12
-	VPERMILPS     $0xb1, X12, X0
-	VADDSS        X0, X12, X12
+	VEXTRACTF32X4 $0x01, Y4, X16
+	VADDPS        X16, X4, X4
+	VPERMILPS     $0x4e, X4, X16
+	VADDPS        X16, X4, X4
+	VPERMILPS     $0xb1, X4, X16
+	VADDSS        X16, X4, X4
+	VEXTRACTF32X4 $0x01, Y12, X16
+	VADDPS        X16, X12, X12
+	VPERMILPS     $0x4e, X12, X16
+	VADDPS        X16, X12, X12
+	VPERMILPS     $0xb1, X12, X16
+	VADDSS        X16, X12, X12
 	VSUBSS        X12, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
-	VEXTRACTF32X4 $0x01, Y13, X0
-	VADDPS        X0, X13, X13
-	VPERMILPS     $0x4e, X13, X0
-	VADDPS        X0, X13, X13
-	VPERMILPS     $0xb1, X13, X0
-	VADDSS        X0, X13, X13
+	VEXTRACTF32X4 $0x01, Y5, X16
+	VADDPS        X16, X5, X5
+	VPERMILPS     $0x4e, X5, X16
+	VADDPS        X16, X5, X5
+	VPERMILPS     $0xb1, X5, X16
+	VADDSS        X16, X5, X5
+	VEXTRACTF32X4 $0x01, Y13, X16
+	VADDPS        X16, X13, X13
+	VPERMILPS     $0x4e, X13, X16
+	VADDPS        X16, X13, X13
+	VPERMILPS     $0xb1, X13, X16
+	VADDSS        X16, X13, X13
 	VSUBSS        X13, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
-	VEXTRACTF32X4 $0x01, Y14, X0
-	VADDPS        X0, X14, X14
-	VPERMILPS     $0x4e, X14, X0
-	VADDPS        X0, X14, X14
-	VPERMILPS     $0xb1, X14, X0
-	VADDSS        X0, X14, X14
+	VEXTRACTF32X4 $0x01, Y6, X16
+	VADDPS        X16, X6, X6
+	VPERMILPS     $0x4e, X6, X16
+	VADDPS        X16, X6, X6
+	VPERMILPS     $0xb1, X6, X16
+	VADDSS        X16, X6, X6
+	VEXTRACTF32X4 $0x01, Y14, X16
+	VADDPS        X16, X14, X14
+	VPERMILPS     $0x4e, X14, X16
+	VADDPS        X16, X14, X14
+	VPERMILPS     $0xb1, X14, X16
+	VADDSS        X16, X14, X14
 	VSUBSS        X14, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
-	VEXTRACTF32X4 $0x01, Y15, X0
-	VADDPS        X0, X15, X15
-	VPERMILPS     $0x4e, X15, X0
-	VADDPS        X0, X15, X15
-	VPERMILPS     $0xb1, X15, X0
-	VADDSS        X0, X15, X15
+	VEXTRACTF32X4 $0x01, Y7, X16
+	VADDPS        X16, X7, X7
+	VPERMILPS     $0x4e, X7, X16
+	VADDPS        X16, X7, X7
+	VPERMILPS     $0xb1, X7, X16
+	VADDSS        X16, X7, X7
+	VEXTRACTF32X4 $0x01, Y15, X16
+	VADDPS        X16, X15, X15
+	VPERMILPS     $0x4e, X15, X16
+	VADDPS        X16, X15, X15
+	VPERMILPS     $0xb1, X15, X16
+	VADDSS        X16, X15, X15
 	VSUBSS        X15, X7, X7
 	VMOVSS        X7, 28(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000020, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000008, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx1x8_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4Kx1x9(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4Kx1x9(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4Kx1x9(SB), NOSPLIT, $288-72
+TEXT ·qdotvnniQ4Kx1x9(SB), NOSPLIT, $288-80
+qdotvnniQ4Kx1x9_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -24819,124 +25444,137 @@ qdotvnniQ4Kx1x9_done:
 	VADDSS        X18, X9, X9
 	VSUBSS        X9, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
-	VEXTRACTF32X4 $0x01, Y10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0x4e, X10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0xb1, X10, X0
-	VADDSS        X0, X10, X10
+	VEXTRACTF32X4 $0x01, Y1, X18
+	VADDPS        X18, X1, X1
+	VPERMILPS     $0x4e, X1, X18
+	VADDPS        X18, X1, X1
+	VPERMILPS     $0xb1, X1, X18
+	VADDSS        X18, X1, X1
+	VEXTRACTF32X4 $0x01, Y10, X18
+	VADDPS        X18, X10, X10
+	VPERMILPS     $0x4e, X10, X18
+	VADDPS        X18, X10, X10
+	VPERMILPS     $0xb1, X10, X18
+	VADDSS        X18, X10, X10
 	VSUBSS        X10, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
-	VEXTRACTF32X4 $0x01, Y11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0x4e, X11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0xb1, X11, X0
-	VADDSS        X0, X11, X11
+	VEXTRACTF32X4 $0x01, Y2, X18
+	VADDPS        X18, X2, X2
+	VPERMILPS     $0x4e, X2, X18
+	VADDPS        X18, X2, X2
+	VPERMILPS     $0xb1, X2, X18
+	VADDSS        X18, X2, X2
+	VEXTRACTF32X4 $0x01, Y11, X18
+	VADDPS        X18, X11, X11
+	VPERMILPS     $0x4e, X11, X18
+	VADDPS        X18, X11, X11
+	VPERMILPS     $0xb1, X11, X18
+	VADDSS        X18, X11, X11
 	VSUBSS        X11, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
-	VEXTRACTF32X4 $0x01, Y12, X0
-	VADDPS        X0, X12, X12
-	VPERMILPS     $0x4e, X12, X0
-	VADDPS        X0, X12, X12
-	VPERMILPS     $0xb1, X12, X0
-	VADDSS        X0, X12, X12
+	VEXTRACTF32X4 $0x01, Y3, X18
+	VADDPS        X18, X3, X3
+	VPERMILPS     $0x4e, X3, X18
+	VADDPS        X18, X3, X3
+	VPERMILPS     $0xb1, X3, X18
+	VADDSS        X18, X3, X3
+	VEXTRACTF32X4 $0x01, Y12, X18
+	VADDPS        X18, X12, X12
+	VPERMILPS     $0x4e, X12, X18
+	VADDPS        X18, X12, X12
+	VPERMILPS     $0xb1, X12, X18
+	VADDSS        X18, X12, X12
 	VSUBSS        X12, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
-	VEXTRACTF32X4 $0x01, Y13, X0
-	VADDPS        X0, X13, X13
-	VPERMILPS     $0x4e, X13, X0
-	VADDPS        X0, X13, X13
-	VPERMILPS     $0xb1, X13, X0
-	VADDSS        X0, X13, X13
+	VEXTRACTF32X4 $0x01, Y4, X18
+	VADDPS        X18, X4, X4
+	VPERMILPS     $0x4e, X4, X18
+	VADDPS        X18, X4, X4
+	VPERMILPS     $0xb1, X4, X18
+	VADDSS        X18, X4, X4
+	VEXTRACTF32X4 $0x01, Y13, X18
+	VADDPS        X18, X13, X13
+	VPERMILPS     $0x4e, X13, X18
+	VADDPS        X18, X13, X13
+	VPERMILPS     $0xb1, X13, X18
+	VADDSS        X18, X13, X13
 	VSUBSS        X13, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
-	VEXTRACTF32X4 $0x01, Y14, X0
-	VADDPS        X0, X14, X14
-	VPERMILPS     $0x4e, X14, X0
-	VADDPS        X0, X14, X14
-	VPERMILPS     $0xb1, X14, X0
-	VADDSS        X0, X14, X14
+	VEXTRACTF32X4 $0x01, Y5, X18
+	VADDPS        X18, X5, X5
+	VPERMILPS     $0x4e, X5, X18
+	VADDPS        X18, X5, X5
+	VPERMILPS     $0xb1, X5, X18
+	VADDSS        X18, X5, X5
+	VEXTRACTF32X4 $0x01, Y14, X18
+	VADDPS        X18, X14, X14
+	VPERMILPS     $0x4e, X14, X18
+	VADDPS        X18, X14, X14
+	VPERMILPS     $0xb1, X14, X18
+	VADDSS        X18, X14, X14
 	VSUBSS        X14, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
-	VEXTRACTF32X4 $0x01, Y15, X0
-	VADDPS        X0, X15, X15
-	VPERMILPS     $0x4e, X15, X0
-	VADDPS        X0, X15, X15
-	VPERMILPS     $0xb1, X15, X0
-	VADDSS        X0, X15, X15
+	VEXTRACTF32X4 $0x01, Y6, X18
+	VADDPS        X18, X6, X6
+	VPERMILPS     $0x4e, X6, X18
+	VADDPS        X18, X6, X6
+	VPERMILPS     $0xb1, X6, X18
+	VADDSS        X18, X6, X6
+	VEXTRACTF32X4 $0x01, Y15, X18
+	VADDPS        X18, X15, X15
+	VPERMILPS     $0x4e, X15, X18
+	VADDPS        X18, X15, X15
+	VPERMILPS     $0xb1, X15, X18
+	VADDSS        X18, X15, X15
 	VSUBSS        X15, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
-	VEXTRACTF32X4 $0x01, Y16, X0
-	VADDPS        X0, X16, X16
-	VPERMILPS     $0x4e, X16, X0
-	VADDPS        X0, X16, X16
-	VPERMILPS     $0xb1, X16, X0
-	VADDSS        X0, X16, X16
+	VEXTRACTF32X4 $0x01, Y7, X18
+	VADDPS        X18, X7, X7
+	VPERMILPS     $0x4e, X7, X18
+	VADDPS        X18, X7, X7
+	VPERMILPS     $0xb1, X7, X18
+	VADDSS        X18, X7, X7
+	VEXTRACTF32X4 $0x01, Y16, X18
+	VADDPS        X18, X16, X16
+	VPERMILPS     $0x4e, X16, X18
+	VADDPS        X18, X16, X16
+	VPERMILPS     $0xb1, X16, X18
+	VADDSS        X18, X16, X16
 	VSUBSS        X16, X7, X7
 	VMOVSS        X7, 28(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
-	VEXTRACTF32X4 $0x01, Y17, X0
-	VADDPS        X0, X17, X17
-	VPERMILPS     $0x4e, X17, X0
-	VADDPS        X0, X17, X17
-	VPERMILPS     $0xb1, X17, X0
-	VADDSS        X0, X17, X17
+	VEXTRACTF32X4 $0x01, Y8, X18
+	VADDPS        X18, X8, X8
+	VPERMILPS     $0x4e, X8, X18
+	VADDPS        X18, X8, X8
+	VPERMILPS     $0xb1, X8, X18
+	VADDSS        X18, X8, X8
+	VEXTRACTF32X4 $0x01, Y17, X18
+	VADDPS        X18, X17, X17
+	VPERMILPS     $0x4e, X17, X18
+	VADDPS        X18, X17, X17
+	VPERMILPS     $0xb1, X17, X18
+	VADDSS        X18, X17, X17
 	VSUBSS        X17, X8, X8
 	VMOVSS        X8, 32(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000024, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000009, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx1x9_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4Kx1x10(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4Kx1x10(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4Kx1x10(SB), NOSPLIT, $320-72
+TEXT ·qdotvnniQ4Kx1x10(SB), NOSPLIT, $320-80
+qdotvnniQ4Kx1x10_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -26043,138 +26681,151 @@ qdotvnniQ4Kx1x10_done:
 	VADDSS        X20, X10, X10
 	VSUBSS        X10, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
-	VEXTRACTF32X4 $0x01, Y11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0x4e, X11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0xb1, X11, X0
-	VADDSS        X0, X11, X11
+	VEXTRACTF32X4 $0x01, Y1, X20
+	VADDPS        X20, X1, X1
+	VPERMILPS     $0x4e, X1, X20
+	VADDPS        X20, X1, X1
+	VPERMILPS     $0xb1, X1, X20
+	VADDSS        X20, X1, X1
+	VEXTRACTF32X4 $0x01, Y11, X20
+	VADDPS        X20, X11, X11
+	VPERMILPS     $0x4e, X11, X20
+	VADDPS        X20, X11, X11
+	VPERMILPS     $0xb1, X11, X20
+	VADDSS        X20, X11, X11
 	VSUBSS        X11, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
-	VEXTRACTF32X4 $0x01, Y12, X0
-	VADDPS        X0, X12, X12
-	VPERMILPS     $0x4e, X12, X0
-	VADDPS        X0, X12, X12
-	VPERMILPS     $0xb1, X12, X0
-	VADDSS        X0, X12, X12
+	VEXTRACTF32X4 $0x01, Y2, X20
+	VADDPS        X20, X2, X2
+	VPERMILPS     $0x4e, X2, X20
+	VADDPS        X20, X2, X2
+	VPERMILPS     $0xb1, X2, X20
+	VADDSS        X20, X2, X2
+	VEXTRACTF32X4 $0x01, Y12, X20
+	VADDPS        X20, X12, X12
+	VPERMILPS     $0x4e, X12, X20
+	VADDPS        X20, X12, X12
+	VPERMILPS     $0xb1, X12, X20
+	VADDSS        X20, X12, X12
 	VSUBSS        X12, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
-	VEXTRACTF32X4 $0x01, Y13, X0
-	VADDPS        X0, X13, X13
-	VPERMILPS     $0x4e, X13, X0
-	VADDPS        X0, X13, X13
-	VPERMILPS     $0xb1, X13, X0
-	VADDSS        X0, X13, X13
+	VEXTRACTF32X4 $0x01, Y3, X20
+	VADDPS        X20, X3, X3
+	VPERMILPS     $0x4e, X3, X20
+	VADDPS        X20, X3, X3
+	VPERMILPS     $0xb1, X3, X20
+	VADDSS        X20, X3, X3
+	VEXTRACTF32X4 $0x01, Y13, X20
+	VADDPS        X20, X13, X13
+	VPERMILPS     $0x4e, X13, X20
+	VADDPS        X20, X13, X13
+	VPERMILPS     $0xb1, X13, X20
+	VADDSS        X20, X13, X13
 	VSUBSS        X13, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
-	VEXTRACTF32X4 $0x01, Y14, X0
-	VADDPS        X0, X14, X14
-	VPERMILPS     $0x4e, X14, X0
-	VADDPS        X0, X14, X14
-	VPERMILPS     $0xb1, X14, X0
-	VADDSS        X0, X14, X14
+	VEXTRACTF32X4 $0x01, Y4, X20
+	VADDPS        X20, X4, X4
+	VPERMILPS     $0x4e, X4, X20
+	VADDPS        X20, X4, X4
+	VPERMILPS     $0xb1, X4, X20
+	VADDSS        X20, X4, X4
+	VEXTRACTF32X4 $0x01, Y14, X20
+	VADDPS        X20, X14, X14
+	VPERMILPS     $0x4e, X14, X20
+	VADDPS        X20, X14, X14
+	VPERMILPS     $0xb1, X14, X20
+	VADDSS        X20, X14, X14
 	VSUBSS        X14, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
-	VEXTRACTF32X4 $0x01, Y15, X0
-	VADDPS        X0, X15, X15
-	VPERMILPS     $0x4e, X15, X0
-	VADDPS        X0, X15, X15
-	VPERMILPS     $0xb1, X15, X0
-	VADDSS        X0, X15, X15
+	VEXTRACTF32X4 $0x01, Y5, X20
+	VADDPS        X20, X5, X5
+	VPERMILPS     $0x4e, X5, X20
+	VADDPS        X20, X5, X5
+	VPERMILPS     $0xb1, X5, X20
+	VADDSS        X20, X5, X5
+	VEXTRACTF32X4 $0x01, Y15, X20
+	VADDPS        X20, X15, X15
+	VPERMILPS     $0x4e, X15, X20
+	VADDPS        X20, X15, X15
+	VPERMILPS     $0xb1, X15, X20
+	VADDSS        X20, X15, X15
 	VSUBSS        X15, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
-	VEXTRACTF32X4 $0x01, Y16, X0
-	VADDPS        X0, X16, X16
-	VPERMILPS     $0x4e, X16, X0
-	VADDPS        X0, X16, X16
-	VPERMILPS     $0xb1, X16, X0
-	VADDSS        X0, X16, X16
+	VEXTRACTF32X4 $0x01, Y6, X20
+	VADDPS        X20, X6, X6
+	VPERMILPS     $0x4e, X6, X20
+	VADDPS        X20, X6, X6
+	VPERMILPS     $0xb1, X6, X20
+	VADDSS        X20, X6, X6
+	VEXTRACTF32X4 $0x01, Y16, X20
+	VADDPS        X20, X16, X16
+	VPERMILPS     $0x4e, X16, X20
+	VADDPS        X20, X16, X16
+	VPERMILPS     $0xb1, X16, X20
+	VADDSS        X20, X16, X16
 	VSUBSS        X16, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
-	VEXTRACTF32X4 $0x01, Y17, X0
-	VADDPS        X0, X17, X17
-	VPERMILPS     $0x4e, X17, X0
-	VADDPS        X0, X17, X17
-	VPERMILPS     $0xb1, X17, X0
-	VADDSS        X0, X17, X17
+	VEXTRACTF32X4 $0x01, Y7, X20
+	VADDPS        X20, X7, X7
+	VPERMILPS     $0x4e, X7, X20
+	VADDPS        X20, X7, X7
+	VPERMILPS     $0xb1, X7, X20
+	VADDSS        X20, X7, X7
+	VEXTRACTF32X4 $0x01, Y17, X20
+	VADDPS        X20, X17, X17
+	VPERMILPS     $0x4e, X17, X20
+	VADDPS        X20, X17, X17
+	VPERMILPS     $0xb1, X17, X20
+	VADDSS        X20, X17, X17
 	VSUBSS        X17, X7, X7
 	VMOVSS        X7, 28(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
-	VEXTRACTF32X4 $0x01, Y18, X0
-	VADDPS        X0, X18, X18
-	VPERMILPS     $0x4e, X18, X0
-	VADDPS        X0, X18, X18
-	VPERMILPS     $0xb1, X18, X0
-	VADDSS        X0, X18, X18
+	VEXTRACTF32X4 $0x01, Y8, X20
+	VADDPS        X20, X8, X8
+	VPERMILPS     $0x4e, X8, X20
+	VADDPS        X20, X8, X8
+	VPERMILPS     $0xb1, X8, X20
+	VADDSS        X20, X8, X8
+	VEXTRACTF32X4 $0x01, Y18, X20
+	VADDPS        X20, X18, X18
+	VPERMILPS     $0x4e, X18, X20
+	VADDPS        X20, X18, X18
+	VPERMILPS     $0xb1, X18, X20
+	VADDSS        X20, X18, X18
 	VSUBSS        X18, X8, X8
 	VMOVSS        X8, 32(AX)
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
-	VEXTRACTF32X4 $0x01, Y19, X0
-	VADDPS        X0, X19, X19
-	VPERMILPS     $0x4e, X19, X0
-	VADDPS        X0, X19, X19
-	VPERMILPS     $0xb1, X19, X0
-	VADDSS        X0, X19, X19
+	VEXTRACTF32X4 $0x01, Y9, X20
+	VADDPS        X20, X9, X9
+	VPERMILPS     $0x4e, X9, X20
+	VADDPS        X20, X9, X9
+	VPERMILPS     $0xb1, X9, X20
+	VADDSS        X20, X9, X9
+	VEXTRACTF32X4 $0x01, Y19, X20
+	VADDPS        X20, X19, X19
+	VPERMILPS     $0x4e, X19, X20
+	VADDPS        X20, X19, X19
+	VPERMILPS     $0xb1, X19, X20
+	VADDSS        X20, X19, X19
 	VSUBSS        X19, X9, X9
 	VMOVSS        X9, 36(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000028, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x0000000a, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx1x10_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4Kx1x11(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4Kx1x11(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4Kx1x11(SB), NOSPLIT, $352-72
+TEXT ·qdotvnniQ4Kx1x11(SB), NOSPLIT, $352-80
+qdotvnniQ4Kx1x11_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -27386,152 +28037,165 @@ qdotvnniQ4Kx1x11_done:
 	VADDSS        X22, X11, X11
 	VSUBSS        X11, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
-	VEXTRACTF32X4 $0x01, Y12, X0
-	VADDPS        X0, X12, X12
-	VPERMILPS     $0x4e, X12, X0
-	VADDPS        X0, X12, X12
-	VPERMILPS     $0xb1, X12, X0
-	VADDSS        X0, X12, X12
+	VEXTRACTF32X4 $0x01, Y1, X22
+	VADDPS        X22, X1, X1
+	VPERMILPS     $0x4e, X1, X22
+	VADDPS        X22, X1, X1
+	VPERMILPS     $0xb1, X1, X22
+	VADDSS        X22, X1, X1
+	VEXTRACTF32X4 $0x01, Y12, X22
+	VADDPS        X22, X12, X12
+	VPERMILPS     $0x4e, X12, X22
+	VADDPS        X22, X12, X12
+	VPERMILPS     $0xb1, X12, X22
+	VADDSS        X22, X12, X12
 	VSUBSS        X12, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
-	VEXTRACTF32X4 $0x01, Y13, X0
-	VADDPS        X0, X13, X13
-	VPERMILPS     $0x4e, X13, X0
-	VADDPS        X0, X13, X13
-	VPERMILPS     $0xb1, X13, X0
-	VADDSS        X0, X13, X13
+	VEXTRACTF32X4 $0x01, Y2, X22
+	VADDPS        X22, X2, X2
+	VPERMILPS     $0x4e, X2, X22
+	VADDPS        X22, X2, X2
+	VPERMILPS     $0xb1, X2, X22
+	VADDSS        X22, X2, X2
+	VEXTRACTF32X4 $0x01, Y13, X22
+	VADDPS        X22, X13, X13
+	VPERMILPS     $0x4e, X13, X22
+	VADDPS        X22, X13, X13
+	VPERMILPS     $0xb1, X13, X22
+	VADDSS        X22, X13, X13
 	VSUBSS        X13, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
-	VEXTRACTF32X4 $0x01, Y14, X0
-	VADDPS        X0, X14, X14
-	VPERMILPS     $0x4e, X14, X0
-	VADDPS        X0, X14, X14
-	VPERMILPS     $0xb1, X14, X0
-	VADDSS        X0, X14, X14
+	VEXTRACTF32X4 $0x01, Y3, X22
+	VADDPS        X22, X3, X3
+	VPERMILPS     $0x4e, X3, X22
+	VADDPS        X22, X3, X3
+	VPERMILPS     $0xb1, X3, X22
+	VADDSS        X22, X3, X3
+	VEXTRACTF32X4 $0x01, Y14, X22
+	VADDPS        X22, X14, X14
+	VPERMILPS     $0x4e, X14, X22
+	VADDPS        X22, X14, X14
+	VPERMILPS     $0xb1, X14, X22
+	VADDSS        X22, X14, X14
 	VSUBSS        X14, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
-	VEXTRACTF32X4 $0x01, Y15, X0
-	VADDPS        X0, X15, X15
-	VPERMILPS     $0x4e, X15, X0
-	VADDPS        X0, X15, X15
-	VPERMILPS     $0xb1, X15, X0
-	VADDSS        X0, X15, X15
+	VEXTRACTF32X4 $0x01, Y4, X22
+	VADDPS        X22, X4, X4
+	VPERMILPS     $0x4e, X4, X22
+	VADDPS        X22, X4, X4
+	VPERMILPS     $0xb1, X4, X22
+	VADDSS        X22, X4, X4
+	VEXTRACTF32X4 $0x01, Y15, X22
+	VADDPS        X22, X15, X15
+	VPERMILPS     $0x4e, X15, X22
+	VADDPS        X22, X15, X15
+	VPERMILPS     $0xb1, X15, X22
+	VADDSS        X22, X15, X15
 	VSUBSS        X15, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
-	VEXTRACTF32X4 $0x01, Y16, X0
-	VADDPS        X0, X16, X16
-	VPERMILPS     $0x4e, X16, X0
-	VADDPS        X0, X16, X16
-	VPERMILPS     $0xb1, X16, X0
-	VADDSS        X0, X16, X16
+	VEXTRACTF32X4 $0x01, Y5, X22
+	VADDPS        X22, X5, X5
+	VPERMILPS     $0x4e, X5, X22
+	VADDPS        X22, X5, X5
+	VPERMILPS     $0xb1, X5, X22
+	VADDSS        X22, X5, X5
+	VEXTRACTF32X4 $0x01, Y16, X22
+	VADDPS        X22, X16, X16
+	VPERMILPS     $0x4e, X16, X22
+	VADDPS        X22, X16, X16
+	VPERMILPS     $0xb1, X16, X22
+	VADDSS        X22, X16, X16
 	VSUBSS        X16, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
-	VEXTRACTF32X4 $0x01, Y17, X0
-	VADDPS        X0, X17, X17
-	VPERMILPS     $0x4e, X17, X0
-	VADDPS        X0, X17, X17
-	VPERMILPS     $0xb1, X17, X0
-	VADDSS        X0, X17, X17
+	VEXTRACTF32X4 $0x01, Y6, X22
+	VADDPS        X22, X6, X6
+	VPERMILPS     $0x4e, X6, X22
+	VADDPS        X22, X6, X6
+	VPERMILPS     $0xb1, X6, X22
+	VADDSS        X22, X6, X6
+	VEXTRACTF32X4 $0x01, Y17, X22
+	VADDPS        X22, X17, X17
+	VPERMILPS     $0x4e, X17, X22
+	VADDPS        X22, X17, X17
+	VPERMILPS     $0xb1, X17, X22
+	VADDSS        X22, X17, X17
 	VSUBSS        X17, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
-	VEXTRACTF32X4 $0x01, Y18, X0
-	VADDPS        X0, X18, X18
-	VPERMILPS     $0x4e, X18, X0
-	VADDPS        X0, X18, X18
-	VPERMILPS     $0xb1, X18, X0
-	VADDSS        X0, X18, X18
+	VEXTRACTF32X4 $0x01, Y7, X22
+	VADDPS        X22, X7, X7
+	VPERMILPS     $0x4e, X7, X22
+	VADDPS        X22, X7, X7
+	VPERMILPS     $0xb1, X7, X22
+	VADDSS        X22, X7, X7
+	VEXTRACTF32X4 $0x01, Y18, X22
+	VADDPS        X22, X18, X18
+	VPERMILPS     $0x4e, X18, X22
+	VADDPS        X22, X18, X18
+	VPERMILPS     $0xb1, X18, X22
+	VADDSS        X22, X18, X18
 	VSUBSS        X18, X7, X7
 	VMOVSS        X7, 28(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
-	VEXTRACTF32X4 $0x01, Y19, X0
-	VADDPS        X0, X19, X19
-	VPERMILPS     $0x4e, X19, X0
-	VADDPS        X0, X19, X19
-	VPERMILPS     $0xb1, X19, X0
-	VADDSS        X0, X19, X19
+	VEXTRACTF32X4 $0x01, Y8, X22
+	VADDPS        X22, X8, X8
+	VPERMILPS     $0x4e, X8, X22
+	VADDPS        X22, X8, X8
+	VPERMILPS     $0xb1, X8, X22
+	VADDSS        X22, X8, X8
+	VEXTRACTF32X4 $0x01, Y19, X22
+	VADDPS        X22, X19, X19
+	VPERMILPS     $0x4e, X19, X22
+	VADDPS        X22, X19, X19
+	VPERMILPS     $0xb1, X19, X22
+	VADDSS        X22, X19, X19
 	VSUBSS        X19, X8, X8
 	VMOVSS        X8, 32(AX)
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
-	VEXTRACTF32X4 $0x01, Y20, X0
-	VADDPS        X0, X20, X20
-	VPERMILPS     $0x4e, X20, X0
-	VADDPS        X0, X20, X20
-	VPERMILPS     $0xb1, X20, X0
-	VADDSS        X0, X20, X20
+	VEXTRACTF32X4 $0x01, Y9, X22
+	VADDPS        X22, X9, X9
+	VPERMILPS     $0x4e, X9, X22
+	VADDPS        X22, X9, X9
+	VPERMILPS     $0xb1, X9, X22
+	VADDSS        X22, X9, X9
+	VEXTRACTF32X4 $0x01, Y20, X22
+	VADDPS        X22, X20, X20
+	VPERMILPS     $0x4e, X20, X22
+	VADDPS        X22, X20, X20
+	VPERMILPS     $0xb1, X20, X22
+	VADDSS        X22, X20, X20
 	VSUBSS        X20, X9, X9
 	VMOVSS        X9, 36(AX)
-	VEXTRACTF32X4 $0x01, Y10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0x4e, X10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0xb1, X10, X0
-	VADDSS        X0, X10, X10
-	VEXTRACTF32X4 $0x01, Y21, X0
-	VADDPS        X0, X21, X21
-	VPERMILPS     $0x4e, X21, X0
-	VADDPS        X0, X21, X21
-	VPERMILPS     $0xb1, X21, X0
-	VADDSS        X0, X21, X21
+	VEXTRACTF32X4 $0x01, Y10, X22
+	VADDPS        X22, X10, X10
+	VPERMILPS     $0x4e, X10, X22
+	VADDPS        X22, X10, X10
+	VPERMILPS     $0xb1, X10, X22
+	VADDSS        X22, X10, X10
+	VEXTRACTF32X4 $0x01, Y21, X22
+	VADDPS        X22, X21, X21
+	VPERMILPS     $0x4e, X21, X22
+	VADDPS        X22, X21, X21
+	VPERMILPS     $0xb1, X21, X22
+	VADDSS        X22, X21, X21
 	VSUBSS        X21, X10, X10
 	VMOVSS        X10, 40(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000002c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x0000000b, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx1x11_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4Kx1x12(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4Kx1x12(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4Kx1x12(SB), NOSPLIT, $384-72
+TEXT ·qdotvnniQ4Kx1x12(SB), NOSPLIT, $384-80
+qdotvnniQ4Kx1x12_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -28848,166 +29512,179 @@ qdotvnniQ4Kx1x12_done:
 	VADDSS        X24, X12, X12
 	VSUBSS        X12, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
-	VEXTRACTF32X4 $0x01, Y13, X0
-	VADDPS        X0, X13, X13
-	VPERMILPS     $0x4e, X13, X0
-	VADDPS        X0, X13, X13
-	VPERMILPS     $0xb1, X13, X0
-	VADDSS        X0, X13, X13
+	VEXTRACTF32X4 $0x01, Y1, X24
+	VADDPS        X24, X1, X1
+	VPERMILPS     $0x4e, X1, X24
+	VADDPS        X24, X1, X1
+	VPERMILPS     $0xb1, X1, X24
+	VADDSS        X24, X1, X1
+	VEXTRACTF32X4 $0x01, Y13, X24
+	VADDPS        X24, X13, X13
+	VPERMILPS     $0x4e, X13, X24
+	VADDPS        X24, X13, X13
+	VPERMILPS     $0xb1, X13, X24
+	VADDSS        X24, X13, X13
 	VSUBSS        X13, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
-	VEXTRACTF32X4 $0x01, Y14, X0
-	VADDPS        X0, X14, X14
-	VPERMILPS     $0x4e, X14, X0
-	VADDPS        X0, X14, X14
-	VPERMILPS     $0xb1, X14, X0
-	VADDSS        X0, X14, X14
+	VEXTRACTF32X4 $0x01, Y2, X24
+	VADDPS        X24, X2, X2
+	VPERMILPS     $0x4e, X2, X24
+	VADDPS        X24, X2, X2
+	VPERMILPS     $0xb1, X2, X24
+	VADDSS        X24, X2, X2
+	VEXTRACTF32X4 $0x01, Y14, X24
+	VADDPS        X24, X14, X14
+	VPERMILPS     $0x4e, X14, X24
+	VADDPS        X24, X14, X14
+	VPERMILPS     $0xb1, X14, X24
+	VADDSS        X24, X14, X14
 	VSUBSS        X14, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
-	VEXTRACTF32X4 $0x01, Y15, X0
-	VADDPS        X0, X15, X15
-	VPERMILPS     $0x4e, X15, X0
-	VADDPS        X0, X15, X15
-	VPERMILPS     $0xb1, X15, X0
-	VADDSS        X0, X15, X15
+	VEXTRACTF32X4 $0x01, Y3, X24
+	VADDPS        X24, X3, X3
+	VPERMILPS     $0x4e, X3, X24
+	VADDPS        X24, X3, X3
+	VPERMILPS     $0xb1, X3, X24
+	VADDSS        X24, X3, X3
+	VEXTRACTF32X4 $0x01, Y15, X24
+	VADDPS        X24, X15, X15
+	VPERMILPS     $0x4e, X15, X24
+	VADDPS        X24, X15, X15
+	VPERMILPS     $0xb1, X15, X24
+	VADDSS        X24, X15, X15
 	VSUBSS        X15, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
-	VEXTRACTF32X4 $0x01, Y16, X0
-	VADDPS        X0, X16, X16
-	VPERMILPS     $0x4e, X16, X0
-	VADDPS        X0, X16, X16
-	VPERMILPS     $0xb1, X16, X0
-	VADDSS        X0, X16, X16
+	VEXTRACTF32X4 $0x01, Y4, X24
+	VADDPS        X24, X4, X4
+	VPERMILPS     $0x4e, X4, X24
+	VADDPS        X24, X4, X4
+	VPERMILPS     $0xb1, X4, X24
+	VADDSS        X24, X4, X4
+	VEXTRACTF32X4 $0x01, Y16, X24
+	VADDPS        X24, X16, X16
+	VPERMILPS     $0x4e, X16, X24
+	VADDPS        X24, X16, X16
+	VPERMILPS     $0xb1, X16, X24
+	VADDSS        X24, X16, X16
 	VSUBSS        X16, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
-	VEXTRACTF32X4 $0x01, Y17, X0
-	VADDPS        X0, X17, X17
-	VPERMILPS     $0x4e, X17, X0
-	VADDPS        X0, X17, X17
-	VPERMILPS     $0xb1, X17, X0
-	VADDSS        X0, X17, X17
+	VEXTRACTF32X4 $0x01, Y5, X24
+	VADDPS        X24, X5, X5
+	VPERMILPS     $0x4e, X5, X24
+	VADDPS        X24, X5, X5
+	VPERMILPS     $0xb1, X5, X24
+	VADDSS        X24, X5, X5
+	VEXTRACTF32X4 $0x01, Y17, X24
+	VADDPS        X24, X17, X17
+	VPERMILPS     $0x4e, X17, X24
+	VADDPS        X24, X17, X17
+	VPERMILPS     $0xb1, X17, X24
+	VADDSS        X24, X17, X17
 	VSUBSS        X17, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
-	VEXTRACTF32X4 $0x01, Y18, X0
-	VADDPS        X0, X18, X18
-	VPERMILPS     $0x4e, X18, X0
-	VADDPS        X0, X18, X18
-	VPERMILPS     $0xb1, X18, X0
-	VADDSS        X0, X18, X18
+	VEXTRACTF32X4 $0x01, Y6, X24
+	VADDPS        X24, X6, X6
+	VPERMILPS     $0x4e, X6, X24
+	VADDPS        X24, X6, X6
+	VPERMILPS     $0xb1, X6, X24
+	VADDSS        X24, X6, X6
+	VEXTRACTF32X4 $0x01, Y18, X24
+	VADDPS        X24, X18, X18
+	VPERMILPS     $0x4e, X18, X24
+	VADDPS        X24, X18, X18
+	VPERMILPS     $0xb1, X18, X24
+	VADDSS        X24, X18, X18
 	VSUBSS        X18, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
-	VEXTRACTF32X4 $0x01, Y19, X0
-	VADDPS        X0, X19, X19
-	VPERMILPS     $0x4e, X19, X0
-	VADDPS        X0, X19, X19
-	VPERMILPS     $0xb1, X19, X0
-	VADDSS        X0, X19, X19
+	VEXTRACTF32X4 $0x01, Y7, X24
+	VADDPS        X24, X7, X7
+	VPERMILPS     $0x4e, X7, X24
+	VADDPS        X24, X7, X7
+	VPERMILPS     $0xb1, X7, X24
+	VADDSS        X24, X7, X7
+	VEXTRACTF32X4 $0x01, Y19, X24
+	VADDPS        X24, X19, X19
+	VPERMILPS     $0x4e, X19, X24
+	VADDPS        X24, X19, X19
+	VPERMILPS     $0xb1, X19, X24
+	VADDSS        X24, X19, X19
 	VSUBSS        X19, X7, X7
 	VMOVSS        X7, 28(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
-	VEXTRACTF32X4 $0x01, Y20, X0
-	VADDPS        X0, X20, X20
-	VPERMILPS     $0x4e, X20, X0
-	VADDPS        X0, X20, X20
-	VPERMILPS     $0xb1, X20, X0
-	VADDSS        X0, X20, X20
+	VEXTRACTF32X4 $0x01, Y8, X24
+	VADDPS        X24, X8, X8
+	VPERMILPS     $0x4e, X8, X24
+	VADDPS        X24, X8, X8
+	VPERMILPS     $0xb1, X8, X24
+	VADDSS        X24, X8, X8
+	VEXTRACTF32X4 $0x01, Y20, X24
+	VADDPS        X24, X20, X20
+	VPERMILPS     $0x4e, X20, X24
+	VADDPS        X24, X20, X20
+	VPERMILPS     $0xb1, X20, X24
+	VADDSS        X24, X20, X20
 	VSUBSS        X20, X8, X8
 	VMOVSS        X8, 32(AX)
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
-	VEXTRACTF32X4 $0x01, Y21, X0
-	VADDPS        X0, X21, X21
-	VPERMILPS     $0x4e, X21, X0
-	VADDPS        X0, X21, X21
-	VPERMILPS     $0xb1, X21, X0
-	VADDSS        X0, X21, X21
+	VEXTRACTF32X4 $0x01, Y9, X24
+	VADDPS        X24, X9, X9
+	VPERMILPS     $0x4e, X9, X24
+	VADDPS        X24, X9, X9
+	VPERMILPS     $0xb1, X9, X24
+	VADDSS        X24, X9, X9
+	VEXTRACTF32X4 $0x01, Y21, X24
+	VADDPS        X24, X21, X21
+	VPERMILPS     $0x4e, X21, X24
+	VADDPS        X24, X21, X21
+	VPERMILPS     $0xb1, X21, X24
+	VADDSS        X24, X21, X21
 	VSUBSS        X21, X9, X9
 	VMOVSS        X9, 36(AX)
-	VEXTRACTF32X4 $0x01, Y10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0x4e, X10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0xb1, X10, X0
-	VADDSS        X0, X10, X10
-	VEXTRACTF32X4 $0x01, Y22, X0
-	VADDPS        X0, X22, X22
-	VPERMILPS     $0x4e, X22, X0
-	VADDPS        X0, X22, X22
-	VPERMILPS     $0xb1, X22, X0
-	VADDSS        X0, X22, X22
+	VEXTRACTF32X4 $0x01, Y10, X24
+	VADDPS        X24, X10, X10
+	VPERMILPS     $0x4e, X10, X24
+	VADDPS        X24, X10, X10
+	VPERMILPS     $0xb1, X10, X24
+	VADDSS        X24, X10, X10
+	VEXTRACTF32X4 $0x01, Y22, X24
+	VADDPS        X24, X22, X22
+	VPERMILPS     $0x4e, X22, X24
+	VADDPS        X24, X22, X22
+	VPERMILPS     $0xb1, X22, X24
+	VADDSS        X24, X22, X22
 	VSUBSS        X22, X10, X10
 	VMOVSS        X10, 40(AX)
-	VEXTRACTF32X4 $0x01, Y11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0x4e, X11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0xb1, X11, X0
-	VADDSS        X0, X11, X11
-	VEXTRACTF32X4 $0x01, Y23, X0
-	VADDPS        X0, X23, X23
-	VPERMILPS     $0x4e, X23, X0
-	VADDPS        X0, X23, X23
-	VPERMILPS     $0xb1, X23, X0
-	VADDSS        X0, X23, X23
+	VEXTRACTF32X4 $0x01, Y11, X24
+	VADDPS        X24, X11, X11
+	VPERMILPS     $0x4e, X11, X24
+	VADDPS        X24, X11, X11
+	VPERMILPS     $0xb1, X11, X24
+	VADDSS        X24, X11, X11
+	VEXTRACTF32X4 $0x01, Y23, X24
+	VADDPS        X24, X23, X23
+	VPERMILPS     $0x4e, X23, X24
+	VADDPS        X24, X23, X23
+	VPERMILPS     $0xb1, X23, X24
+	VADDSS        X24, X23, X23
 	VSUBSS        X23, X11, X11
 	VMOVSS        X11, 44(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000030, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x0000000c, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx1x12_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4Kx2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4Kx2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4Kx2x1(SB), NOSPLIT, $64-72
+TEXT ·qdotvnniQ4Kx2x1(SB), NOSPLIT, $64-80
+qdotvnniQ4Kx2x1_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), CX
@@ -29220,26 +29897,39 @@ qdotvnniQ4Kx2x1_done:
 	VSUBSS        X2, X0, X0
 	VMOVSS        X0, (AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0x4e, X1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0xb1, X1, X4
+	VADDSS        X4, X1, X1
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0x4e, X3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0xb1, X3, X4
+	VADDSS        X4, X3, X3
 	VSUBSS        X3, X1, X1
 	VMOVSS        X1, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx2x1_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4Kx2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4Kx2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4Kx2x2(SB), NOSPLIT, $128-72
+TEXT ·qdotvnniQ4Kx2x2(SB), NOSPLIT, $128-80
+qdotvnniQ4Kx2x2_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -29604,55 +30294,68 @@ qdotvnniQ4Kx2x2_done:
 	VADDSS        X8, X4, X4
 	VSUBSS        X4, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0x4e, X1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0xb1, X1, X8
+	VADDSS        X8, X1, X1
+	VEXTRACTF32X4 $0x01, Y5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0x4e, X5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0xb1, X5, X8
+	VADDSS        X8, X5, X5
 	VSUBSS        X5, X1, X1
 	VMOVSS        X1, 4(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0x4e, X2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0xb1, X2, X8
+	VADDSS        X8, X2, X2
+	VEXTRACTF32X4 $0x01, Y6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0x4e, X6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0xb1, X6, X8
+	VADDSS        X8, X6, X6
 	VSUBSS        X6, X2, X2
 	VMOVSS        X2, (AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0x4e, X3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0xb1, X3, X8
+	VADDSS        X8, X3, X3
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0x4e, X7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0xb1, X7, X8
+	VADDSS        X8, X7, X7
 	VSUBSS        X7, X3, X3
 	VMOVSS        X3, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx2x2_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4Kx2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4Kx2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4Kx2x3(SB), NOSPLIT, $192-72
+TEXT ·qdotvnniQ4Kx2x3(SB), NOSPLIT, $192-80
+qdotvnniQ4Kx2x3_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -30170,83 +30873,96 @@ qdotvnniQ4Kx2x3_done:
 	VADDSS        X12, X6, X6
 	VSUBSS        X6, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0x4e, X1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0xb1, X1, X12
+	VADDSS        X12, X1, X1
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0x4e, X7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0xb1, X7, X12
+	VADDSS        X12, X7, X7
 	VSUBSS        X7, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0x4e, X2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0xb1, X2, X12
+	VADDSS        X12, X2, X2
+	VEXTRACTF32X4 $0x01, Y8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0x4e, X8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0xb1, X8, X12
+	VADDSS        X12, X8, X8
 	VSUBSS        X8, X2, X2
 	VMOVSS        X2, 8(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0x4e, X3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0xb1, X3, X12
+	VADDSS        X12, X3, X3
+	VEXTRACTF32X4 $0x01, Y9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0x4e, X9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0xb1, X9, X12
+	VADDSS        X12, X9, X9
 	VSUBSS        X9, X3, X3
 	VMOVSS        X3, (AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
-	VEXTRACTF32X4 $0x01, Y10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0x4e, X10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0xb1, X10, X0
-	VADDSS        X0, X10, X10
+	VEXTRACTF32X4 $0x01, Y4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0x4e, X4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0xb1, X4, X12
+	VADDSS        X12, X4, X4
+	VEXTRACTF32X4 $0x01, Y10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0x4e, X10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0xb1, X10, X12
+	VADDSS        X12, X10, X10
 	VSUBSS        X10, X4, X4
 	VMOVSS        X4, 4(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
-	VEXTRACTF32X4 $0x01, Y11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0x4e, X11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0xb1, X11, X0
-	VADDSS        X0, X11, X11
+	VEXTRACTF32X4 $0x01, Y5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0x4e, X5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0xb1, X5, X12
+	VADDSS        X12, X5, X5
+	VEXTRACTF32X4 $0x01, Y11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0x4e, X11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0xb1, X11, X12
+	VADDSS        X12, X11, X11
 	VSUBSS        X11, X5, X5
 	VMOVSS        X5, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx2x3_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ4Kx2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ4Kx2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ4Kx2x4(SB), NOSPLIT, $256-72
+TEXT ·qdotvnniQ4Kx2x4(SB), NOSPLIT, $256-80
+qdotvnniQ4Kx2x4_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -30920,111 +31636,124 @@ qdotvnniQ4Kx2x4_done:
 	VADDSS        X16, X8, X8
 	VSUBSS        X8, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y1, X16
+	VADDPS        X16, X1, X1
+	VPERMILPS     $0x4e, X1, X16
+	VADDPS        X16, X1, X1
+	VPERMILPS     $0xb1, X1, X16
+	VADDSS        X16, X1, X1
+	VEXTRACTF32X4 $0x01, Y9, X16
+	VADDPS        X16, X9, X9
+	VPERMILPS     $0x4e, X9, X16
+	VADDPS        X16, X9, X9
+	VPERMILPS     $0xb1, X9, X16
+	VADDSS        X16, X9, X9
 	VSUBSS        X9, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
-	VEXTRACTF32X4 $0x01, Y10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0x4e, X10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0xb1, X10, X0
-	VADDSS        X0, X10, X10
+	VEXTRACTF32X4 $0x01, Y2, X16
+	VADDPS        X16, X2, X2
+	VPERMILPS     $0x4e, X2, X16
+	VADDPS        X16, X2, X2
+	VPERMILPS     $0xb1, X2, X16
+	VADDSS        X16, X2, X2
+	VEXTRACTF32X4 $0x01, Y10, X16
+	VADDPS        X16, X10, X10
+	VPERMILPS     $0x4e, X10, X16
+	VADDPS        X16, X10, X10
+	VPERMILPS     $0xb1, X10, X16
+	VADDSS        X16, X10, X10
 	VSUBSS        X10, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
-	VEXTRACTF32X4 $0x01, Y11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0x4e, X11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0xb1, X11, X0
-	VADDSS        X0, X11, X11
+	VEXTRACTF32X4 $0x01, Y3, X16
+	VADDPS        X16, X3, X3
+	VPERMILPS     $0x4e, X3, X16
+	VADDPS        X16, X3, X3
+	VPERMILPS     $0xb1, X3, X16
+	VADDSS        X16, X3, X3
+	VEXTRACTF32X4 $0x01, Y11, X16
+	VADDPS        X16, X11, X11
+	VPERMILPS     $0x4e, X11, X16
+	VADDPS        X16, X11, X11
+	VPERMILPS     $0xb1, X11, X16
+	VADDSS        X16, X11, X11
 	VSUBSS        X11, X3, X3
 	VMOVSS        X3, 12(AX)
 	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
-	VEXTRACTF32X4 $0x01, Y12, X0
-	VADDPS        X0, X12, X12
-	VPERMILPS     $0x4e, X12, X0
-	VADDPS        X0, X12, X12
-	VPERMILPS     $0xb1, X12, X0
-	VADDSS        X0, X12, X12
+	VEXTRACTF32X4 $0x01, Y4, X16
+	VADDPS        X16, X4, X4
+	VPERMILPS     $0x4e, X4, X16
+	VADDPS        X16, X4, X4
+	VPERMILPS     $0xb1, X4, X16
+	VADDSS        X16, X4, X4
+	VEXTRACTF32X4 $0x01, Y12, X16
+	VADDPS        X16, X12, X12
+	VPERMILPS     $0x4e, X12, X16
+	VADDPS        X16, X12, X12
+	VPERMILPS     $0xb1, X12, X16
+	VADDSS        X16, X12, X12
 	VSUBSS        X12, X4, X4
 	VMOVSS        X4, (AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
-	VEXTRACTF32X4 $0x01, Y13, X0
-	VADDPS        X0, X13, X13
-	VPERMILPS     $0x4e, X13, X0
-	VADDPS        X0, X13, X13
-	VPERMILPS     $0xb1, X13, X0
-	VADDSS        X0, X13, X13
+	VEXTRACTF32X4 $0x01, Y5, X16
+	VADDPS        X16, X5, X5
+	VPERMILPS     $0x4e, X5, X16
+	VADDPS        X16, X5, X5
+	VPERMILPS     $0xb1, X5, X16
+	VADDSS        X16, X5, X5
+	VEXTRACTF32X4 $0x01, Y13, X16
+	VADDPS        X16, X13, X13
+	VPERMILPS     $0x4e, X13, X16
+	VADDPS        X16, X13, X13
+	VPERMILPS     $0xb1, X13, X16
+	VADDSS        X16, X13, X13
 	VSUBSS        X13, X5, X5
 	VMOVSS        X5, 4(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
-	VEXTRACTF32X4 $0x01, Y14, X0
-	VADDPS        X0, X14, X14
-	VPERMILPS     $0x4e, X14, X0
-	VADDPS        X0, X14, X14
-	VPERMILPS     $0xb1, X14, X0
-	VADDSS        X0, X14, X14
+	VEXTRACTF32X4 $0x01, Y6, X16
+	VADDPS        X16, X6, X6
+	VPERMILPS     $0x4e, X6, X16
+	VADDPS        X16, X6, X6
+	VPERMILPS     $0xb1, X6, X16
+	VADDSS        X16, X6, X6
+	VEXTRACTF32X4 $0x01, Y14, X16
+	VADDPS        X16, X14, X14
+	VPERMILPS     $0x4e, X14, X16
+	VADDPS        X16, X14, X14
+	VPERMILPS     $0xb1, X14, X16
+	VADDSS        X16, X14, X14
 	VSUBSS        X14, X6, X6
 	VMOVSS        X6, 8(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
-	VEXTRACTF32X4 $0x01, Y15, X0
-	VADDPS        X0, X15, X15
-	VPERMILPS     $0x4e, X15, X0
-	VADDPS        X0, X15, X15
-	VPERMILPS     $0xb1, X15, X0
-	VADDSS        X0, X15, X15
+	VEXTRACTF32X4 $0x01, Y7, X16
+	VADDPS        X16, X7, X7
+	VPERMILPS     $0x4e, X7, X16
+	VADDPS        X16, X7, X7
+	VPERMILPS     $0xb1, X7, X16
+	VADDSS        X16, X7, X7
+	VEXTRACTF32X4 $0x01, Y15, X16
+	VADDPS        X16, X15, X15
+	VPERMILPS     $0x4e, X15, X16
+	VADDPS        X16, X15, X15
+	VPERMILPS     $0xb1, X15, X16
+	VADDSS        X16, X15, X15
 	VSUBSS        X15, X7, X7
 	VMOVSS        X7, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx2x4_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ6Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ6Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ6Kx1x1(SB), NOSPLIT, $32-72
+TEXT ·qdotvnniQ6Kx1x1(SB), NOSPLIT, $32-80
+qdotvnniQ6Kx1x1_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), CX
@@ -31226,12 +31955,25 @@ qdotvnniQ6Kx1x1_done:
 	VPERMILPS     $0xb1, X0, X1
 	VADDSS        X1, X0, X0
 	VMOVSS        X0, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ6Kx1x1_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ6Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ6Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ6Kx1x2(SB), NOSPLIT, $64-72
+TEXT ·qdotvnniQ6Kx1x2(SB), NOSPLIT, $64-80
+qdotvnniQ6Kx1x2_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -31557,19 +32299,32 @@ qdotvnniQ6Kx1x2_done:
 	VPERMILPS     $0xb1, X0, X2
 	VADDSS        X2, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
 	VMOVSS        X1, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ6Kx1x2_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ6Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ6Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ6Kx1x3(SB), NOSPLIT, $96-72
+TEXT ·qdotvnniQ6Kx1x3(SB), NOSPLIT, $96-80
+qdotvnniQ6Kx1x3_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -32019,26 +32774,39 @@ qdotvnniQ6Kx1x3_done:
 	VPERMILPS     $0xb1, X0, X3
 	VADDSS        X3, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0x4e, X1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0xb1, X1, X3
+	VADDSS        X3, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0x4e, X2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0xb1, X2, X3
+	VADDSS        X3, X2, X2
 	VMOVSS        X2, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ6Kx1x3_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ6Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ6Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ6Kx1x4(SB), NOSPLIT, $128-72
+TEXT ·qdotvnniQ6Kx1x4(SB), NOSPLIT, $128-80
+qdotvnniQ6Kx1x4_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -32615,33 +33383,46 @@ qdotvnniQ6Kx1x4_done:
 	VPERMILPS     $0xb1, X0, X4
 	VADDSS        X4, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0x4e, X1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0xb1, X1, X4
+	VADDSS        X4, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0x4e, X2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0xb1, X2, X4
+	VADDSS        X4, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0x4e, X3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0xb1, X3, X4
+	VADDSS        X4, X3, X3
 	VMOVSS        X3, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ6Kx1x4_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ6Kx1x5(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ6Kx1x5(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ6Kx1x5(SB), NOSPLIT, $160-72
+TEXT ·qdotvnniQ6Kx1x5(SB), NOSPLIT, $160-80
+qdotvnniQ6Kx1x5_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -33342,40 +34123,53 @@ qdotvnniQ6Kx1x5_done:
 	VPERMILPS     $0xb1, X0, X5
 	VADDSS        X5, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0x4e, X1, X5
+	VADDPS        X5, X1, X1
+	VPERMILPS     $0xb1, X1, X5
+	VADDSS        X5, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X5
+	VADDPS        X5, X2, X2
+	VPERMILPS     $0x4e, X2, X5
+	VADDPS        X5, X2, X2
+	VPERMILPS     $0xb1, X2, X5
+	VADDSS        X5, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X5
+	VADDPS        X5, X3, X3
+	VPERMILPS     $0x4e, X3, X5
+	VADDPS        X5, X3, X3
+	VPERMILPS     $0xb1, X3, X5
+	VADDSS        X5, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0x4e, X4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0xb1, X4, X5
+	VADDSS        X5, X4, X4
 	VMOVSS        X4, 16(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000014, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000005, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ6Kx1x5_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ6Kx1x6(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ6Kx1x6(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ6Kx1x6(SB), NOSPLIT, $192-72
+TEXT ·qdotvnniQ6Kx1x6(SB), NOSPLIT, $192-80
+qdotvnniQ6Kx1x6_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -34200,47 +34994,60 @@ qdotvnniQ6Kx1x6_done:
 	VPERMILPS     $0xb1, X0, X6
 	VADDSS        X6, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0x4e, X1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0xb1, X1, X6
+	VADDSS        X6, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0x4e, X3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0xb1, X3, X6
+	VADDSS        X6, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0x4e, X4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0xb1, X4, X6
+	VADDSS        X6, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VADDSS        X6, X5, X5
 	VMOVSS        X5, 20(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000018, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000006, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ6Kx1x6_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ6Kx1x7(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ6Kx1x7(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ6Kx1x7(SB), NOSPLIT, $224-72
+TEXT ·qdotvnniQ6Kx1x7(SB), NOSPLIT, $224-80
+qdotvnniQ6Kx1x7_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -35192,54 +35999,67 @@ qdotvnniQ6Kx1x7_done:
 	VPERMILPS     $0xb1, X0, X7
 	VADDSS        X7, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X7
+	VADDPS        X7, X1, X1
+	VPERMILPS     $0x4e, X1, X7
+	VADDPS        X7, X1, X1
+	VPERMILPS     $0xb1, X1, X7
+	VADDSS        X7, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X7
+	VADDPS        X7, X2, X2
+	VPERMILPS     $0x4e, X2, X7
+	VADDPS        X7, X2, X2
+	VPERMILPS     $0xb1, X2, X7
+	VADDSS        X7, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0x4e, X3, X7
+	VADDPS        X7, X3, X3
+	VPERMILPS     $0xb1, X3, X7
+	VADDSS        X7, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X7
+	VADDPS        X7, X4, X4
+	VPERMILPS     $0x4e, X4, X7
+	VADDPS        X7, X4, X4
+	VPERMILPS     $0xb1, X4, X7
+	VADDSS        X7, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X7
+	VADDPS        X7, X5, X5
+	VPERMILPS     $0x4e, X5, X7
+	VADDPS        X7, X5, X5
+	VPERMILPS     $0xb1, X5, X7
+	VADDSS        X7, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDSS        X7, X6, X6
 	VMOVSS        X6, 24(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000001c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000007, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ6Kx1x7_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ6Kx1x8(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ6Kx1x8(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ6Kx1x8(SB), NOSPLIT, $256-72
+TEXT ·qdotvnniQ6Kx1x8(SB), NOSPLIT, $256-80
+qdotvnniQ6Kx1x8_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -36315,61 +37135,74 @@ qdotvnniQ6Kx1x8_done:
 	VPERMILPS     $0xb1, X0, X8
 	VADDSS        X8, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0x4e, X1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0xb1, X1, X8
+	VADDSS        X8, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0x4e, X2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0xb1, X2, X8
+	VADDSS        X8, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0x4e, X3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0xb1, X3, X8
+	VADDSS        X8, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0x4e, X4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0xb1, X4, X8
+	VADDSS        X8, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0x4e, X5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0xb1, X5, X8
+	VADDSS        X8, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0x4e, X6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0xb1, X6, X8
+	VADDSS        X8, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0x4e, X7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0xb1, X7, X8
+	VADDSS        X8, X7, X7
 	VMOVSS        X7, 28(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000020, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000008, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ6Kx1x8_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ6Kx1x9(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ6Kx1x9(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ6Kx1x9(SB), NOSPLIT, $288-72
+TEXT ·qdotvnniQ6Kx1x9(SB), NOSPLIT, $288-80
+qdotvnniQ6Kx1x9_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -37569,68 +38402,81 @@ qdotvnniQ6Kx1x9_done:
 	VPERMILPS     $0xb1, X0, X9
 	VADDSS        X9, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X9
+	VADDPS        X9, X1, X1
+	VPERMILPS     $0x4e, X1, X9
+	VADDPS        X9, X1, X1
+	VPERMILPS     $0xb1, X1, X9
+	VADDSS        X9, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X9
+	VADDPS        X9, X2, X2
+	VPERMILPS     $0x4e, X2, X9
+	VADDPS        X9, X2, X2
+	VPERMILPS     $0xb1, X2, X9
+	VADDSS        X9, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X9
+	VADDPS        X9, X3, X3
+	VPERMILPS     $0x4e, X3, X9
+	VADDPS        X9, X3, X3
+	VPERMILPS     $0xb1, X3, X9
+	VADDSS        X9, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X9
+	VADDPS        X9, X4, X4
+	VPERMILPS     $0x4e, X4, X9
+	VADDPS        X9, X4, X4
+	VPERMILPS     $0xb1, X4, X9
+	VADDSS        X9, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X9
+	VADDPS        X9, X5, X5
+	VPERMILPS     $0x4e, X5, X9
+	VADDPS        X9, X5, X5
+	VPERMILPS     $0xb1, X5, X9
+	VADDSS        X9, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X9
+	VADDPS        X9, X6, X6
+	VPERMILPS     $0x4e, X6, X9
+	VADDPS        X9, X6, X6
+	VPERMILPS     $0xb1, X6, X9
+	VADDSS        X9, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X9
+	VADDPS        X9, X7, X7
+	VPERMILPS     $0x4e, X7, X9
+	VADDPS        X9, X7, X7
+	VPERMILPS     $0xb1, X7, X9
+	VADDSS        X9, X7, X7
 	VMOVSS        X7, 28(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDSS        X9, X8, X8
 	VMOVSS        X8, 32(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000024, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000009, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ6Kx1x9_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ6Kx1x10(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ6Kx1x10(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ6Kx1x10(SB), NOSPLIT, $320-72
+TEXT ·qdotvnniQ6Kx1x10(SB), NOSPLIT, $320-80
+qdotvnniQ6Kx1x10_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -38957,75 +39803,88 @@ qdotvnniQ6Kx1x10_done:
 	VPERMILPS     $0xb1, X0, X10
 	VADDSS        X10, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X10
+	VADDPS        X10, X1, X1
+	VPERMILPS     $0x4e, X1, X10
+	VADDPS        X10, X1, X1
+	VPERMILPS     $0xb1, X1, X10
+	VADDSS        X10, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X10
+	VADDPS        X10, X2, X2
+	VPERMILPS     $0x4e, X2, X10
+	VADDPS        X10, X2, X2
+	VPERMILPS     $0xb1, X2, X10
+	VADDSS        X10, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X10
+	VADDPS        X10, X3, X3
+	VPERMILPS     $0x4e, X3, X10
+	VADDPS        X10, X3, X3
+	VPERMILPS     $0xb1, X3, X10
+	VADDSS        X10, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X10
+	VADDPS        X10, X4, X4
+	VPERMILPS     $0x4e, X4, X10
+	VADDPS        X10, X4, X4
+	VPERMILPS     $0xb1, X4, X10
+	VADDSS        X10, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X10
+	VADDPS        X10, X5, X5
+	VPERMILPS     $0x4e, X5, X10
+	VADDPS        X10, X5, X5
+	VPERMILPS     $0xb1, X5, X10
+	VADDSS        X10, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X10
+	VADDPS        X10, X6, X6
+	VPERMILPS     $0x4e, X6, X10
+	VADDPS        X10, X6, X6
+	VPERMILPS     $0xb1, X6, X10
+	VADDSS        X10, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X10
+	VADDPS        X10, X7, X7
+	VPERMILPS     $0x4e, X7, X10
+	VADDPS        X10, X7, X7
+	VPERMILPS     $0xb1, X7, X10
+	VADDSS        X10, X7, X7
 	VMOVSS        X7, 28(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y8, X10
+	VADDPS        X10, X8, X8
+	VPERMILPS     $0x4e, X8, X10
+	VADDPS        X10, X8, X8
+	VPERMILPS     $0xb1, X8, X10
+	VADDSS        X10, X8, X8
 	VMOVSS        X8, 32(AX)
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y9, X10
+	VADDPS        X10, X9, X9
+	VPERMILPS     $0x4e, X9, X10
+	VADDPS        X10, X9, X9
+	VPERMILPS     $0xb1, X9, X10
+	VADDSS        X10, X9, X9
 	VMOVSS        X9, 36(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000028, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x0000000a, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ6Kx1x10_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ6Kx1x11(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ6Kx1x11(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ6Kx1x11(SB), NOSPLIT, $352-72
+TEXT ·qdotvnniQ6Kx1x11(SB), NOSPLIT, $352-80
+qdotvnniQ6Kx1x11_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -40476,82 +41335,95 @@ qdotvnniQ6Kx1x11_done:
 	VPERMILPS     $0xb1, X0, X11
 	VADDSS        X11, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X11
+	VADDPS        X11, X1, X1
+	VPERMILPS     $0x4e, X1, X11
+	VADDPS        X11, X1, X1
+	VPERMILPS     $0xb1, X1, X11
+	VADDSS        X11, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X11
+	VADDPS        X11, X2, X2
+	VPERMILPS     $0x4e, X2, X11
+	VADDPS        X11, X2, X2
+	VPERMILPS     $0xb1, X2, X11
+	VADDSS        X11, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X11
+	VADDPS        X11, X3, X3
+	VPERMILPS     $0x4e, X3, X11
+	VADDPS        X11, X3, X3
+	VPERMILPS     $0xb1, X3, X11
+	VADDSS        X11, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X11
+	VADDPS        X11, X4, X4
+	VPERMILPS     $0x4e, X4, X11
+	VADDPS        X11, X4, X4
+	VPERMILPS     $0xb1, X4, X11
+	VADDSS        X11, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X11
+	VADDPS        X11, X5, X5
+	VPERMILPS     $0x4e, X5, X11
+	VADDPS        X11, X5, X5
+	VPERMILPS     $0xb1, X5, X11
+	VADDSS        X11, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X11
+	VADDPS        X11, X6, X6
+	VPERMILPS     $0x4e, X6, X11
+	VADDPS        X11, X6, X6
+	VPERMILPS     $0xb1, X6, X11
+	VADDSS        X11, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X11
+	VADDPS        X11, X7, X7
+	VPERMILPS     $0x4e, X7, X11
+	VADDPS        X11, X7, X7
+	VPERMILPS     $0xb1, X7, X11
+	VADDSS        X11, X7, X7
 	VMOVSS        X7, 28(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y8, X11
+	VADDPS        X11, X8, X8
+	VPERMILPS     $0x4e, X8, X11
+	VADDPS        X11, X8, X8
+	VPERMILPS     $0xb1, X8, X11
+	VADDSS        X11, X8, X8
 	VMOVSS        X8, 32(AX)
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y9, X11
+	VADDPS        X11, X9, X9
+	VPERMILPS     $0x4e, X9, X11
+	VADDPS        X11, X9, X9
+	VPERMILPS     $0xb1, X9, X11
+	VADDSS        X11, X9, X9
 	VMOVSS        X9, 36(AX)
-	VEXTRACTF32X4 $0x01, Y10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0x4e, X10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0xb1, X10, X0
-	VADDSS        X0, X10, X10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0x4e, X10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0xb1, X10, X11
+	VADDSS        X11, X10, X10
 	VMOVSS        X10, 40(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000002c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x0000000b, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ6Kx1x11_group
 	VZEROUPPER
 	RET
 
-// func qdotvnniQ6Kx1x12(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotvnniQ6Kx1x12(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
-TEXT ·qdotvnniQ6Kx1x12(SB), NOSPLIT, $384-72
+TEXT ·qdotvnniQ6Kx1x12(SB), NOSPLIT, $384-80
+qdotvnniQ6Kx1x12_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -42126,89 +42998,102 @@ qdotvnniQ6Kx1x12_done:
 	VPERMILPS     $0xb1, X0, X12
 	VADDSS        X12, X0, X0
 	VMOVSS        X0, (AX)
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0x4e, X1, X0
-	VADDPS        X0, X1, X1
-	VPERMILPS     $0xb1, X1, X0
-	VADDSS        X0, X1, X1
+	VEXTRACTF32X4 $0x01, Y1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0x4e, X1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0xb1, X1, X12
+	VADDSS        X12, X1, X1
 	VMOVSS        X1, 4(AX)
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0x4e, X2, X0
-	VADDPS        X0, X2, X2
-	VPERMILPS     $0xb1, X2, X0
-	VADDSS        X0, X2, X2
+	VEXTRACTF32X4 $0x01, Y2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0x4e, X2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0xb1, X2, X12
+	VADDSS        X12, X2, X2
 	VMOVSS        X2, 8(AX)
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0x4e, X3, X0
-	VADDPS        X0, X3, X3
-	VPERMILPS     $0xb1, X3, X0
-	VADDSS        X0, X3, X3
+	VEXTRACTF32X4 $0x01, Y3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0x4e, X3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0xb1, X3, X12
+	VADDSS        X12, X3, X3
 	VMOVSS        X3, 12(AX)
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0x4e, X4, X0
-	VADDPS        X0, X4, X4
-	VPERMILPS     $0xb1, X4, X0
-	VADDSS        X0, X4, X4
+	VEXTRACTF32X4 $0x01, Y4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0x4e, X4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0xb1, X4, X12
+	VADDSS        X12, X4, X4
 	VMOVSS        X4, 16(AX)
-	VEXTRACTF32X4 $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0x4e, X5, X0
-	VADDPS        X0, X5, X5
-	VPERMILPS     $0xb1, X5, X0
-	VADDSS        X0, X5, X5
+	VEXTRACTF32X4 $0x01, Y5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0x4e, X5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0xb1, X5, X12
+	VADDSS        X12, X5, X5
 	VMOVSS        X5, 20(AX)
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0x4e, X6, X0
-	VADDPS        X0, X6, X6
-	VPERMILPS     $0xb1, X6, X0
-	VADDSS        X0, X6, X6
+	VEXTRACTF32X4 $0x01, Y6, X12
+	VADDPS        X12, X6, X6
+	VPERMILPS     $0x4e, X6, X12
+	VADDPS        X12, X6, X6
+	VPERMILPS     $0xb1, X6, X12
+	VADDSS        X12, X6, X6
 	VMOVSS        X6, 24(AX)
-	VEXTRACTF32X4 $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0x4e, X7, X0
-	VADDPS        X0, X7, X7
-	VPERMILPS     $0xb1, X7, X0
-	VADDSS        X0, X7, X7
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0x4e, X7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0xb1, X7, X12
+	VADDSS        X12, X7, X7
 	VMOVSS        X7, 28(AX)
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0x4e, X8, X0
-	VADDPS        X0, X8, X8
-	VPERMILPS     $0xb1, X8, X0
-	VADDSS        X0, X8, X8
+	VEXTRACTF32X4 $0x01, Y8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0x4e, X8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0xb1, X8, X12
+	VADDSS        X12, X8, X8
 	VMOVSS        X8, 32(AX)
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0x4e, X9, X0
-	VADDPS        X0, X9, X9
-	VPERMILPS     $0xb1, X9, X0
-	VADDSS        X0, X9, X9
+	VEXTRACTF32X4 $0x01, Y9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0x4e, X9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0xb1, X9, X12
+	VADDSS        X12, X9, X9
 	VMOVSS        X9, 36(AX)
-	VEXTRACTF32X4 $0x01, Y10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0x4e, X10, X0
-	VADDPS        X0, X10, X10
-	VPERMILPS     $0xb1, X10, X0
-	VADDSS        X0, X10, X10
+	VEXTRACTF32X4 $0x01, Y10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0x4e, X10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0xb1, X10, X12
+	VADDSS        X12, X10, X10
 	VMOVSS        X10, 40(AX)
-	VEXTRACTF32X4 $0x01, Y11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0x4e, X11, X0
-	VADDPS        X0, X11, X11
-	VPERMILPS     $0xb1, X11, X0
-	VADDSS        X0, X11, X11
+	VEXTRACTF32X4 $0x01, Y11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0x4e, X11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0xb1, X11, X12
+	VADDSS        X12, X11, X11
 	VMOVSS        X11, 44(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000030, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x0000000c, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ6Kx1x12_group
 	VZEROUPPER
 	RET
 
-// func qdotavx2Q8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotavx2Q8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·qdotavx2Q8_0x1x1(SB), NOSPLIT, $0-72
+TEXT ·qdotavx2Q8_0x1x1(SB), NOSPLIT, $0-80
+qdotavx2Q8_0x1x1_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), CX
@@ -42252,12 +43137,25 @@ qdotavx2Q8_0x1x1_done:
 	VPERMILPS    $0xb1, X1, X0
 	VADDSS       X0, X1, X1
 	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q8_0x1x1_group
 	VZEROUPPER
 	RET
 
-// func qdotavx2Q8_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotavx2Q8_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·qdotavx2Q8_0x1x2(SB), NOSPLIT, $0-72
+TEXT ·qdotavx2Q8_0x1x2(SB), NOSPLIT, $0-80
+qdotavx2Q8_0x1x2_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -42320,12 +43218,25 @@ qdotavx2Q8_0x1x2_done:
 	VPERMILPS    $0xb1, X2, X0
 	VADDSS       X0, X2, X2
 	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q8_0x1x2_group
 	VZEROUPPER
 	RET
 
-// func qdotavx2Q8_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotavx2Q8_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·qdotavx2Q8_0x1x3(SB), NOSPLIT, $0-72
+TEXT ·qdotavx2Q8_0x1x3(SB), NOSPLIT, $0-80
+qdotavx2Q8_0x1x3_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -42407,12 +43318,25 @@ qdotavx2Q8_0x1x3_done:
 	VPERMILPS    $0xb1, X3, X0
 	VADDSS       X0, X3, X3
 	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q8_0x1x3_group
 	VZEROUPPER
 	RET
 
-// func qdotavx2Q8_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotavx2Q8_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·qdotavx2Q8_0x1x4(SB), NOSPLIT, $0-72
+TEXT ·qdotavx2Q8_0x1x4(SB), NOSPLIT, $0-80
+qdotavx2Q8_0x1x4_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -42516,12 +43440,25 @@ qdotavx2Q8_0x1x4_done:
 	VPERMILPS    $0xb1, X4, X0
 	VADDSS       X0, X4, X4
 	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q8_0x1x4_group
 	VZEROUPPER
 	RET
 
-// func qdotavx2Q4_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotavx2Q4_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·qdotavx2Q4_0x1x1(SB), NOSPLIT, $0-72
+TEXT ·qdotavx2Q4_0x1x1(SB), NOSPLIT, $0-80
+qdotavx2Q4_0x1x1_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), CX
@@ -42577,12 +43514,25 @@ qdotavx2Q4_0x1x1_done:
 	VPERMILPS    $0xb1, X1, X0
 	VADDSS       X0, X1, X1
 	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4_0x1x1_group
 	VZEROUPPER
 	RET
 
-// func qdotavx2Q4_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotavx2Q4_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·qdotavx2Q4_0x1x2(SB), NOSPLIT, $0-72
+TEXT ·qdotavx2Q4_0x1x2(SB), NOSPLIT, $0-80
+qdotavx2Q4_0x1x2_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -42659,12 +43609,25 @@ qdotavx2Q4_0x1x2_done:
 	VPERMILPS    $0xb1, X2, X0
 	VADDSS       X0, X2, X2
 	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4_0x1x2_group
 	VZEROUPPER
 	RET
 
-// func qdotavx2Q4_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotavx2Q4_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·qdotavx2Q4_0x1x3(SB), NOSPLIT, $0-72
+TEXT ·qdotavx2Q4_0x1x3(SB), NOSPLIT, $0-80
+qdotavx2Q4_0x1x3_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -42762,12 +43725,25 @@ qdotavx2Q4_0x1x3_done:
 	VPERMILPS    $0xb1, X3, X0
 	VADDSS       X0, X3, X3
 	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4_0x1x3_group
 	VZEROUPPER
 	RET
 
-// func qdotavx2Q4_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotavx2Q4_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·qdotavx2Q4_0x1x4(SB), NOSPLIT, $0-72
+TEXT ·qdotavx2Q4_0x1x4(SB), NOSPLIT, $0-80
+qdotavx2Q4_0x1x4_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -42889,12 +43865,25 @@ qdotavx2Q4_0x1x4_done:
 	VPERMILPS    $0xb1, X4, X0
 	VADDSS       X0, X4, X4
 	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4_0x1x4_group
 	VZEROUPPER
 	RET
 
-// func qdotavx2Q4Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotavx2Q4Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·qdotavx2Q4Kx1x1(SB), NOSPLIT, $32-72
+TEXT ·qdotavx2Q4Kx1x1(SB), NOSPLIT, $32-80
+qdotavx2Q4Kx1x1_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), CX
@@ -43050,12 +44039,25 @@ qdotavx2Q4Kx1x1_done:
 	VADDSS       X0, X2, X2
 	VSUBSS       X2, X1, X1
 	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4Kx1x1_group
 	VZEROUPPER
 	RET
 
-// func qdotavx2Q4Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotavx2Q4Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·qdotavx2Q4Kx1x2(SB), NOSPLIT, $64-72
+TEXT ·qdotavx2Q4Kx1x2(SB), NOSPLIT, $64-80
+qdotavx2Q4Kx1x2_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -43330,12 +44332,25 @@ qdotavx2Q4Kx1x2_done:
 	VADDSS       X0, X4, X4
 	VSUBSS       X4, X2, X2
 	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4Kx1x2_group
 	VZEROUPPER
 	RET
 
-// func qdotavx2Q4Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotavx2Q4Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·qdotavx2Q4Kx1x3(SB), NOSPLIT, $96-72
+TEXT ·qdotavx2Q4Kx1x3(SB), NOSPLIT, $96-80
+qdotavx2Q4Kx1x3_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -43729,12 +44744,25 @@ qdotavx2Q4Kx1x3_done:
 	VADDSS       X0, X6, X6
 	VSUBSS       X6, X3, X3
 	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4Kx1x3_group
 	VZEROUPPER
 	RET
 
-// func qdotavx2Q4Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotavx2Q4Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·qdotavx2Q4Kx1x4(SB), NOSPLIT, $128-72
+TEXT ·qdotavx2Q4Kx1x4(SB), NOSPLIT, $128-80
+qdotavx2Q4Kx1x4_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -44250,12 +45278,25 @@ qdotavx2Q4Kx1x4_done:
 	VADDSS       X0, X8, X8
 	VSUBSS       X8, X4, X4
 	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4Kx1x4_group
 	VZEROUPPER
 	RET
 
-// func qdotavx2Q6Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotavx2Q6Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·qdotavx2Q6Kx1x1(SB), NOSPLIT, $32-72
+TEXT ·qdotavx2Q6Kx1x1(SB), NOSPLIT, $32-80
+qdotavx2Q6Kx1x1_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), CX
@@ -44468,12 +45509,25 @@ qdotavx2Q6Kx1x1_done:
 	VPERMILPS    $0xb1, X1, X0
 	VADDSS       X0, X1, X1
 	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q6Kx1x1_group
 	VZEROUPPER
 	RET
 
-// func qdotavx2Q6Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotavx2Q6Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·qdotavx2Q6Kx1x2(SB), NOSPLIT, $64-72
+TEXT ·qdotavx2Q6Kx1x2(SB), NOSPLIT, $64-80
+qdotavx2Q6Kx1x2_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -44825,12 +45879,25 @@ qdotavx2Q6Kx1x2_done:
 	VPERMILPS    $0xb1, X2, X0
 	VADDSS       X0, X2, X2
 	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q6Kx1x2_group
 	VZEROUPPER
 	RET
 
-// func qdotavx2Q6Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotavx2Q6Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·qdotavx2Q6Kx1x3(SB), NOSPLIT, $96-72
+TEXT ·qdotavx2Q6Kx1x3(SB), NOSPLIT, $96-80
+qdotavx2Q6Kx1x3_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -45321,12 +46388,25 @@ qdotavx2Q6Kx1x3_done:
 	VPERMILPS    $0xb1, X3, X0
 	VADDSS       X0, X3, X3
 	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q6Kx1x3_group
 	VZEROUPPER
 	RET
 
-// func qdotavx2Q6Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// func qdotavx2Q6Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·qdotavx2Q6Kx1x4(SB), NOSPLIT, $128-72
+TEXT ·qdotavx2Q6Kx1x4(SB), NOSPLIT, $128-80
+qdotavx2Q6Kx1x4_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         ws+8(FP), CX
 	MOVQ         x+16(FP), DX
@@ -45959,6 +47039,18 @@ qdotavx2Q6Kx1x4_done:
 	VPERMILPS    $0xb1, X4, X0
 	VADDSS       X0, X4, X4
 	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q6Kx1x4_group
 	VZEROUPPER
 	RET
 

@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"unsafe"
-
 	"jspark/kernels"
 	"jspark/kernels/quant"
 )
@@ -40,7 +38,9 @@ var decodeRows = map[quant.Type]int{quant.Q8_0: 1, quant.Q4_0: 1, quant.Q4_K: 4,
 // qkernFn computes a tile of T tokens × R rows (the table's indices):
 // dst[t·ds + r] = row r · token t, row r at w + r·ws bytes, token t's
 // quants at x + t·xst, its nb scales and sums at xd, xs + t·xst/8 bytes.
-type qkernFn func(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)
+// groups ≥ 1 such tiles run one after another down the rows (w and dst
+// advance by R rows).
+type qkernFn func(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 
 // qtiles holds the kernels of one type and ISA by [tokens][rows]; a type
 // may stop at fewer tokens (nil entries).
@@ -108,26 +108,35 @@ func (mm *qmm) task(worker, i int) {
 	t0, t1 := tb*tokBlock, min(mm.n, (tb+1)*tokBlock)
 	rowBytes := w.Type.RowBytes(K)
 	kern := qkernels(mm.k.isa, w.Type)
-	rstep := qRows
-	if t1-t0 == 1 && kern != nil {
-		rstep = decodeRows[w.Type]
-	}
-	for r := r0; r < r1; r += rstep {
-		rn := min(rstep, r1-r)
-		wr := mm.wb[r*rowBytes : (r+rn)*rowBytes]
-		if kern == nil {
-			dot := qdotGo[w.Type]
+	if kern == nil {
+		dot := qdotGo[w.Type]
+		for r := r0; r < r1; r++ {
+			wr := mm.wb[r*rowBytes : (r+1)*rowBytes]
 			for t := t0; t < t1; t++ {
-				d := mm.dst[t*w.Rows+r : t*w.Rows+r+rn]
-				for j := range d {
-					d[j] = dot(wr[j*rowBytes:(j+1)*rowBytes], xq.q[t*K:(t+1)*K], xq.d[t*nb:(t+1)*nb], xq.s[t*nb:(t+1)*nb])
-				}
+				mm.dst[t*w.Rows+r] = dot(wr, xq.q[t*K:(t+1)*K], xq.d[t*nb:(t+1)*nb], xq.s[t*nb:(t+1)*nb])
 			}
-			continue
 		}
+		return
+	}
+	call := func(r, rn, t, tn, groups int) {
+		kern[tn][rn](&mm.wb[r*rowBytes], rowBytes, &xq.q[t*K], &xq.d[t*nb], &xq.s[t*nb], K, nb, &mm.dst[t*w.Rows+r], w.Rows, groups)
+	}
+	if t1-t0 == 1 {
+		// One token: the block's rows in as few calls as the tile allows.
+		rn := decodeRows[w.Type]
+		if g := (r1 - r0) / rn; g > 0 {
+			call(r0, rn, t0, 1, g)
+		}
+		if r := r0 + (r1-r0)/rn*rn; r < r1 {
+			call(r, r1-r, t0, 1, 1)
+		}
+		return
+	}
+	for r := r0; r < r1; r += qRows {
+		rn := min(qRows, r1-r)
 		for t := t0; t < t1; {
 			tn := kern.tokens(t1 - t)
-			kern[tn][rn](unsafe.SliceData(wr), rowBytes, &xq.q[t*K], &xq.d[t*nb], &xq.s[t*nb], K, nb, &mm.dst[t*w.Rows+r], w.Rows)
+			call(r, rn, t, tn, 1)
 			t += tn
 		}
 	}

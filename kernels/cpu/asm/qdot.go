@@ -233,8 +233,12 @@ func grid(T, R int) [][]VecVirtual {
 
 func qdot(typ string, T, R int, vnni bool) {
 	name := qname(typ, T, R, vnni)
-	TEXT(name, NOSPLIT, "func(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int)")
+	TEXT(name, NOSPLIT, "func(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)")
 	c := &qctx{vnni: vnni, T: T, R: R}
+	// groups tiles of R consecutive rows each, one after another: the row
+	// loop of a decode stays out of Go. Each group reloads its arguments;
+	// w, dst and groups advance in the argument frame.
+	Label(name + "_group")
 	c.wb = []Register{Load(Param("w"), GP64())}
 	c.ws = Load(Param("ws"), GP64())
 	c.q = Load(Param("x"), GP64())
@@ -300,6 +304,17 @@ func qdot(typ string, T, R int, vnni bool) {
 			ADDQ(ds, dst)
 		}
 	}
+	next := Load(Param("dst"), GP64())
+	ADDQ(U32(4*R), next)
+	Store(next, Param("dst"))
+	w, step := Load(Param("w"), GP64()), Load(Param("ws"), GP64())
+	IMUL3Q(U32(R), step, step)
+	ADDQ(step, w)
+	Store(w, Param("w"))
+	g := Load(Param("groups"), GP64())
+	DECQ(g)
+	Store(g, Param("groups"))
+	JNZ(LabelRef(name + "_group"))
 	VZEROUPPER()
 	RET()
 }
