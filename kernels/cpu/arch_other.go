@@ -43,3 +43,5 @@ func attn512F32d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16
 func attn512F16d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
 	panic("cpu: no assembly")
 }
+
+func silu512(gate, up *float32, n int) { panic("cpu: no assembly") }

@@ -259,11 +259,14 @@ func TestElementwise(t *testing.T) {
 	}
 	g[0], g[1] = -200, 200
 	want := append([]float32(nil), g...)
-	k.SiLUMul(f32(g), f32(u), len(g))
 	ref.Kernels{}.SiLUMul(f32(want), f32(u), len(g))
-	for i := range g {
-		if d := math.Abs(float64(g[i] - want[i])); d > 1e-5*math.Abs(float64(want[i]))+1e-30 {
-			t.Fatalf("SiLUMul element %d: %v, ref %v", i, g[i], want[i])
+	for _, is := range isas() {
+		got := append([]float32(nil), g[:len(g)-3]...) // a tail past the vectors
+		newISA(2, is).SiLUMul(f32(got), f32(u), len(got))
+		for i := range got {
+			if d := math.Abs(float64(got[i] - want[i])); d > 1e-5*math.Abs(float64(want[i]))+1e-30 {
+				t.Fatalf("%v: SiLUMul element %d: %v, ref %v", is, i, got[i], want[i])
+			}
 		}
 	}
 }

@@ -315,3 +315,5 @@ func qdotavx2Q6Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, 
 func qdotavx2Q6Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 
 func quant512Q8(x *float32, q *int8, d *float32, s *int32, nb int)
+
+func silu512(gate *float32, up *float32, n int)

@@ -47121,3 +47121,58 @@ q8_zero:
 q8_done:
 	VZEROUPPER
 	RET
+
+// func silu512(gate *float32, up *float32, n int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·silu512(SB), NOSPLIT, $0-24
+	MOVQ         gate+0(FP), AX
+	MOVQ         up+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVL         $0x3f800000, BX
+	VPBROADCASTD BX, Z0
+
+silu_loop:
+	TESTQ        DX, DX
+	JZ           silu_done
+	VMOVUPS      (AX), Z1
+	VXORPS       Z2, Z2, Z2
+	VSUBPS       Z1, Z2, Z2
+	MOVL         $0x3fb8aa3b, BX
+	VPBROADCASTD BX, Z3
+	VMULPS       Z3, Z2, Z2
+	VRNDSCALEPS  $0x00, Z2, Z3
+	VSUBPS       Z3, Z2, Z2
+	MOVL         $0x39218489, BX
+	VPBROADCASTD BX, Z4
+	VMOVAPS      Z4, Z4
+	MOVL         $0x3aaec3ff, BX
+	VPBROADCASTD BX, Z5
+	VFMADD213PS  Z5, Z2, Z4
+	MOVL         $0x3c1d955b, BX
+	VPBROADCASTD BX, Z5
+	VFMADD213PS  Z5, Z2, Z4
+	MOVL         $0x3d635847, BX
+	VPBROADCASTD BX, Z5
+	VFMADD213PS  Z5, Z2, Z4
+	MOVL         $0x3e75fdf0, BX
+	VPBROADCASTD BX, Z5
+	VFMADD213PS  Z5, Z2, Z4
+	MOVL         $0x3f317218, BX
+	VPBROADCASTD BX, Z5
+	VFMADD213PS  Z5, Z2, Z4
+	MOVL         $0x3f800000, BX
+	VPBROADCASTD BX, Z5
+	VFMADD213PS  Z5, Z2, Z4
+	VSCALEFPS    Z3, Z4, Z4
+	VADDPS       Z0, Z4, Z4
+	VDIVPS       Z4, Z1, Z1
+	VMULPS       (CX), Z1, Z1
+	VMOVUPS      Z1, (AX)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x00000010, DX
+	JMP          silu_loop
+
+silu_done:
+	VZEROUPPER
+	RET

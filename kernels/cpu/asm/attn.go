@@ -230,3 +230,30 @@ func vexp(x VecVirtual) VecVirtual {
 	VSCALEFPS(i, p, p)
 	return p
 }
+
+// siluMul sets g = g·sigmoid(g)·u over n elements (a multiple of 16), with
+// vexp's e^-g: g/(1+e^-g) is -0 where e^-g overflows, as with math.Exp.
+func siluMul() {
+	TEXT("silu512", NOSPLIT, "func(gate, up *float32, n int)")
+	g, u, n := Load(Param("gate"), GP64()), Load(Param("up"), GP64()), Load(Param("n"), GP64())
+	one := constant(math.Float32bits(1))
+	Label("silu_loop")
+	TESTQ(n, n)
+	JZ(LabelRef("silu_done"))
+	x, neg := ZMM(), ZMM()
+	VMOVUPS(Mem{Base: g}, x)
+	VXORPS(neg, neg, neg)
+	VSUBPS(x, neg, neg)
+	e := vexp(neg)
+	VADDPS(one, e, e)
+	VDIVPS(e, x, x)
+	VMULPS(Mem{Base: u}, x, x)
+	VMOVUPS(x, Mem{Base: g})
+	ADDQ(U32(64), g)
+	ADDQ(U32(64), u)
+	SUBQ(U32(16), n)
+	JMP(LabelRef("silu_loop"))
+	Label("silu_done")
+	VZEROUPPER()
+	RET()
+}

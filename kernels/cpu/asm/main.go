@@ -61,6 +61,7 @@ func main() {
 	}
 	qdots()
 	quantQ8()
+	siluMul()
 	Generate()
 	writeTable()
 	writeQTable()
