@@ -311,10 +311,13 @@ func BenchmarkDecodeBandwidth(b *testing.B) {
 		w := matrix(r, typ, c.rows, 1024)
 		x, dst := f32(randVec(r, 1024)), f32(make([]float32, c.rows))
 		k := New(0)
-		rows := []int{1, 2, 4, 6, 12}
+		rows := []int{1, 2, 4, 12}
 		for _, rn := range rows {
 			b.Run(fmt.Sprintf("%v/%dMB/r%d", typ, len(w.Data)>>20, rn), func(b *testing.B) {
 				if _, ok := decodeRows[typ]; ok {
+					if rn > qRows {
+						b.Skip("no integer tile that wide")
+					}
 					defer func(old int) { decodeRows[typ] = old }(decodeRows[typ])
 					decodeRows[typ] = rn
 				} else {

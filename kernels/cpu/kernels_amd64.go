@@ -154,22 +154,6 @@ func qdotvnniQ8_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int,
 
 func qdotvnniQ8_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 
-func qdotvnniQ8_0x1x5(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x1x6(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x1x7(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x1x8(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x1x9(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x1x10(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x1x11(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x1x12(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
 func qdotvnniQ8_0x2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 
 func qdotvnniQ8_0x2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
@@ -193,22 +177,6 @@ func qdotvnniQ4_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int,
 func qdotvnniQ4_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 
 func qdotvnniQ4_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x1x5(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x1x6(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x1x7(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x1x8(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x1x9(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x1x10(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x1x11(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x1x12(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 
 func qdotvnniQ4_0x2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 
@@ -234,22 +202,6 @@ func qdotvnniQ4Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, 
 
 func qdotvnniQ4Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 
-func qdotvnniQ4Kx1x5(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4Kx1x6(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4Kx1x7(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4Kx1x8(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4Kx1x9(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4Kx1x10(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4Kx1x11(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4Kx1x12(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
 func qdotvnniQ4Kx2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 
 func qdotvnniQ4Kx2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
@@ -265,22 +217,6 @@ func qdotvnniQ6Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, 
 func qdotvnniQ6Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 
 func qdotvnniQ6Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ6Kx1x5(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ6Kx1x6(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ6Kx1x7(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ6Kx1x8(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ6Kx1x9(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ6Kx1x10(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ6Kx1x11(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ6Kx1x12(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 
 func qdotavx2Q8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 

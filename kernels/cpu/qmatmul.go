@@ -11,7 +11,8 @@ import (
 // weights (VPDPBUSD on AVX-512 VNNI), scaled to float and accumulated over
 // K in one fixed order (qdot.go states it). Tasks are (row block × token
 // block) as for the float product; inside one, groups of up to qRows
-// weight rows stay in L1 while the block's tokens pass over them.
+// weight rows stay in L1 while the block's tokens pass over them in tiles
+// of up to qTokens; a lone token runs the block's rows in one call.
 //
 // NOTE: every batch size takes this path for these types (decode and
 // prefill alike), and an output's arithmetic depends only on K and the
@@ -19,17 +20,14 @@ import (
 // bits, as in llama.cpp: against the float64 reference a product is now
 // within about 1e-2 relative instead of 1e-6.
 
-// qRows is the most weight rows one kernel call takes, qRows1 the most
-// for one token (where VNNI has them: a decode reads each weight once, and
-// more rows keep more DRAM reads in flight); qTokens the most tokens.
+// qRows is the most weight rows a tile takes (decodeRows picks for one
+// token), qTokens the most tokens.
 const (
 	qRows   = 4
-	qRows1  = rowBlock
 	qTokens = 3
 )
 
-// decodeRows is the rows a one-token call takes, by type (VNNI has tiles
-// up to qRows1). Measured on an AVX-512 EPYC streaming weights from DRAM:
+// decodeRows is the rows of a one-token tile, by type (at most qRows). Measured on an AVX-512 EPYC streaming weights from DRAM:
 // fewer concurrent row streams suit the hardware prefetcher better than
 // more, and Q8_0's light blocks run fastest one row at a time (22 GB/s
 // against 8 GB/s for 12 rows).
@@ -44,7 +42,7 @@ type qkernFn func(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb 
 
 // qtiles holds the kernels of one type and ISA by [tokens][rows]; a type
 // may stop at fewer tokens (nil entries).
-type qtiles [qTokens + 1][qRows1 + 1]qkernFn
+type qtiles [qTokens + 1][qRows + 1]qkernFn
 
 // tokens is the largest token count with kernels, up to n.
 func (q *qtiles) tokens(n int) int {

@@ -6,10 +6,10 @@ import "jspark/kernels/quant"
 
 // qkernVNNI[type][tokens][rows] is the VNNI integer tile of that shape.
 var qkernVNNI = map[quant.Type]*qtiles{
-	quant.Q8_0: {1: {1: qdotvnniQ8_0x1x1, 2: qdotvnniQ8_0x1x2, 3: qdotvnniQ8_0x1x3, 4: qdotvnniQ8_0x1x4, 5: qdotvnniQ8_0x1x5, 6: qdotvnniQ8_0x1x6, 7: qdotvnniQ8_0x1x7, 8: qdotvnniQ8_0x1x8, 9: qdotvnniQ8_0x1x9, 10: qdotvnniQ8_0x1x10, 11: qdotvnniQ8_0x1x11, 12: qdotvnniQ8_0x1x12}, 2: {1: qdotvnniQ8_0x2x1, 2: qdotvnniQ8_0x2x2, 3: qdotvnniQ8_0x2x3, 4: qdotvnniQ8_0x2x4}, 3: {1: qdotvnniQ8_0x3x1, 2: qdotvnniQ8_0x3x2, 3: qdotvnniQ8_0x3x3, 4: qdotvnniQ8_0x3x4}},
-	quant.Q4_0: {1: {1: qdotvnniQ4_0x1x1, 2: qdotvnniQ4_0x1x2, 3: qdotvnniQ4_0x1x3, 4: qdotvnniQ4_0x1x4, 5: qdotvnniQ4_0x1x5, 6: qdotvnniQ4_0x1x6, 7: qdotvnniQ4_0x1x7, 8: qdotvnniQ4_0x1x8, 9: qdotvnniQ4_0x1x9, 10: qdotvnniQ4_0x1x10, 11: qdotvnniQ4_0x1x11, 12: qdotvnniQ4_0x1x12}, 2: {1: qdotvnniQ4_0x2x1, 2: qdotvnniQ4_0x2x2, 3: qdotvnniQ4_0x2x3, 4: qdotvnniQ4_0x2x4}, 3: {1: qdotvnniQ4_0x3x1, 2: qdotvnniQ4_0x3x2, 3: qdotvnniQ4_0x3x3, 4: qdotvnniQ4_0x3x4}},
-	quant.Q4_K: {1: {1: qdotvnniQ4Kx1x1, 2: qdotvnniQ4Kx1x2, 3: qdotvnniQ4Kx1x3, 4: qdotvnniQ4Kx1x4, 5: qdotvnniQ4Kx1x5, 6: qdotvnniQ4Kx1x6, 7: qdotvnniQ4Kx1x7, 8: qdotvnniQ4Kx1x8, 9: qdotvnniQ4Kx1x9, 10: qdotvnniQ4Kx1x10, 11: qdotvnniQ4Kx1x11, 12: qdotvnniQ4Kx1x12}, 2: {1: qdotvnniQ4Kx2x1, 2: qdotvnniQ4Kx2x2, 3: qdotvnniQ4Kx2x3, 4: qdotvnniQ4Kx2x4}},
-	quant.Q6_K: {1: {1: qdotvnniQ6Kx1x1, 2: qdotvnniQ6Kx1x2, 3: qdotvnniQ6Kx1x3, 4: qdotvnniQ6Kx1x4, 5: qdotvnniQ6Kx1x5, 6: qdotvnniQ6Kx1x6, 7: qdotvnniQ6Kx1x7, 8: qdotvnniQ6Kx1x8, 9: qdotvnniQ6Kx1x9, 10: qdotvnniQ6Kx1x10, 11: qdotvnniQ6Kx1x11, 12: qdotvnniQ6Kx1x12}},
+	quant.Q8_0: {1: {1: qdotvnniQ8_0x1x1, 2: qdotvnniQ8_0x1x2, 3: qdotvnniQ8_0x1x3, 4: qdotvnniQ8_0x1x4}, 2: {1: qdotvnniQ8_0x2x1, 2: qdotvnniQ8_0x2x2, 3: qdotvnniQ8_0x2x3, 4: qdotvnniQ8_0x2x4}, 3: {1: qdotvnniQ8_0x3x1, 2: qdotvnniQ8_0x3x2, 3: qdotvnniQ8_0x3x3, 4: qdotvnniQ8_0x3x4}},
+	quant.Q4_0: {1: {1: qdotvnniQ4_0x1x1, 2: qdotvnniQ4_0x1x2, 3: qdotvnniQ4_0x1x3, 4: qdotvnniQ4_0x1x4}, 2: {1: qdotvnniQ4_0x2x1, 2: qdotvnniQ4_0x2x2, 3: qdotvnniQ4_0x2x3, 4: qdotvnniQ4_0x2x4}, 3: {1: qdotvnniQ4_0x3x1, 2: qdotvnniQ4_0x3x2, 3: qdotvnniQ4_0x3x3, 4: qdotvnniQ4_0x3x4}},
+	quant.Q4_K: {1: {1: qdotvnniQ4Kx1x1, 2: qdotvnniQ4Kx1x2, 3: qdotvnniQ4Kx1x3, 4: qdotvnniQ4Kx1x4}, 2: {1: qdotvnniQ4Kx2x1, 2: qdotvnniQ4Kx2x2, 3: qdotvnniQ4Kx2x3, 4: qdotvnniQ4Kx2x4}},
+	quant.Q6_K: {1: {1: qdotvnniQ6Kx1x1, 2: qdotvnniQ6Kx1x2, 3: qdotvnniQ6Kx1x3, 4: qdotvnniQ6Kx1x4}},
 }
 
 // qkernAVX2[type][tokens][rows] is the AVX2 integer tile of that shape.

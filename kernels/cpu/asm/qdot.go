@@ -29,20 +29,8 @@ var qtypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K"}
 
 const qRows = 4
 
-// qRows1 is the most rows of a one-token tile: a decode reads each weight
-// once, and more rows in flight keep more DRAM reads outstanding.
-const qRows1 = 12
-
-func qrows(tk int, vnni bool) int {
-	if tk == 1 && vnni {
-		return qRows1
-	}
-	return qRows
-}
-
 // qPrefetch is how far ahead of its reads (bytes) a kernel asks for each
-// weight row: a decode streams the weights from DRAM, and one row's short
-// blocks alone do not keep enough loads in flight.
+// weight row: a decode streams the weights from DRAM.
 const qPrefetch = 4096
 
 // qTokens is the most tokens a tile takes, by ISA and type: VNNI tiles
@@ -63,7 +51,7 @@ func qdots() {
 	for _, vnni := range []bool{true, false} {
 		for _, t := range qtypes {
 			for tk := 1; tk <= qTokens(t, vnni); tk++ {
-				for r := 1; r <= qrows(tk, vnni); r++ {
+				for r := 1; r <= qRows; r++ {
 					if qonly != "" && qonly != qname(t, tk, r, vnni) {
 						continue
 					}
@@ -578,7 +566,7 @@ func writeQTable() {
 			fmt.Fprintf(&b, "\t%s: {", types[t])
 			for tk := 1; tk <= qTokens(t, vnni); tk++ {
 				fmt.Fprintf(&b, "%d: {", tk)
-				for r := 1; r <= qrows(tk, vnni); r++ {
+				for r := 1; r <= qRows; r++ {
 					fmt.Fprintf(&b, "%d: %s, ", r, qname(t, tk, r, vnni))
 				}
 				b.WriteString("}, ")
