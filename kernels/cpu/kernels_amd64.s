@@ -13313,7 +13313,7 @@ qdotvnniQ8_0x1x4_done:
 	RET
 
 // func qdotvnniQ8_0x2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ8_0x2x1(SB), NOSPLIT, $0-80
 qdotvnniQ8_0x2x1_group:
 	MOVQ         w+0(FP), AX
@@ -13347,7 +13347,6 @@ qdotvnniQ8_0x2x1_loop:
 	VPSUBD       Y12, Y8, Y8
 	VMOVDQU32    2(AX), Y9
 	VPXORD       Y2, Y9, Y9
-	PREFETCHNTA  4096(AX)
 	VPBROADCASTW (AX), X10
 	VCVTPH2PS    X10, Y13
 	VMOVDQA32    Y5, Y10
@@ -13401,7 +13400,7 @@ qdotvnniQ8_0x2x1_done:
 	RET
 
 // func qdotvnniQ8_0x2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ8_0x2x2(SB), NOSPLIT, $0-80
 qdotvnniQ8_0x2x2_group:
 	MOVQ         w+0(FP), AX
@@ -13437,7 +13436,6 @@ qdotvnniQ8_0x2x2_loop:
 	VPSUBD       Y15, Y10, Y10
 	VMOVDQU32    2(AX), Y11
 	VPXORD       Y4, Y11, Y11
-	PREFETCHNTA  4096(AX)
 	VPBROADCASTW (AX), X12
 	VCVTPH2PS    X12, Y16
 	VMOVDQA32    Y7, Y12
@@ -13452,7 +13450,6 @@ qdotvnniQ8_0x2x2_loop:
 	VFMADD231PS  Y13, Y12, Y2
 	VMOVDQU32    2(AX)(CX*1), Y11
 	VPXORD       Y4, Y11, Y11
-	PREFETCHNTA  4096(AX)(CX*1)
 	VPBROADCASTW (AX)(CX*1), X12
 	VCVTPH2PS    X12, Y16
 	VMOVDQA32    Y7, Y12
@@ -13520,7 +13517,7 @@ qdotvnniQ8_0x2x2_done:
 	RET
 
 // func qdotvnniQ8_0x2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ8_0x2x3(SB), NOSPLIT, $0-80
 qdotvnniQ8_0x2x3_group:
 	MOVQ         w+0(FP), AX
@@ -13558,7 +13555,6 @@ qdotvnniQ8_0x2x3_loop:
 	VPSUBD       Y17, Y12, Y12
 	VMOVDQU32    2(AX), Y13
 	VPXORD       Y6, Y13, Y13
-	PREFETCHNTA  4096(AX)
 	VPBROADCASTW (AX), X14
 	VCVTPH2PS    X14, Y18
 	VMOVDQA32    Y9, Y14
@@ -13573,7 +13569,6 @@ qdotvnniQ8_0x2x3_loop:
 	VFMADD231PS  Y15, Y14, Y3
 	VMOVDQU32    2(AX)(CX*1), Y13
 	VPXORD       Y6, Y13, Y13
-	PREFETCHNTA  4096(AX)(CX*1)
 	VPBROADCASTW (AX)(CX*1), X14
 	VCVTPH2PS    X14, Y18
 	VMOVDQA32    Y9, Y14
@@ -13588,7 +13583,6 @@ qdotvnniQ8_0x2x3_loop:
 	VFMADD231PS  Y15, Y14, Y4
 	VMOVDQU32    2(AX)(CX*2), Y13
 	VPXORD       Y6, Y13, Y13
-	PREFETCHNTA  4096(AX)(CX*2)
 	VPBROADCASTW (AX)(CX*2), X14
 	VCVTPH2PS    X14, Y18
 	VMOVDQA32    Y9, Y14
@@ -13670,7 +13664,7 @@ qdotvnniQ8_0x2x3_done:
 	RET
 
 // func qdotvnniQ8_0x2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ8_0x2x4(SB), NOSPLIT, $0-80
 qdotvnniQ8_0x2x4_group:
 	MOVQ         w+0(FP), AX
@@ -13712,7 +13706,6 @@ qdotvnniQ8_0x2x4_loop:
 	VPSUBD       Y19, Y14, Y14
 	VMOVDQU32    2(AX), Y15
 	VPXORD       Y8, Y15, Y15
-	PREFETCHNTA  4096(AX)
 	VPBROADCASTW (AX), X16
 	VCVTPH2PS    X16, Y20
 	VMOVDQA32    Y11, Y16
@@ -13727,7 +13720,6 @@ qdotvnniQ8_0x2x4_loop:
 	VFMADD231PS  Y17, Y16, Y4
 	VMOVDQU32    2(AX)(CX*1), Y15
 	VPXORD       Y8, Y15, Y15
-	PREFETCHNTA  4096(AX)(CX*1)
 	VPBROADCASTW (AX)(CX*1), X16
 	VCVTPH2PS    X16, Y20
 	VMOVDQA32    Y11, Y16
@@ -13742,7 +13734,6 @@ qdotvnniQ8_0x2x4_loop:
 	VFMADD231PS  Y17, Y16, Y5
 	VMOVDQU32    2(AX)(CX*2), Y15
 	VPXORD       Y8, Y15, Y15
-	PREFETCHNTA  4096(AX)(CX*2)
 	VPBROADCASTW (AX)(CX*2), X16
 	VCVTPH2PS    X16, Y20
 	VMOVDQA32    Y11, Y16
@@ -13757,7 +13748,6 @@ qdotvnniQ8_0x2x4_loop:
 	VFMADD231PS  Y17, Y16, Y6
 	VMOVDQU32    2(R9), Y15
 	VPXORD       Y8, Y15, Y15
-	PREFETCHNTA  4096(R9)
 	VPBROADCASTW (R9), X16
 	VCVTPH2PS    X16, Y20
 	VMOVDQA32    Y11, Y16
@@ -13854,7 +13844,7 @@ qdotvnniQ8_0x2x4_done:
 	RET
 
 // func qdotvnniQ8_0x3x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ8_0x3x1(SB), NOSPLIT, $0-80
 qdotvnniQ8_0x3x1_group:
 	MOVQ         w+0(FP), AX
@@ -13895,7 +13885,6 @@ qdotvnniQ8_0x3x1_loop:
 	VPSUBD       Y17, Y12, Y12
 	VMOVDQU32    2(AX), Y13
 	VPXORD       Y3, Y13, Y13
-	PREFETCHNTA  4096(AX)
 	VPBROADCASTW (AX), X14
 	VCVTPH2PS    X14, Y18
 	VMOVDQA32    Y6, Y14
@@ -13962,7 +13951,7 @@ qdotvnniQ8_0x3x1_done:
 	RET
 
 // func qdotvnniQ8_0x3x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ8_0x3x2(SB), NOSPLIT, $0-80
 qdotvnniQ8_0x3x2_group:
 	MOVQ         w+0(FP), AX
@@ -14006,7 +13995,6 @@ qdotvnniQ8_0x3x2_loop:
 	VPSUBD       Y21, Y15, Y15
 	VMOVDQU32    2(AX), Y16
 	VPXORD       Y6, Y16, Y16
-	PREFETCHNTA  4096(AX)
 	VPBROADCASTW (AX), X17
 	VCVTPH2PS    X17, Y22
 	VMOVDQA32    Y9, Y17
@@ -14026,7 +14014,6 @@ qdotvnniQ8_0x3x2_loop:
 	VFMADD231PS  Y18, Y17, Y4
 	VMOVDQU32    2(AX)(CX*1), Y16
 	VPXORD       Y6, Y16, Y16
-	PREFETCHNTA  4096(AX)(CX*1)
 	VPBROADCASTW (AX)(CX*1), X17
 	VCVTPH2PS    X17, Y22
 	VMOVDQA32    Y9, Y17
@@ -14114,7 +14101,7 @@ qdotvnniQ8_0x3x2_done:
 	RET
 
 // func qdotvnniQ8_0x3x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ8_0x3x3(SB), NOSPLIT, $0-80
 qdotvnniQ8_0x3x3_group:
 	MOVQ         w+0(FP), AX
@@ -14161,7 +14148,6 @@ qdotvnniQ8_0x3x3_loop:
 	VPSUBD       Y24, Y18, Y18
 	VMOVDQU32    2(AX), Y19
 	VPXORD       Y9, Y19, Y19
-	PREFETCHNTA  4096(AX)
 	VPBROADCASTW (AX), X20
 	VCVTPH2PS    X20, Y25
 	VMOVDQA32    Y12, Y20
@@ -14181,7 +14167,6 @@ qdotvnniQ8_0x3x3_loop:
 	VFMADD231PS  Y21, Y20, Y6
 	VMOVDQU32    2(AX)(CX*1), Y19
 	VPXORD       Y9, Y19, Y19
-	PREFETCHNTA  4096(AX)(CX*1)
 	VPBROADCASTW (AX)(CX*1), X20
 	VCVTPH2PS    X20, Y25
 	VMOVDQA32    Y12, Y20
@@ -14201,7 +14186,6 @@ qdotvnniQ8_0x3x3_loop:
 	VFMADD231PS  Y21, Y20, Y7
 	VMOVDQU32    2(AX)(CX*2), Y19
 	VPXORD       Y9, Y19, Y19
-	PREFETCHNTA  4096(AX)(CX*2)
 	VPBROADCASTW (AX)(CX*2), X20
 	VCVTPH2PS    X20, Y25
 	VMOVDQA32    Y12, Y20
@@ -14310,7 +14294,7 @@ qdotvnniQ8_0x3x3_done:
 	RET
 
 // func qdotvnniQ8_0x3x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ8_0x3x4(SB), NOSPLIT, $0-80
 qdotvnniQ8_0x3x4_group:
 	MOVQ         w+0(FP), AX
@@ -14362,7 +14346,6 @@ qdotvnniQ8_0x3x4_loop:
 	VPSUBD       Y27, Y21, Y21
 	VMOVDQU32    2(AX), Y22
 	VPXORD       Y12, Y22, Y22
-	PREFETCHNTA  4096(AX)
 	VPBROADCASTW (AX), X23
 	VCVTPH2PS    X23, Y28
 	VMOVDQA32    Y15, Y23
@@ -14382,7 +14365,6 @@ qdotvnniQ8_0x3x4_loop:
 	VFMADD231PS  Y24, Y23, Y8
 	VMOVDQU32    2(AX)(CX*1), Y22
 	VPXORD       Y12, Y22, Y22
-	PREFETCHNTA  4096(AX)(CX*1)
 	VPBROADCASTW (AX)(CX*1), X23
 	VCVTPH2PS    X23, Y28
 	VMOVDQA32    Y15, Y23
@@ -14402,7 +14384,6 @@ qdotvnniQ8_0x3x4_loop:
 	VFMADD231PS  Y24, Y23, Y9
 	VMOVDQU32    2(AX)(CX*2), Y22
 	VPXORD       Y12, Y22, Y22
-	PREFETCHNTA  4096(AX)(CX*2)
 	VPBROADCASTW (AX)(CX*2), X23
 	VCVTPH2PS    X23, Y28
 	VMOVDQA32    Y15, Y23
@@ -14422,7 +14403,6 @@ qdotvnniQ8_0x3x4_loop:
 	VFMADD231PS  Y24, Y23, Y10
 	VMOVDQU32    2(R9), Y22
 	VPXORD       Y12, Y22, Y22
-	PREFETCHNTA  4096(R9)
 	VPBROADCASTW (R9), X23
 	VCVTPH2PS    X23, Y28
 	VMOVDQA32    Y15, Y23
@@ -14956,7 +14936,7 @@ qdotvnniQ4_0x1x4_done:
 	RET
 
 // func qdotvnniQ4_0x2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ4_0x2x1(SB), NOSPLIT, $0-80
 qdotvnniQ4_0x2x1_group:
 	MOVQ         w+0(FP), AX
@@ -14995,7 +14975,6 @@ qdotvnniQ4_0x2x1_loop:
 	VPSRLW       $0x04, X10, X11
 	VINSERTI32X4 $0x01, X11, Y10, Y10
 	VPANDD       Y3, Y10, Y10
-	PREFETCHNTA  4096(AX)
 	VPBROADCASTW (AX), X11
 	VCVTPH2PS    X11, Y14
 	VMOVDQA32    Y6, Y11
@@ -15049,7 +15028,7 @@ qdotvnniQ4_0x2x1_done:
 	RET
 
 // func qdotvnniQ4_0x2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ4_0x2x2(SB), NOSPLIT, $0-80
 qdotvnniQ4_0x2x2_group:
 	MOVQ         w+0(FP), AX
@@ -15090,7 +15069,6 @@ qdotvnniQ4_0x2x2_loop:
 	VPSRLW       $0x04, X12, X13
 	VINSERTI32X4 $0x01, X13, Y12, Y12
 	VPANDD       Y5, Y12, Y12
-	PREFETCHNTA  4096(AX)
 	VPBROADCASTW (AX), X13
 	VCVTPH2PS    X13, Y17
 	VMOVDQA32    Y8, Y13
@@ -15107,7 +15085,6 @@ qdotvnniQ4_0x2x2_loop:
 	VPSRLW       $0x04, X12, X13
 	VINSERTI32X4 $0x01, X13, Y12, Y12
 	VPANDD       Y5, Y12, Y12
-	PREFETCHNTA  4096(AX)(CX*1)
 	VPBROADCASTW (AX)(CX*1), X13
 	VCVTPH2PS    X13, Y17
 	VMOVDQA32    Y8, Y13
@@ -15175,7 +15152,7 @@ qdotvnniQ4_0x2x2_done:
 	RET
 
 // func qdotvnniQ4_0x2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ4_0x2x3(SB), NOSPLIT, $0-80
 qdotvnniQ4_0x2x3_group:
 	MOVQ         w+0(FP), AX
@@ -15218,7 +15195,6 @@ qdotvnniQ4_0x2x3_loop:
 	VPSRLW       $0x04, X14, X15
 	VINSERTI32X4 $0x01, X15, Y14, Y14
 	VPANDD       Y7, Y14, Y14
-	PREFETCHNTA  4096(AX)
 	VPBROADCASTW (AX), X15
 	VCVTPH2PS    X15, Y19
 	VMOVDQA32    Y10, Y15
@@ -15235,7 +15211,6 @@ qdotvnniQ4_0x2x3_loop:
 	VPSRLW       $0x04, X14, X15
 	VINSERTI32X4 $0x01, X15, Y14, Y14
 	VPANDD       Y7, Y14, Y14
-	PREFETCHNTA  4096(AX)(CX*1)
 	VPBROADCASTW (AX)(CX*1), X15
 	VCVTPH2PS    X15, Y19
 	VMOVDQA32    Y10, Y15
@@ -15252,7 +15227,6 @@ qdotvnniQ4_0x2x3_loop:
 	VPSRLW       $0x04, X14, X15
 	VINSERTI32X4 $0x01, X15, Y14, Y14
 	VPANDD       Y7, Y14, Y14
-	PREFETCHNTA  4096(AX)(CX*2)
 	VPBROADCASTW (AX)(CX*2), X15
 	VCVTPH2PS    X15, Y19
 	VMOVDQA32    Y10, Y15
@@ -15334,7 +15308,7 @@ qdotvnniQ4_0x2x3_done:
 	RET
 
 // func qdotvnniQ4_0x2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ4_0x2x4(SB), NOSPLIT, $0-80
 qdotvnniQ4_0x2x4_group:
 	MOVQ         w+0(FP), AX
@@ -15381,7 +15355,6 @@ qdotvnniQ4_0x2x4_loop:
 	VPSRLW       $0x04, X16, X17
 	VINSERTI32X4 $0x01, X17, Y16, Y16
 	VPANDD       Y9, Y16, Y16
-	PREFETCHNTA  4096(AX)
 	VPBROADCASTW (AX), X17
 	VCVTPH2PS    X17, Y21
 	VMOVDQA32    Y12, Y17
@@ -15398,7 +15371,6 @@ qdotvnniQ4_0x2x4_loop:
 	VPSRLW       $0x04, X16, X17
 	VINSERTI32X4 $0x01, X17, Y16, Y16
 	VPANDD       Y9, Y16, Y16
-	PREFETCHNTA  4096(AX)(CX*1)
 	VPBROADCASTW (AX)(CX*1), X17
 	VCVTPH2PS    X17, Y21
 	VMOVDQA32    Y12, Y17
@@ -15415,7 +15387,6 @@ qdotvnniQ4_0x2x4_loop:
 	VPSRLW       $0x04, X16, X17
 	VINSERTI32X4 $0x01, X17, Y16, Y16
 	VPANDD       Y9, Y16, Y16
-	PREFETCHNTA  4096(AX)(CX*2)
 	VPBROADCASTW (AX)(CX*2), X17
 	VCVTPH2PS    X17, Y21
 	VMOVDQA32    Y12, Y17
@@ -15432,7 +15403,6 @@ qdotvnniQ4_0x2x4_loop:
 	VPSRLW       $0x04, X16, X17
 	VINSERTI32X4 $0x01, X17, Y16, Y16
 	VPANDD       Y9, Y16, Y16
-	PREFETCHNTA  4096(R9)
 	VPBROADCASTW (R9), X17
 	VCVTPH2PS    X17, Y21
 	VMOVDQA32    Y12, Y17
@@ -15529,7 +15499,7 @@ qdotvnniQ4_0x2x4_done:
 	RET
 
 // func qdotvnniQ4_0x3x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ4_0x3x1(SB), NOSPLIT, $0-80
 qdotvnniQ4_0x3x1_group:
 	MOVQ         w+0(FP), AX
@@ -15575,7 +15545,6 @@ qdotvnniQ4_0x3x1_loop:
 	VPSRLW       $0x04, X14, X15
 	VINSERTI32X4 $0x01, X15, Y14, Y14
 	VPANDD       Y4, Y14, Y14
-	PREFETCHNTA  4096(AX)
 	VPBROADCASTW (AX), X15
 	VCVTPH2PS    X15, Y19
 	VMOVDQA32    Y7, Y15
@@ -15642,7 +15611,7 @@ qdotvnniQ4_0x3x1_done:
 	RET
 
 // func qdotvnniQ4_0x3x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ4_0x3x2(SB), NOSPLIT, $0-80
 qdotvnniQ4_0x3x2_group:
 	MOVQ         w+0(FP), AX
@@ -15691,7 +15660,6 @@ qdotvnniQ4_0x3x2_loop:
 	VPSRLW       $0x04, X17, X18
 	VINSERTI32X4 $0x01, X18, Y17, Y17
 	VPANDD       Y7, Y17, Y17
-	PREFETCHNTA  4096(AX)
 	VPBROADCASTW (AX), X18
 	VCVTPH2PS    X18, Y23
 	VMOVDQA32    Y10, Y18
@@ -15713,7 +15681,6 @@ qdotvnniQ4_0x3x2_loop:
 	VPSRLW       $0x04, X17, X18
 	VINSERTI32X4 $0x01, X18, Y17, Y17
 	VPANDD       Y7, Y17, Y17
-	PREFETCHNTA  4096(AX)(CX*1)
 	VPBROADCASTW (AX)(CX*1), X18
 	VCVTPH2PS    X18, Y23
 	VMOVDQA32    Y10, Y18
@@ -15801,7 +15768,7 @@ qdotvnniQ4_0x3x2_done:
 	RET
 
 // func qdotvnniQ4_0x3x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ4_0x3x3(SB), NOSPLIT, $0-80
 qdotvnniQ4_0x3x3_group:
 	MOVQ         w+0(FP), AX
@@ -15853,7 +15820,6 @@ qdotvnniQ4_0x3x3_loop:
 	VPSRLW       $0x04, X20, X21
 	VINSERTI32X4 $0x01, X21, Y20, Y20
 	VPANDD       Y10, Y20, Y20
-	PREFETCHNTA  4096(AX)
 	VPBROADCASTW (AX), X21
 	VCVTPH2PS    X21, Y26
 	VMOVDQA32    Y13, Y21
@@ -15875,7 +15841,6 @@ qdotvnniQ4_0x3x3_loop:
 	VPSRLW       $0x04, X20, X21
 	VINSERTI32X4 $0x01, X21, Y20, Y20
 	VPANDD       Y10, Y20, Y20
-	PREFETCHNTA  4096(AX)(CX*1)
 	VPBROADCASTW (AX)(CX*1), X21
 	VCVTPH2PS    X21, Y26
 	VMOVDQA32    Y13, Y21
@@ -15897,7 +15862,6 @@ qdotvnniQ4_0x3x3_loop:
 	VPSRLW       $0x04, X20, X21
 	VINSERTI32X4 $0x01, X21, Y20, Y20
 	VPANDD       Y10, Y20, Y20
-	PREFETCHNTA  4096(AX)(CX*2)
 	VPBROADCASTW (AX)(CX*2), X21
 	VCVTPH2PS    X21, Y26
 	VMOVDQA32    Y13, Y21
@@ -16006,7 +15970,7 @@ qdotvnniQ4_0x3x3_done:
 	RET
 
 // func qdotvnniQ4_0x3x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ4_0x3x4(SB), NOSPLIT, $0-80
 qdotvnniQ4_0x3x4_group:
 	MOVQ         w+0(FP), AX
@@ -16063,7 +16027,6 @@ qdotvnniQ4_0x3x4_loop:
 	VPSRLW       $0x04, X23, X24
 	VINSERTI32X4 $0x01, X24, Y23, Y23
 	VPANDD       Y13, Y23, Y23
-	PREFETCHNTA  4096(AX)
 	VPBROADCASTW (AX), X24
 	VCVTPH2PS    X24, Y29
 	VMOVDQA32    Y16, Y24
@@ -16085,7 +16048,6 @@ qdotvnniQ4_0x3x4_loop:
 	VPSRLW       $0x04, X23, X24
 	VINSERTI32X4 $0x01, X24, Y23, Y23
 	VPANDD       Y13, Y23, Y23
-	PREFETCHNTA  4096(AX)(CX*1)
 	VPBROADCASTW (AX)(CX*1), X24
 	VCVTPH2PS    X24, Y29
 	VMOVDQA32    Y16, Y24
@@ -16107,7 +16069,6 @@ qdotvnniQ4_0x3x4_loop:
 	VPSRLW       $0x04, X23, X24
 	VINSERTI32X4 $0x01, X24, Y23, Y23
 	VPANDD       Y13, Y23, Y23
-	PREFETCHNTA  4096(AX)(CX*2)
 	VPBROADCASTW (AX)(CX*2), X24
 	VCVTPH2PS    X24, Y29
 	VMOVDQA32    Y16, Y24
@@ -16129,7 +16090,6 @@ qdotvnniQ4_0x3x4_loop:
 	VPSRLW       $0x04, X23, X24
 	VINSERTI32X4 $0x01, X24, Y23, Y23
 	VPANDD       Y13, Y23, Y23
-	PREFETCHNTA  4096(R9)
 	VPBROADCASTW (R9), X24
 	VCVTPH2PS    X24, Y29
 	VMOVDQA32    Y16, Y24
@@ -17661,7 +17621,7 @@ qdotvnniQ4Kx1x4_done:
 	RET
 
 // func qdotvnniQ4Kx2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ4Kx2x1(SB), NOSPLIT, $64-80
 qdotvnniQ4Kx2x1_group:
 	MOVQ         w+0(FP), AX
@@ -17685,10 +17645,6 @@ qdotvnniQ4Kx2x1_group:
 qdotvnniQ4Kx2x1_loop:
 	TESTQ        R8, R8
 	JZ           qdotvnniQ4Kx2x1_done
-	PREFETCHNTA  4096(AX)
-	PREFETCHNTA  4160(AX)
-	PREFETCHNTA  4224(AX)
-	PREFETCHNTA  4239(AX)
 	MOVL         4(AX), R9
 	MOVL         8(AX), R10
 	MOVL         12(AX), R11
@@ -17906,7 +17862,7 @@ qdotvnniQ4Kx2x1_done:
 	RET
 
 // func qdotvnniQ4Kx2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ4Kx2x2(SB), NOSPLIT, $128-80
 qdotvnniQ4Kx2x2_group:
 	MOVQ         w+0(FP), AX
@@ -17934,10 +17890,6 @@ qdotvnniQ4Kx2x2_group:
 qdotvnniQ4Kx2x2_loop:
 	TESTQ        R9, R9
 	JZ           qdotvnniQ4Kx2x2_done
-	PREFETCHNTA  4096(AX)
-	PREFETCHNTA  4160(AX)
-	PREFETCHNTA  4224(AX)
-	PREFETCHNTA  4239(AX)
 	MOVL         4(AX), R10
 	MOVL         8(AX), R11
 	MOVL         12(AX), R12
@@ -17983,10 +17935,6 @@ qdotvnniQ4Kx2x2_loop:
 	VFMADD231PS  Y13, Y10, Y6
 	VMULPS       Y11, Y9, Y11
 	VMOVUPS      Y11, 32(SP)
-	PREFETCHNTA  4096(AX)(CX*1)
-	PREFETCHNTA  4160(AX)(CX*1)
-	PREFETCHNTA  4224(AX)(CX*1)
-	PREFETCHNTA  4239(AX)(CX*1)
 	MOVL         4(AX)(CX*1), R10
 	MOVL         8(AX)(CX*1), R11
 	MOVL         12(AX)(CX*1), R12
@@ -18332,7 +18280,7 @@ qdotvnniQ4Kx2x2_done:
 	RET
 
 // func qdotvnniQ4Kx2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ4Kx2x3(SB), NOSPLIT, $192-80
 qdotvnniQ4Kx2x3_group:
 	MOVQ         w+0(FP), AX
@@ -18364,10 +18312,6 @@ qdotvnniQ4Kx2x3_group:
 qdotvnniQ4Kx2x3_loop:
 	TESTQ        R9, R9
 	JZ           qdotvnniQ4Kx2x3_done
-	PREFETCHNTA  4096(AX)
-	PREFETCHNTA  4160(AX)
-	PREFETCHNTA  4224(AX)
-	PREFETCHNTA  4239(AX)
 	MOVL         4(AX), R10
 	MOVL         8(AX), R11
 	MOVL         12(AX), R12
@@ -18413,10 +18357,6 @@ qdotvnniQ4Kx2x3_loop:
 	VFMADD231PS  Y17, Y14, Y9
 	VMULPS       Y15, Y13, Y15
 	VMOVUPS      Y15, 32(SP)
-	PREFETCHNTA  4096(AX)(CX*1)
-	PREFETCHNTA  4160(AX)(CX*1)
-	PREFETCHNTA  4224(AX)(CX*1)
-	PREFETCHNTA  4239(AX)(CX*1)
 	MOVL         4(AX)(CX*1), R10
 	MOVL         8(AX)(CX*1), R11
 	MOVL         12(AX)(CX*1), R12
@@ -18462,10 +18402,6 @@ qdotvnniQ4Kx2x3_loop:
 	VFMADD231PS  Y17, Y14, Y10
 	VMULPS       Y15, Y13, Y15
 	VMOVUPS      Y15, 96(SP)
-	PREFETCHNTA  4096(AX)(CX*2)
-	PREFETCHNTA  4160(AX)(CX*2)
-	PREFETCHNTA  4224(AX)(CX*2)
-	PREFETCHNTA  4239(AX)(CX*2)
 	MOVL         4(AX)(CX*2), R10
 	MOVL         8(AX)(CX*2), R11
 	MOVL         12(AX)(CX*2), R12
@@ -18939,7 +18875,7 @@ qdotvnniQ4Kx2x3_done:
 	RET
 
 // func qdotvnniQ4Kx2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·qdotvnniQ4Kx2x4(SB), NOSPLIT, $256-80
 qdotvnniQ4Kx2x4_group:
 	MOVQ         w+0(FP), AX
@@ -18977,10 +18913,6 @@ qdotvnniQ4Kx2x4_group:
 qdotvnniQ4Kx2x4_loop:
 	TESTQ        R9, R9
 	JZ           qdotvnniQ4Kx2x4_done
-	PREFETCHNTA  4096(AX)
-	PREFETCHNTA  4160(AX)
-	PREFETCHNTA  4224(AX)
-	PREFETCHNTA  4239(AX)
 	MOVL         4(AX), R11
 	MOVL         8(AX), R12
 	MOVL         12(AX), R13
@@ -19026,10 +18958,6 @@ qdotvnniQ4Kx2x4_loop:
 	VFMADD231PS  Y21, Y18, Y12
 	VMULPS       Y19, Y17, Y19
 	VMOVUPS      Y19, 32(SP)
-	PREFETCHNTA  4096(AX)(CX*1)
-	PREFETCHNTA  4160(AX)(CX*1)
-	PREFETCHNTA  4224(AX)(CX*1)
-	PREFETCHNTA  4239(AX)(CX*1)
 	MOVL         4(AX)(CX*1), R11
 	MOVL         8(AX)(CX*1), R12
 	MOVL         12(AX)(CX*1), R13
@@ -19075,10 +19003,6 @@ qdotvnniQ4Kx2x4_loop:
 	VFMADD231PS  Y21, Y18, Y13
 	VMULPS       Y19, Y17, Y19
 	VMOVUPS      Y19, 96(SP)
-	PREFETCHNTA  4096(AX)(CX*2)
-	PREFETCHNTA  4160(AX)(CX*2)
-	PREFETCHNTA  4224(AX)(CX*2)
-	PREFETCHNTA  4239(AX)(CX*2)
 	MOVL         4(AX)(CX*2), R11
 	MOVL         8(AX)(CX*2), R12
 	MOVL         12(AX)(CX*2), R13
@@ -19124,10 +19048,6 @@ qdotvnniQ4Kx2x4_loop:
 	VFMADD231PS  Y21, Y18, Y14
 	VMULPS       Y19, Y17, Y19
 	VMOVUPS      Y19, 160(SP)
-	PREFETCHNTA  4096(R10)
-	PREFETCHNTA  4160(R10)
-	PREFETCHNTA  4224(R10)
-	PREFETCHNTA  4239(R10)
 	MOVL         4(R10), R11
 	MOVL         8(R10), R12
 	MOVL         12(R10), R13

@@ -126,6 +126,15 @@ func (c *qctx) row(r, disp int) Mem {
 	return m
 }
 
+// prefetch asks for row r's weights qPrefetch+off bytes ahead (non-temporal), in
+// one-token tiles only: a decode reads each weight once from DRAM, while a
+// prefill's rows are already in cache for the tokens after the first.
+func (c *qctx) prefetch(r, off int) {
+	if c.T == 1 {
+		PREFETCHNTA(c.row(r, qPrefetch+off))
+	}
+}
+
 func tokAt(base, stride Register, t, disp int) Mem {
 	if t == 0 {
 		return Mem{Base: base, Disp: disp}
@@ -353,7 +362,7 @@ func q32(c *qctx, typ string, nb Register, acc [][]VecVirtual, name string) {
 			}
 			c.pand(mask, u, u)
 		}
-		PREFETCHNTA(c.row(r, qPrefetch))
+		c.prefetch(r, 0)
 		dw := bcastF16(c.row(r, 0))
 		for t := range xv {
 			switch {
@@ -389,9 +398,9 @@ func q4k(c *qctx, nb Register, acc, macc [][]VecVirtual, name string) {
 	JZ(LabelRef(name + "_done"))
 	for r := 0; r < R; r++ {
 		for l := 0; l < 144; l += 64 {
-			PREFETCHNTA(c.row(r, qPrefetch+l))
+			c.prefetch(r, l)
 		}
-		PREFETCHNTA(c.row(r, qPrefetch+143))
+		c.prefetch(r, 143)
 		// The scales and mins as llama.cpp unpacks them: four words,
 		// sc[0..3] sc[4..7] m[0..3] m[4..7].
 		u0, u1, u2, t1, t2 := GP32(), GP32(), GP32(), GP32(), GP32()
@@ -494,9 +503,9 @@ func q6k(c *qctx, nb Register, acc [][]VecVirtual, name string) {
 	JZ(LabelRef(name + "_done"))
 	for r := 0; r < R; r++ {
 		for l := 0; l < 210; l += 64 {
-			PREFETCHNTA(c.row(r, qPrefetch+l))
+			c.prefetch(r, l)
 		}
-		PREFETCHNTA(c.row(r, qPrefetch+209))
+		c.prefetch(r, 209)
 		d := bcastF16(c.row(r, 208))
 		for t := 0; t < T; t++ {
 			dxv := YMM()
