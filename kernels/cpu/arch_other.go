@@ -8,7 +8,7 @@ const hasAsm = false
 var (
 	tiles512  [5][13]tile512Fn
 	tiles256  [3][7]tile256Fn
-	tiles512h [13]tile512Fn
+	tiles512h [13]tile512hFn
 )
 
 func deq512F16(dst *float32, src *byte, n int)  { panic("cpu: no assembly") }

@@ -9186,9 +9186,10 @@ tile256x2x6_sum:
 	VZEROUPPER
 	RET
 
-// func tile512h1x1(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// func tile512h1x1(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·tile512h1x1(SB), NOSPLIT, $0-80
+TEXT ·tile512h1x1(SB), NOSPLIT, $0-88
+tile512h1x1_group:
 	MOVQ    x+0(FP), AX
 	MOVQ    xs+8(FP), CX
 	SHLQ    $0x02, CX
@@ -9246,12 +9247,25 @@ tile512h1x1_sum:
 	VPERMILPS     $0xb1, X0, X1
 	VADDSS        X1, X0, X0
 	VMOVSS        X0, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x1_group
 	VZEROUPPER
 	RET
 
-// func tile512h1x2(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// func tile512h1x2(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·tile512h1x2(SB), NOSPLIT, $0-80
+TEXT ·tile512h1x2(SB), NOSPLIT, $0-88
+tile512h1x2_group:
 	MOVQ    x+0(FP), AX
 	MOVQ    xs+8(FP), CX
 	SHLQ    $0x02, CX
@@ -9325,12 +9339,25 @@ tile512h1x2_sum:
 	VPERMILPS     $0xb1, X1, X0
 	VADDSS        X0, X1, X1
 	VMOVSS        X1, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x2_group
 	VZEROUPPER
 	RET
 
-// func tile512h1x3(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// func tile512h1x3(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·tile512h1x3(SB), NOSPLIT, $0-80
+TEXT ·tile512h1x3(SB), NOSPLIT, $0-88
+tile512h1x3_group:
 	MOVQ    x+0(FP), AX
 	MOVQ    xs+8(FP), CX
 	SHLQ    $0x02, CX
@@ -9420,12 +9447,25 @@ tile512h1x3_sum:
 	VPERMILPS     $0xb1, X2, X0
 	VADDSS        X0, X2, X2
 	VMOVSS        X2, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000006, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x3_group
 	VZEROUPPER
 	RET
 
-// func tile512h1x4(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// func tile512h1x4(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·tile512h1x4(SB), NOSPLIT, $0-80
+TEXT ·tile512h1x4(SB), NOSPLIT, $0-88
+tile512h1x4_group:
 	MOVQ    x+0(FP), AX
 	MOVQ    xs+8(FP), CX
 	SHLQ    $0x02, CX
@@ -9534,12 +9574,25 @@ tile512h1x4_sum:
 	VPERMILPS     $0xb1, X3, X0
 	VADDSS        X0, X3, X3
 	VMOVSS        X3, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000008, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x4_group
 	VZEROUPPER
 	RET
 
-// func tile512h1x5(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// func tile512h1x5(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·tile512h1x5(SB), NOSPLIT, $0-80
+TEXT ·tile512h1x5(SB), NOSPLIT, $0-88
+tile512h1x5_group:
 	MOVQ    x+0(FP), AX
 	MOVQ    xs+8(FP), CX
 	SHLQ    $0x02, CX
@@ -9664,12 +9717,25 @@ tile512h1x5_sum:
 	VPERMILPS     $0xb1, X4, X0
 	VADDSS        X0, X4, X4
 	VMOVSS        X4, 16(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000014, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x0000000a, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x5_group
 	VZEROUPPER
 	RET
 
-// func tile512h1x6(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// func tile512h1x6(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·tile512h1x6(SB), NOSPLIT, $0-80
+TEXT ·tile512h1x6(SB), NOSPLIT, $0-88
+tile512h1x6_group:
 	MOVQ    x+0(FP), AX
 	MOVQ    xs+8(FP), CX
 	SHLQ    $0x02, CX
@@ -9810,12 +9876,25 @@ tile512h1x6_sum:
 	VPERMILPS     $0xb1, X5, X0
 	VADDSS        X0, X5, X5
 	VMOVSS        X5, 20(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000018, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x0000000c, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x6_group
 	VZEROUPPER
 	RET
 
-// func tile512h1x7(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// func tile512h1x7(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·tile512h1x7(SB), NOSPLIT, $0-80
+TEXT ·tile512h1x7(SB), NOSPLIT, $0-88
+tile512h1x7_group:
 	MOVQ    x+0(FP), AX
 	MOVQ    xs+8(FP), CX
 	SHLQ    $0x02, CX
@@ -9975,12 +10054,25 @@ tile512h1x7_sum:
 	VPERMILPS     $0xb1, X6, X0
 	VADDSS        X0, X6, X6
 	VMOVSS        X6, 24(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000001c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x0000000e, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x7_group
 	VZEROUPPER
 	RET
 
-// func tile512h1x8(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// func tile512h1x8(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·tile512h1x8(SB), NOSPLIT, $0-80
+TEXT ·tile512h1x8(SB), NOSPLIT, $0-88
+tile512h1x8_group:
 	MOVQ    x+0(FP), AX
 	MOVQ    xs+8(FP), CX
 	SHLQ    $0x02, CX
@@ -10156,12 +10248,25 @@ tile512h1x8_sum:
 	VPERMILPS     $0xb1, X7, X0
 	VADDSS        X0, X7, X7
 	VMOVSS        X7, 28(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000020, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000010, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x8_group
 	VZEROUPPER
 	RET
 
-// func tile512h1x9(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// func tile512h1x9(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·tile512h1x9(SB), NOSPLIT, $0-80
+TEXT ·tile512h1x9(SB), NOSPLIT, $0-88
+tile512h1x9_group:
 	MOVQ    x+0(FP), AX
 	MOVQ    xs+8(FP), CX
 	SHLQ    $0x02, CX
@@ -10353,12 +10458,25 @@ tile512h1x9_sum:
 	VPERMILPS     $0xb1, X8, X0
 	VADDSS        X0, X8, X8
 	VMOVSS        X8, 32(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000024, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000012, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x9_group
 	VZEROUPPER
 	RET
 
-// func tile512h1x10(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// func tile512h1x10(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·tile512h1x10(SB), NOSPLIT, $0-80
+TEXT ·tile512h1x10(SB), NOSPLIT, $0-88
+tile512h1x10_group:
 	MOVQ    x+0(FP), AX
 	MOVQ    xs+8(FP), CX
 	SHLQ    $0x02, CX
@@ -10569,12 +10687,25 @@ tile512h1x10_sum:
 	VPERMILPS     $0xb1, X9, X0
 	VADDSS        X0, X9, X9
 	VMOVSS        X9, 36(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000028, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000014, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x10_group
 	VZEROUPPER
 	RET
 
-// func tile512h1x11(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// func tile512h1x11(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·tile512h1x11(SB), NOSPLIT, $0-80
+TEXT ·tile512h1x11(SB), NOSPLIT, $0-88
+tile512h1x11_group:
 	MOVQ    x+0(FP), AX
 	MOVQ    xs+8(FP), CX
 	SHLQ    $0x02, CX
@@ -10801,12 +10932,25 @@ tile512h1x11_sum:
 	VPERMILPS     $0xb1, X10, X0
 	VADDSS        X0, X10, X10
 	VMOVSS        X10, 40(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000002c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000016, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x11_group
 	VZEROUPPER
 	RET
 
-// func tile512h1x12(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
+// func tile512h1x12(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·tile512h1x12(SB), NOSPLIT, $0-80
+TEXT ·tile512h1x12(SB), NOSPLIT, $0-88
+tile512h1x12_group:
 	MOVQ    x+0(FP), AX
 	MOVQ    xs+8(FP), CX
 	SHLQ    $0x02, CX
@@ -11049,6 +11193,18 @@ tile512h1x12_sum:
 	VPERMILPS     $0xb1, X11, X0
 	VADDSS        X0, X11, X11
 	VMOVSS        X11, 44(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000030, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000018, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x12_group
 	VZEROUPPER
 	RET
 

@@ -40,6 +40,8 @@ const (
 type (
 	tile512Fn func(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
 	tile256Fn func(x *float32, xs int, w *float32, ws int, steps int, tail int, acc *float32, dst *float32, ds int, mode int)
+	// tile512hFn runs groups one-token F16 tiles down consecutive rows.
+	tile512hFn func(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
 )
 
 const (
@@ -177,19 +179,27 @@ func (mm *matmul) task(worker, i int) {
 			if rm == 1 && t1-t0 == 1 && isa == isaAVX512 {
 				width = decodeWidth
 			}
+			if half {
+				// One call for the block: groups of width rows, then the rest.
+				x, acc := &mm.x[t*K], &s.acc[0]
+				tailMask := uint16(1)<<tail - 1
+				for r := r0; r < r1; {
+					rn := min(width, r1-r)
+					g := (r1 - r) / rn
+					wh := (*float32)(unsafe.Pointer(&mm.wb[r*K*2]))
+					tiles512h[rn](x, K, wh, K, steps, tailMask, acc, &mm.dst[t*w.Rows+r], w.Rows, mode, g)
+					r += g * rn
+				}
+				t += rm
+				continue
+			}
 			for r := r0; r < r1; {
 				rn := min(width, r1-r)
 				x := &mm.x[t*K+c0]
-				var wp *float32
-				if !half {
-					wp = &panel[(r-r0)*ps]
-				}
+				wp := &panel[(r-r0)*ps]
 				acc := &s.acc[accBase+(r-r0)*rm*maxLanes]
 				d := &mm.dst[t*w.Rows+r]
 				switch {
-				case half:
-					wh := (*float32)(unsafe.Pointer(&mm.wb[r*K*2]))
-					tiles512h[rn](x, K, wh, K, steps, uint16(1)<<tail-1, acc, d, w.Rows, mode)
 				case isa == isaAVX512:
 					tiles512[rm][rn](x, K, wp, ps, steps, uint16(1)<<tail-1, acc, d, w.Rows, mode)
 				case isa == isaAVX2:

@@ -90,7 +90,7 @@ func writeTable() {
 		b.WriteString("},\n")
 	}
 	b.WriteString("}\n\n// tiles512h[c] multiplies one token by c F16 weight rows (AVX-512).\n")
-	b.WriteString("var tiles512h = [13]tile512Fn{")
+	b.WriteString("var tiles512h = [13]tile512hFn{")
 	for rn := 1; rn <= widths512[1]; rn++ {
 		fmt.Fprintf(&b, "%d: tile512h1x%d, ", rn, rn)
 	}
@@ -130,7 +130,17 @@ func tileOf(rm, rn int, z, half bool) {
 		tailType = "int"
 	}
 	vbytes := 4 * lanes
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(x *float32, xs int, w *float32, ws int, steps int, tail %s, acc *float32, dst *float32, ds int, mode int)", tailType))
+	sig := fmt.Sprintf("func(x *float32, xs int, w *float32, ws int, steps int, tail %s, acc *float32, dst *float32, ds int, mode int)", tailType)
+	if half {
+		// groups tiles of rn rows one after another down the rows, in one
+		// pass over K each (mode is last): a decode's row loop stays out
+		// of Go. w and dst advance in the argument frame.
+		sig = strings.Replace(sig, "mode int)", "mode int, groups int)", 1)
+	}
+	TEXT(name, NOSPLIT, sig)
+	if half {
+		Label(name + "_group")
+	}
 	x0 := Load(Param("x"), GP64())
 	xs := Load(Param("xs"), GP64())
 	SHLQ(U8(2), xs)
@@ -280,6 +290,19 @@ func tileOf(rm, rn int, z, half bool) {
 		if t+1 < rm {
 			ADDQ(ds, dst)
 		}
+	}
+	if half {
+		next := Load(Param("dst"), GP64())
+		ADDQ(U32(4*rn), next)
+		Store(next, Param("dst"))
+		w, step := Load(Param("w"), GP64()), Load(Param("ws"), GP64())
+		IMUL3Q(U32(2*rn), step, step)
+		ADDQ(step, w)
+		Store(w, Param("w"))
+		g := Load(Param("groups"), GP64())
+		DECQ(g)
+		Store(g, Param("groups"))
+		JNZ(LabelRef(name + "_group"))
 	}
 	VZEROUPPER()
 	RET()
