@@ -320,11 +320,17 @@ func qdot(typ string, T, R int, vnni bool) {
 // bytes of nibbles, element j low and j+16 high).
 func q32(c *qctx, typ string, nb Register, acc [][]VecVirtual, name string) {
 	size := 34
+	// Q8_0's signed weights: on AVX2, and for one token on VNNI, the sign
+	// moves onto the activations (VPSIGNB, |w| unsigned); VNNI tiles of
+	// several tokens add 128 instead, whose share of each block's lanes is
+	// computed once per token and shared by the rows. Both give the same
+	// exact integer lanes, so the same bits.
+	sign := typ == "Q8_0" && (!c.vnni || c.T == 1)
 	var off, mask VecVirtual
 	switch {
 	case typ == "Q4_0":
 		size, off, mask = 18, bcastB(8), bcastB(15)
-	case c.vnni:
+	case !sign:
 		off = bcastB(0x80)
 	}
 	xv, dx, neg := make([]VecVirtual, c.T), make([]VecVirtual, c.T), make([]VecVirtual, c.T)
@@ -346,10 +352,10 @@ func q32(c *qctx, typ string, nb Register, acc [][]VecVirtual, name string) {
 		var sx VecVirtual
 		if typ == "Q8_0" {
 			c.movdqu(c.row(r, 2), u)
-			if c.vnni {
-				c.pxor(off, u, u) // w + 128
-			} else {
+			if sign {
 				sx = YMM()
+			} else {
+				c.pxor(off, u, u) // w + 128
 			}
 		} else {
 			hi := XMM()
@@ -366,7 +372,7 @@ func q32(c *qctx, typ string, nb Register, acc [][]VecVirtual, name string) {
 		dw := bcastF16(c.row(r, 0))
 		for t := range xv {
 			switch {
-			case typ == "Q8_0" && !c.vnni:
+			case sign:
 				VPSIGNB(u, xv[t], sx) // x·sign(w)
 				VPABSB(u, s)
 				c.idot(iv, nil, s, sx)
