@@ -3,7 +3,8 @@
 # llama-bench on the same synthetic GGUF files, printed as a Markdown table.
 #
 #   make bench-peer LLAMA_BENCH=/path/to/llama-bench
-#   scripts/bench-peer.sh /path/to/llama-bench   (env: MODELS, TYPES, REPEATS, THREADS, DIR)
+#   scripts/bench-peer.sh /path/to/llama-bench   (env: MODELS, TYPES, REPEATS, THREADS, DIR,
+#                                                KV_TYPE, JSPARK: a jspark binary to use instead of building one)
 #
 # Models are written by `jspark model synth` (llama, the 32000-token SPM vocabulary
 # from testdata/vocab): 40m = 12 layers, dim 512, 8 heads, ff 1536; 110m = 12 layers,
@@ -28,8 +29,10 @@ KV_TYPE=${KV_TYPE:-f32}
 DIR=${DIR:-${TMPDIR:-/tmp}/jspark-bench-peer}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$DIR"
-JSPARK="$DIR/jspark"
-(cd "$ROOT" && go build -o "$JSPARK" ./cmd/jspark)
+if [[ -z "${JSPARK:-}" ]]; then
+	JSPARK="$DIR/jspark"
+	(cd "$ROOT" && go build -o "$JSPARK" ./cmd/jspark)
+fi
 
 shape() {
 	case $1 in

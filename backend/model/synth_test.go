@@ -218,8 +218,18 @@ func TestForwardMatchesFloat64Reference(t *testing.T) {
 					m := synthModel(t, tiny(arch, typ), k)
 					got := allLogits(t, m, ids)
 					want := naiveLogits(m, ids)
+					// NOTE: the CPU device multiplies quantized weights as
+					// integers against activations quantized to 8 bits
+					// (llama.cpp's way, kernels/cpu/qmatmul.go), so for those
+					// types it carries Q8 activation error (~1.5e-2 here)
+					// against this float-activation reference; F32/F16 and
+					// the ref device keep 1e-4.
+					bound := 1e-4
+					if kname == "cpu" && typ != quant.F32 && typ != quant.F16 {
+						bound = 4e-2
+					}
 					for i := range ids {
-						if e := relL2(got[i*m.Vocab:(i+1)*m.Vocab], want[i]); e > 1e-4 {
+						if e := relL2(got[i*m.Vocab:(i+1)*m.Vocab], want[i]); e > bound {
 							t.Fatalf("token %d: relative L2 error %.2e", i, e)
 						}
 					}

@@ -6,8 +6,9 @@ package cpu
 const hasAsm = false
 
 var (
-	tiles512 [5][13]tile512Fn
-	tiles256 [3][7]tile256Fn
+	tiles512  [5][13]tile512Fn
+	tiles256  [3][7]tile256Fn
+	tiles512h [13]tile512hFn
 )
 
 func deq512F16(dst *float32, src *byte, n int)  { panic("cpu: no assembly") }
@@ -16,3 +17,31 @@ func deq512Q8_0(dst *float32, src *byte, n int) { panic("cpu: no assembly") }
 func deq512Q4_0(dst *float32, src *byte, n int) { panic("cpu: no assembly") }
 func deq512Q4K(dst *float32, src *byte, n int)  { panic("cpu: no assembly") }
 func deq512Q6K(dst *float32, src *byte, n int)  { panic("cpu: no assembly") }
+
+func attn512F32(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
+	panic("cpu: no assembly")
+}
+
+func attn512F16(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
+	panic("cpu: no assembly")
+}
+
+func quant512Q8(x *float32, q *int8, d *float32, s *int32, nb int) { panic("cpu: no assembly") }
+
+func attn512F32d64(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
+	panic("cpu: no assembly")
+}
+
+func attn512F16d64(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
+	panic("cpu: no assembly")
+}
+
+func attn512F32d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
+	panic("cpu: no assembly")
+}
+
+func attn512F16d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
+	panic("cpu: no assembly")
+}
+
+func silu512(gate, up *float32, n int) { panic("cpu: no assembly") }

@@ -21,6 +21,20 @@ type attend struct {
 	tables   []int32
 }
 
+type attnFn func(q *float32, k, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+
+type attnKey struct {
+	f16 bool
+	hd  int // 0: any
+}
+
+// attnBlocks are the attention steps by KV type and head width.
+var attnBlocks = map[attnKey]attnFn{
+	{false, 0}: attn512F32, {true, 0}: attn512F16,
+	{false, 64}: attn512F32d64, {true, 64}: attn512F16d64,
+	{false, 128}: attn512F32d128, {true, 128}: attn512F16d128,
+}
+
 func (at *attend) task(worker, i int) {
 	a := at.a
 	hd := a.HeadDim
@@ -34,14 +48,15 @@ func (at *attend) task(worker, i int) {
 	}
 	o := s.o[:hd]
 	clear(o)
-	state := [2]float32{-1e30, 0}
+	state := &s.state // in scratch: a local would escape to the assembly
+	*state = [2]float32{-1e30, 0}
 	q := at.q[tok*dim+h*hd:][:hd]
 	n := int(at.pos[tok]) + 1
 	table := at.tables[int(at.seq[tok])*a.TableStride:][:a.TableStride]
 	bs := a.BlockSize
-	block := attn512F32
-	if a.K.Type == quant.F16 {
-		block = attn512F16
+	block := attnBlocks[attnKey{a.K.Type == quant.F16, hd}]
+	if block == nil {
+		block = attnBlocks[attnKey{a.K.Type == quant.F16, 0}]
 	}
 	kb, vb := at.kv[0], at.kv[1]
 	for p0 := 0; p0 < n; p0 += bs {
@@ -50,7 +65,7 @@ func (at *attend) task(worker, i int) {
 		for j0 := 0; j0 < m; j0 += 16 {
 			nn := min(16, m-j0)
 			off := ((base+j0)*kvDim + kvOff) * elem
-			block(&q[0], &kb[off], &vb[off], kvDim*elem, nn, uint16(1<<nn-1), hd, a.Scale, &state, &o[0], &s.s16)
+			block(&q[0], &kb[off], &vb[off], kvDim*elem, nn, uint16(1<<nn-1), hd, a.Scale, state, &o[0], &s.s16)
 		}
 	}
 	out := at.out[tok*dim+h*hd:][:hd]
@@ -76,30 +91,43 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 		k.Kernels.Attend(a)
 		return
 	}
-	Q, O, K, V := kernels.HostF32(a.Q), kernels.HostF32(a.Out), kernels.HostF32(a.K), kernels.HostF32(a.V)
-	pos, seq, tables := kernels.HostI32(a.Pos), kernels.HostI32(a.Seq), kernels.HostI32(a.Table)
-	dim := a.Heads * a.HeadDim
-	kvDim := a.KVHeads * a.HeadDim
-	group := a.Heads / a.KVHeads
-	work := a.N * a.Heads * a.HeadDim * 2 * (a.MaxPos + 1)
-	k.pool.runSized(a.N*a.Heads, work, funcRunner(func(worker, task int) {
-		i, h := task/a.Heads, task%a.Heads
-		q := Q[i*dim+h*a.HeadDim:][:a.HeadDim]
-		out := O[i*dim+h*a.HeadDim:][:a.HeadDim]
-		kvOff := (h / group) * a.HeadDim
-		n := int(pos[i]) + 1
-		table := tables[int(seq[i])*a.TableStride:][:a.TableStride]
-		s := &k.scratch[worker]
-		if cap(s.scores) < n {
-			s.scores = make([]float32, n+n/2)
-		}
-		scores := s.scores[:n]
-		if a.HeadDim == 8 {
-			attend8(out, q, scores, table, a.BlockSize, K, V, kvDim, kvOff, a.Scale)
-		} else {
-			attendOne(out, q, scores, table, a.BlockSize, K, V, kvDim, kvOff, a.Scale)
-		}
-	}))
+	ag := &k.ag
+	*ag = attendGo{k: k, a: a, q: kernels.HostF32(a.Q), out: kernels.HostF32(a.Out), kv: [2][]float32{kernels.HostF32(a.K), kernels.HostF32(a.V)},
+		pos: kernels.HostI32(a.Pos), seq: kernels.HostI32(a.Seq), tables: kernels.HostI32(a.Table)}
+	k.pool.runSized(a.N*a.Heads, a.N*a.Heads*a.HeadDim*2*(a.MaxPos+1), ag)
+	*ag = attendGo{}
+}
+
+// attendGo is the portable attention in flight (a struct, not a closure,
+// so a call allocates nothing).
+type attendGo struct {
+	k        *Kernels
+	a        *kernels.Attention
+	q, out   []float32
+	kv       [2][]float32
+	pos, seq []int32
+	tables   []int32
+}
+
+func (ag *attendGo) task(worker, task int) {
+	a := ag.a
+	i, h := task/a.Heads, task%a.Heads
+	dim, kvDim := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
+	q := ag.q[i*dim+h*a.HeadDim:][:a.HeadDim]
+	out := ag.out[i*dim+h*a.HeadDim:][:a.HeadDim]
+	kvOff := (h / (a.Heads / a.KVHeads)) * a.HeadDim
+	n := int(ag.pos[i]) + 1
+	table := ag.tables[int(ag.seq[i])*a.TableStride:][:a.TableStride]
+	s := &ag.k.scratch[worker]
+	if cap(s.scores) < n {
+		s.scores = make([]float32, n+n/2)
+	}
+	scores := s.scores[:n]
+	if a.HeadDim == 8 {
+		attend8(out, q, scores, table, a.BlockSize, ag.kv[0], ag.kv[1], kvDim, kvOff, a.Scale)
+	} else {
+		attendOne(out, q, scores, table, a.BlockSize, ag.kv[0], ag.kv[1], kvDim, kvOff, a.Scale)
+	}
 }
 
 // attendOne is one query head over its sequence's paged K/V. Positions are

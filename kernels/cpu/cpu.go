@@ -19,7 +19,12 @@ type Kernels struct {
 	scratch     []scratch
 	isa         isa
 	mm          matmul
+	qm          qmm
+	xq          qscratch // quantized activations of the current product
 	at          attend
+	ag          attendGo
+	rope        rope
+	silu        siluMul
 	mu          sync.Mutex // one parallel kernel at a time owns the scratch
 }
 
@@ -29,6 +34,8 @@ type scratch struct {
 	scores []float32
 	o      []float32 // one head's output accumulator
 	s16    [16]float32
+	state  [2]float32 // attention's running max and sum
+	rope   []float32  // one token's RoPE cosines and sines
 }
 
 var _ kernels.Kernels = (*Kernels)(nil)

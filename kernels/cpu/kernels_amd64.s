@@ -20,6 +20,16 @@ DATA masks256<>+56(SB)/4, $0x00000000
 DATA masks256<>+60(SB)/4, $0x00000000
 GLOBL masks256<>(SB), RODATA|NOPTR, $64
 
+DATA q6kidx<>+0(SB)/4, $0x00000000
+DATA q6kidx<>+4(SB)/4, $0x00000000
+DATA q6kidx<>+8(SB)/4, $0x00000000
+DATA q6kidx<>+12(SB)/4, $0x00000000
+DATA q6kidx<>+16(SB)/4, $0x00000001
+DATA q6kidx<>+20(SB)/4, $0x00000001
+DATA q6kidx<>+24(SB)/4, $0x00000001
+DATA q6kidx<>+28(SB)/4, $0x00000001
+GLOBL q6kidx<>(SB), RODATA|NOPTR, $32
+
 // func tile512x1x1(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
 TEXT ·tile512x1x1(SB), NOSPLIT, $0-80
@@ -9176,6 +9186,2028 @@ tile256x2x6_sum:
 	VZEROUPPER
 	RET
 
+// func tile512h1x1(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x1(SB), NOSPLIT, $0-88
+tile512h1x1_group:
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), DX
+	MOVQ    acc+48(FP), BX
+	MOVQ    mode+72(FP), SI
+	TESTQ   $0x00000001, SI
+	JZ      tile512h1x1_zero
+	VMOVUPS (BX), Z0
+	JMP     tile512h1x1_loop
+
+tile512h1x1_zero:
+	VXORPS Z0, Z0, Z0
+
+tile512h1x1_loop:
+	TESTQ       DX, DX
+	JZ          tile512h1x1_tail
+	VMOVUPS     (AX), Z1
+	VCVTPH2PS   (CX), Z2
+	VFMADD231PS Z2, Z1, Z0
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000040, AX
+	DECQ        DX
+	JMP         tile512h1x1_loop
+
+tile512h1x1_tail:
+	MOVWLZX     tail+40(FP), DX
+	TESTL       DX, DX
+	JZ          tile512h1x1_end
+	KMOVW       DX, K1
+	VMOVUPS.Z   (AX), K1, Z1
+	VCVTPH2PS.Z (CX), K1, Z2
+	VFMADD231PS Z2, Z1, Z0
+
+tile512h1x1_end:
+	TESTQ   $0x00000002, SI
+	JNZ     tile512h1x1_sum
+	VMOVUPS Z0, (BX)
+	VZEROUPPER
+	RET
+
+tile512h1x1_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x1_group
+	VZEROUPPER
+	RET
+
+// func tile512h1x2(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x2(SB), NOSPLIT, $0-88
+tile512h1x2_group:
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x2_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	JMP     tile512h1x2_loop
+
+tile512h1x2_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+
+tile512h1x2_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x2_tail
+	VMOVUPS     (AX), Z2
+	VCVTPH2PS   (CX), Z3
+	VFMADD231PS Z3, Z2, Z0
+	VCVTPH2PS   (CX)(DX*1), Z3
+	VFMADD231PS Z3, Z2, Z1
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x2_loop
+
+tile512h1x2_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x2_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z2
+	VCVTPH2PS.Z (CX), K1, Z3
+	VFMADD231PS Z3, Z2, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z3
+	VFMADD231PS Z3, Z2, Z1
+
+tile512h1x2_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x2_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x2_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VADDPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VADDPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VADDSS        X2, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x2_group
+	VZEROUPPER
+	RET
+
+// func tile512h1x3(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x3(SB), NOSPLIT, $0-88
+tile512h1x3_group:
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x3_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	JMP     tile512h1x3_loop
+
+tile512h1x3_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+
+tile512h1x3_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x3_tail
+	VMOVUPS     (AX), Z3
+	VCVTPH2PS   (CX), Z4
+	VFMADD231PS Z4, Z3, Z0
+	VCVTPH2PS   (CX)(DX*1), Z4
+	VFMADD231PS Z4, Z3, Z1
+	VCVTPH2PS   (CX)(DX*2), Z4
+	VFMADD231PS Z4, Z3, Z2
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x3_loop
+
+tile512h1x3_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x3_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z3
+	VCVTPH2PS.Z (CX), K1, Z4
+	VFMADD231PS Z4, Z3, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z4
+	VFMADD231PS Z4, Z3, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z4
+	VFMADD231PS Z4, Z3, Z2
+
+tile512h1x3_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x3_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x3_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y3
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X3
+	VADDPS        X3, X0, X0
+	VPERMILPS     $0x4e, X0, X3
+	VADDPS        X3, X0, X0
+	VPERMILPS     $0xb1, X0, X3
+	VADDSS        X3, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000006, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x3_group
+	VZEROUPPER
+	RET
+
+// func tile512h1x4(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x4(SB), NOSPLIT, $0-88
+tile512h1x4_group:
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x4_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	JMP     tile512h1x4_loop
+
+tile512h1x4_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+
+tile512h1x4_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x4_tail
+	VMOVUPS     (AX), Z4
+	VCVTPH2PS   (CX), Z5
+	VFMADD231PS Z5, Z4, Z0
+	VCVTPH2PS   (CX)(DX*1), Z5
+	VFMADD231PS Z5, Z4, Z1
+	VCVTPH2PS   (CX)(DX*2), Z5
+	VFMADD231PS Z5, Z4, Z2
+	VCVTPH2PS   (R8), Z5
+	VFMADD231PS Z5, Z4, Z3
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x4_loop
+
+tile512h1x4_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x4_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z4
+	VCVTPH2PS.Z (CX), K1, Z5
+	VFMADD231PS Z5, Z4, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z5
+	VFMADD231PS Z5, Z4, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z5
+	VFMADD231PS Z5, Z4, Z2
+	VCVTPH2PS.Z (R8), K1, Z5
+	VFMADD231PS Z5, Z4, Z3
+
+tile512h1x4_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x4_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x4_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0x4e, X0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0xb1, X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000008, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x4_group
+	VZEROUPPER
+	RET
+
+// func tile512h1x5(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x5(SB), NOSPLIT, $0-88
+tile512h1x5_group:
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x5_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	JMP     tile512h1x5_loop
+
+tile512h1x5_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+
+tile512h1x5_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x5_tail
+	VMOVUPS     (AX), Z5
+	VCVTPH2PS   (CX), Z6
+	VFMADD231PS Z6, Z5, Z0
+	VCVTPH2PS   (CX)(DX*1), Z6
+	VFMADD231PS Z6, Z5, Z1
+	VCVTPH2PS   (CX)(DX*2), Z6
+	VFMADD231PS Z6, Z5, Z2
+	VCVTPH2PS   (R8), Z6
+	VFMADD231PS Z6, Z5, Z3
+	VCVTPH2PS   (R8)(DX*1), Z6
+	VFMADD231PS Z6, Z5, Z4
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x5_loop
+
+tile512h1x5_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x5_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z5
+	VCVTPH2PS.Z (CX), K1, Z6
+	VFMADD231PS Z6, Z5, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z6
+	VFMADD231PS Z6, Z5, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z6
+	VFMADD231PS Z6, Z5, Z2
+	VCVTPH2PS.Z (R8), K1, Z6
+	VFMADD231PS Z6, Z5, Z3
+	VCVTPH2PS.Z (R8)(DX*1), K1, Z6
+	VFMADD231PS Z6, Z5, Z4
+
+tile512h1x5_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x5_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x5_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y5
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X5
+	VADDPS        X5, X0, X0
+	VPERMILPS     $0x4e, X0, X5
+	VADDPS        X5, X0, X0
+	VPERMILPS     $0xb1, X0, X5
+	VADDSS        X5, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0x4e, X4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0xb1, X4, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 16(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000014, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x0000000a, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x5_group
+	VZEROUPPER
+	RET
+
+// func tile512h1x6(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x6(SB), NOSPLIT, $0-88
+tile512h1x6_group:
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x6_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	JMP     tile512h1x6_loop
+
+tile512h1x6_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+
+tile512h1x6_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x6_tail
+	VMOVUPS     (AX), Z6
+	VCVTPH2PS   (CX), Z7
+	VFMADD231PS Z7, Z6, Z0
+	VCVTPH2PS   (CX)(DX*1), Z7
+	VFMADD231PS Z7, Z6, Z1
+	VCVTPH2PS   (CX)(DX*2), Z7
+	VFMADD231PS Z7, Z6, Z2
+	VCVTPH2PS   (R8), Z7
+	VFMADD231PS Z7, Z6, Z3
+	VCVTPH2PS   (R8)(DX*1), Z7
+	VFMADD231PS Z7, Z6, Z4
+	VCVTPH2PS   (R8)(DX*2), Z7
+	VFMADD231PS Z7, Z6, Z5
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x6_loop
+
+tile512h1x6_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x6_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z6
+	VCVTPH2PS.Z (CX), K1, Z7
+	VFMADD231PS Z7, Z6, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z7
+	VFMADD231PS Z7, Z6, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z7
+	VFMADD231PS Z7, Z6, Z2
+	VCVTPH2PS.Z (R8), K1, Z7
+	VFMADD231PS Z7, Z6, Z3
+	VCVTPH2PS.Z (R8)(DX*1), K1, Z7
+	VFMADD231PS Z7, Z6, Z4
+	VCVTPH2PS.Z (R8)(DX*2), K1, Z7
+	VFMADD231PS Z7, Z6, Z5
+
+tile512h1x6_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x6_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x6_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDPS        X6, X0, X0
+	VPERMILPS     $0x4e, X0, X6
+	VADDPS        X6, X0, X0
+	VPERMILPS     $0xb1, X0, X6
+	VADDSS        X6, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0x4e, X4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0xb1, X4, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0x4e, X5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0xb1, X5, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, 20(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000018, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x0000000c, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x6_group
+	VZEROUPPER
+	RET
+
+// func tile512h1x7(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x7(SB), NOSPLIT, $0-88
+tile512h1x7_group:
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x7_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	JMP     tile512h1x7_loop
+
+tile512h1x7_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+
+tile512h1x7_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x7_tail
+	VMOVUPS     (AX), Z7
+	VCVTPH2PS   (CX), Z8
+	VFMADD231PS Z8, Z7, Z0
+	VCVTPH2PS   (CX)(DX*1), Z8
+	VFMADD231PS Z8, Z7, Z1
+	VCVTPH2PS   (CX)(DX*2), Z8
+	VFMADD231PS Z8, Z7, Z2
+	VCVTPH2PS   (R8), Z8
+	VFMADD231PS Z8, Z7, Z3
+	VCVTPH2PS   (R8)(DX*1), Z8
+	VFMADD231PS Z8, Z7, Z4
+	VCVTPH2PS   (R8)(DX*2), Z8
+	VFMADD231PS Z8, Z7, Z5
+	VCVTPH2PS   (R9), Z8
+	VFMADD231PS Z8, Z7, Z6
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x7_loop
+
+tile512h1x7_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x7_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z7
+	VCVTPH2PS.Z (CX), K1, Z8
+	VFMADD231PS Z8, Z7, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z8
+	VFMADD231PS Z8, Z7, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z8
+	VFMADD231PS Z8, Z7, Z2
+	VCVTPH2PS.Z (R8), K1, Z8
+	VFMADD231PS Z8, Z7, Z3
+	VCVTPH2PS.Z (R8)(DX*1), K1, Z8
+	VFMADD231PS Z8, Z7, Z4
+	VCVTPH2PS.Z (R8)(DX*2), K1, Z8
+	VFMADD231PS Z8, Z7, Z5
+	VCVTPH2PS.Z (R9), K1, Z8
+	VFMADD231PS Z8, Z7, Z6
+
+tile512h1x7_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x7_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VMOVUPS Z6, 384(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x7_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y7
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0x4e, X0, X7
+	VADDPS        X7, X0, X0
+	VPERMILPS     $0xb1, X0, X7
+	VADDSS        X7, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0x4e, X4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0xb1, X4, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0x4e, X5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0xb1, X5, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, 20(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0x4e, X6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0xb1, X6, X0
+	VADDSS        X0, X6, X6
+	VMOVSS        X6, 24(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000001c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x0000000e, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x7_group
+	VZEROUPPER
+	RET
+
+// func tile512h1x8(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x8(SB), NOSPLIT, $0-88
+tile512h1x8_group:
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x8_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	VMOVUPS 448(SI), Z7
+	JMP     tile512h1x8_loop
+
+tile512h1x8_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+
+tile512h1x8_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x8_tail
+	VMOVUPS     (AX), Z8
+	VCVTPH2PS   (CX), Z9
+	VFMADD231PS Z9, Z8, Z0
+	VCVTPH2PS   (CX)(DX*1), Z9
+	VFMADD231PS Z9, Z8, Z1
+	VCVTPH2PS   (CX)(DX*2), Z9
+	VFMADD231PS Z9, Z8, Z2
+	VCVTPH2PS   (R8), Z9
+	VFMADD231PS Z9, Z8, Z3
+	VCVTPH2PS   (R8)(DX*1), Z9
+	VFMADD231PS Z9, Z8, Z4
+	VCVTPH2PS   (R8)(DX*2), Z9
+	VFMADD231PS Z9, Z8, Z5
+	VCVTPH2PS   (R9), Z9
+	VFMADD231PS Z9, Z8, Z6
+	VCVTPH2PS   (R9)(DX*1), Z9
+	VFMADD231PS Z9, Z8, Z7
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x8_loop
+
+tile512h1x8_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x8_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z8
+	VCVTPH2PS.Z (CX), K1, Z9
+	VFMADD231PS Z9, Z8, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z9
+	VFMADD231PS Z9, Z8, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z9
+	VFMADD231PS Z9, Z8, Z2
+	VCVTPH2PS.Z (R8), K1, Z9
+	VFMADD231PS Z9, Z8, Z3
+	VCVTPH2PS.Z (R8)(DX*1), K1, Z9
+	VFMADD231PS Z9, Z8, Z4
+	VCVTPH2PS.Z (R8)(DX*2), K1, Z9
+	VFMADD231PS Z9, Z8, Z5
+	VCVTPH2PS.Z (R9), K1, Z9
+	VFMADD231PS Z9, Z8, Z6
+	VCVTPH2PS.Z (R9)(DX*1), K1, Z9
+	VFMADD231PS Z9, Z8, Z7
+
+tile512h1x8_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x8_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VMOVUPS Z6, 384(SI)
+	VMOVUPS Z7, 448(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x8_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VPERMILPS     $0x4e, X0, X8
+	VADDPS        X8, X0, X0
+	VPERMILPS     $0xb1, X0, X8
+	VADDSS        X8, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0x4e, X4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0xb1, X4, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0x4e, X5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0xb1, X5, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, 20(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0x4e, X6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0xb1, X6, X0
+	VADDSS        X0, X6, X6
+	VMOVSS        X6, 24(AX)
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0x4e, X7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0xb1, X7, X0
+	VADDSS        X0, X7, X7
+	VMOVSS        X7, 28(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000020, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000010, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x8_group
+	VZEROUPPER
+	RET
+
+// func tile512h1x9(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x9(SB), NOSPLIT, $0-88
+tile512h1x9_group:
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x9_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	VMOVUPS 448(SI), Z7
+	VMOVUPS 512(SI), Z8
+	JMP     tile512h1x9_loop
+
+tile512h1x9_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+
+tile512h1x9_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x9_tail
+	VMOVUPS     (AX), Z9
+	VCVTPH2PS   (CX), Z10
+	VFMADD231PS Z10, Z9, Z0
+	VCVTPH2PS   (CX)(DX*1), Z10
+	VFMADD231PS Z10, Z9, Z1
+	VCVTPH2PS   (CX)(DX*2), Z10
+	VFMADD231PS Z10, Z9, Z2
+	VCVTPH2PS   (R8), Z10
+	VFMADD231PS Z10, Z9, Z3
+	VCVTPH2PS   (R8)(DX*1), Z10
+	VFMADD231PS Z10, Z9, Z4
+	VCVTPH2PS   (R8)(DX*2), Z10
+	VFMADD231PS Z10, Z9, Z5
+	VCVTPH2PS   (R9), Z10
+	VFMADD231PS Z10, Z9, Z6
+	VCVTPH2PS   (R9)(DX*1), Z10
+	VFMADD231PS Z10, Z9, Z7
+	VCVTPH2PS   (R9)(DX*2), Z10
+	VFMADD231PS Z10, Z9, Z8
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x9_loop
+
+tile512h1x9_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x9_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z9
+	VCVTPH2PS.Z (CX), K1, Z10
+	VFMADD231PS Z10, Z9, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z10
+	VFMADD231PS Z10, Z9, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z10
+	VFMADD231PS Z10, Z9, Z2
+	VCVTPH2PS.Z (R8), K1, Z10
+	VFMADD231PS Z10, Z9, Z3
+	VCVTPH2PS.Z (R8)(DX*1), K1, Z10
+	VFMADD231PS Z10, Z9, Z4
+	VCVTPH2PS.Z (R8)(DX*2), K1, Z10
+	VFMADD231PS Z10, Z9, Z5
+	VCVTPH2PS.Z (R9), K1, Z10
+	VFMADD231PS Z10, Z9, Z6
+	VCVTPH2PS.Z (R9)(DX*1), K1, Z10
+	VFMADD231PS Z10, Z9, Z7
+	VCVTPH2PS.Z (R9)(DX*2), K1, Z10
+	VFMADD231PS Z10, Z9, Z8
+
+tile512h1x9_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x9_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VMOVUPS Z6, 384(SI)
+	VMOVUPS Z7, 448(SI)
+	VMOVUPS Z8, 512(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x9_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y9
+	VADDPS        Y9, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X9
+	VADDPS        X9, X0, X0
+	VPERMILPS     $0x4e, X0, X9
+	VADDPS        X9, X0, X0
+	VPERMILPS     $0xb1, X0, X9
+	VADDSS        X9, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0x4e, X4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0xb1, X4, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0x4e, X5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0xb1, X5, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, 20(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0x4e, X6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0xb1, X6, X0
+	VADDSS        X0, X6, X6
+	VMOVSS        X6, 24(AX)
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0x4e, X7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0xb1, X7, X0
+	VADDSS        X0, X7, X7
+	VMOVSS        X7, 28(AX)
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X8
+	VPERMILPS     $0x4e, X8, X0
+	VADDPS        X0, X8, X8
+	VPERMILPS     $0xb1, X8, X0
+	VADDSS        X0, X8, X8
+	VMOVSS        X8, 32(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000024, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000012, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x9_group
+	VZEROUPPER
+	RET
+
+// func tile512h1x10(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x10(SB), NOSPLIT, $0-88
+tile512h1x10_group:
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	LEAQ    (R9)(DX*2), R10
+	ADDQ    DX, R10
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x10_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	VMOVUPS 448(SI), Z7
+	VMOVUPS 512(SI), Z8
+	VMOVUPS 576(SI), Z9
+	JMP     tile512h1x10_loop
+
+tile512h1x10_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+
+tile512h1x10_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x10_tail
+	VMOVUPS     (AX), Z10
+	VCVTPH2PS   (CX), Z11
+	VFMADD231PS Z11, Z10, Z0
+	VCVTPH2PS   (CX)(DX*1), Z11
+	VFMADD231PS Z11, Z10, Z1
+	VCVTPH2PS   (CX)(DX*2), Z11
+	VFMADD231PS Z11, Z10, Z2
+	VCVTPH2PS   (R8), Z11
+	VFMADD231PS Z11, Z10, Z3
+	VCVTPH2PS   (R8)(DX*1), Z11
+	VFMADD231PS Z11, Z10, Z4
+	VCVTPH2PS   (R8)(DX*2), Z11
+	VFMADD231PS Z11, Z10, Z5
+	VCVTPH2PS   (R9), Z11
+	VFMADD231PS Z11, Z10, Z6
+	VCVTPH2PS   (R9)(DX*1), Z11
+	VFMADD231PS Z11, Z10, Z7
+	VCVTPH2PS   (R9)(DX*2), Z11
+	VFMADD231PS Z11, Z10, Z8
+	VCVTPH2PS   (R10), Z11
+	VFMADD231PS Z11, Z10, Z9
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000020, R10
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x10_loop
+
+tile512h1x10_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x10_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z10
+	VCVTPH2PS.Z (CX), K1, Z11
+	VFMADD231PS Z11, Z10, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z11
+	VFMADD231PS Z11, Z10, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z11
+	VFMADD231PS Z11, Z10, Z2
+	VCVTPH2PS.Z (R8), K1, Z11
+	VFMADD231PS Z11, Z10, Z3
+	VCVTPH2PS.Z (R8)(DX*1), K1, Z11
+	VFMADD231PS Z11, Z10, Z4
+	VCVTPH2PS.Z (R8)(DX*2), K1, Z11
+	VFMADD231PS Z11, Z10, Z5
+	VCVTPH2PS.Z (R9), K1, Z11
+	VFMADD231PS Z11, Z10, Z6
+	VCVTPH2PS.Z (R9)(DX*1), K1, Z11
+	VFMADD231PS Z11, Z10, Z7
+	VCVTPH2PS.Z (R9)(DX*2), K1, Z11
+	VFMADD231PS Z11, Z10, Z8
+	VCVTPH2PS.Z (R10), K1, Z11
+	VFMADD231PS Z11, Z10, Z9
+
+tile512h1x10_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x10_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VMOVUPS Z6, 384(SI)
+	VMOVUPS Z7, 448(SI)
+	VMOVUPS Z8, 512(SI)
+	VMOVUPS Z9, 576(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x10_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y10
+	VADDPS        Y10, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X10
+	VADDPS        X10, X0, X0
+	VPERMILPS     $0x4e, X0, X10
+	VADDPS        X10, X0, X0
+	VPERMILPS     $0xb1, X0, X10
+	VADDSS        X10, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0x4e, X4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0xb1, X4, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0x4e, X5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0xb1, X5, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, 20(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0x4e, X6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0xb1, X6, X0
+	VADDSS        X0, X6, X6
+	VMOVSS        X6, 24(AX)
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0x4e, X7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0xb1, X7, X0
+	VADDSS        X0, X7, X7
+	VMOVSS        X7, 28(AX)
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X8
+	VPERMILPS     $0x4e, X8, X0
+	VADDPS        X0, X8, X8
+	VPERMILPS     $0xb1, X8, X0
+	VADDSS        X0, X8, X8
+	VMOVSS        X8, 32(AX)
+	VEXTRACTF64X4 $0x01, Z9, Y0
+	VADDPS        Y0, Y9, Y9
+	VEXTRACTF32X4 $0x01, Y9, X0
+	VADDPS        X0, X9, X9
+	VPERMILPS     $0x4e, X9, X0
+	VADDPS        X0, X9, X9
+	VPERMILPS     $0xb1, X9, X0
+	VADDSS        X0, X9, X9
+	VMOVSS        X9, 36(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000028, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000014, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x10_group
+	VZEROUPPER
+	RET
+
+// func tile512h1x11(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x11(SB), NOSPLIT, $0-88
+tile512h1x11_group:
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	LEAQ    (R9)(DX*2), R10
+	ADDQ    DX, R10
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x11_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	VMOVUPS 448(SI), Z7
+	VMOVUPS 512(SI), Z8
+	VMOVUPS 576(SI), Z9
+	VMOVUPS 640(SI), Z10
+	JMP     tile512h1x11_loop
+
+tile512h1x11_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+
+tile512h1x11_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x11_tail
+	VMOVUPS     (AX), Z11
+	VCVTPH2PS   (CX), Z12
+	VFMADD231PS Z12, Z11, Z0
+	VCVTPH2PS   (CX)(DX*1), Z12
+	VFMADD231PS Z12, Z11, Z1
+	VCVTPH2PS   (CX)(DX*2), Z12
+	VFMADD231PS Z12, Z11, Z2
+	VCVTPH2PS   (R8), Z12
+	VFMADD231PS Z12, Z11, Z3
+	VCVTPH2PS   (R8)(DX*1), Z12
+	VFMADD231PS Z12, Z11, Z4
+	VCVTPH2PS   (R8)(DX*2), Z12
+	VFMADD231PS Z12, Z11, Z5
+	VCVTPH2PS   (R9), Z12
+	VFMADD231PS Z12, Z11, Z6
+	VCVTPH2PS   (R9)(DX*1), Z12
+	VFMADD231PS Z12, Z11, Z7
+	VCVTPH2PS   (R9)(DX*2), Z12
+	VFMADD231PS Z12, Z11, Z8
+	VCVTPH2PS   (R10), Z12
+	VFMADD231PS Z12, Z11, Z9
+	VCVTPH2PS   (R10)(DX*1), Z12
+	VFMADD231PS Z12, Z11, Z10
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000020, R10
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x11_loop
+
+tile512h1x11_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x11_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z11
+	VCVTPH2PS.Z (CX), K1, Z12
+	VFMADD231PS Z12, Z11, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z12
+	VFMADD231PS Z12, Z11, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z12
+	VFMADD231PS Z12, Z11, Z2
+	VCVTPH2PS.Z (R8), K1, Z12
+	VFMADD231PS Z12, Z11, Z3
+	VCVTPH2PS.Z (R8)(DX*1), K1, Z12
+	VFMADD231PS Z12, Z11, Z4
+	VCVTPH2PS.Z (R8)(DX*2), K1, Z12
+	VFMADD231PS Z12, Z11, Z5
+	VCVTPH2PS.Z (R9), K1, Z12
+	VFMADD231PS Z12, Z11, Z6
+	VCVTPH2PS.Z (R9)(DX*1), K1, Z12
+	VFMADD231PS Z12, Z11, Z7
+	VCVTPH2PS.Z (R9)(DX*2), K1, Z12
+	VFMADD231PS Z12, Z11, Z8
+	VCVTPH2PS.Z (R10), K1, Z12
+	VFMADD231PS Z12, Z11, Z9
+	VCVTPH2PS.Z (R10)(DX*1), K1, Z12
+	VFMADD231PS Z12, Z11, Z10
+
+tile512h1x11_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x11_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VMOVUPS Z6, 384(SI)
+	VMOVUPS Z7, 448(SI)
+	VMOVUPS Z8, 512(SI)
+	VMOVUPS Z9, 576(SI)
+	VMOVUPS Z10, 640(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x11_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y11
+	VADDPS        Y11, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X11
+	VADDPS        X11, X0, X0
+	VPERMILPS     $0x4e, X0, X11
+	VADDPS        X11, X0, X0
+	VPERMILPS     $0xb1, X0, X11
+	VADDSS        X11, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0x4e, X4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0xb1, X4, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0x4e, X5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0xb1, X5, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, 20(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0x4e, X6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0xb1, X6, X0
+	VADDSS        X0, X6, X6
+	VMOVSS        X6, 24(AX)
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0x4e, X7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0xb1, X7, X0
+	VADDSS        X0, X7, X7
+	VMOVSS        X7, 28(AX)
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X8
+	VPERMILPS     $0x4e, X8, X0
+	VADDPS        X0, X8, X8
+	VPERMILPS     $0xb1, X8, X0
+	VADDSS        X0, X8, X8
+	VMOVSS        X8, 32(AX)
+	VEXTRACTF64X4 $0x01, Z9, Y0
+	VADDPS        Y0, Y9, Y9
+	VEXTRACTF32X4 $0x01, Y9, X0
+	VADDPS        X0, X9, X9
+	VPERMILPS     $0x4e, X9, X0
+	VADDPS        X0, X9, X9
+	VPERMILPS     $0xb1, X9, X0
+	VADDSS        X0, X9, X9
+	VMOVSS        X9, 36(AX)
+	VEXTRACTF64X4 $0x01, Z10, Y0
+	VADDPS        Y0, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X0
+	VADDPS        X0, X10, X10
+	VPERMILPS     $0x4e, X10, X0
+	VADDPS        X0, X10, X10
+	VPERMILPS     $0xb1, X10, X0
+	VADDSS        X0, X10, X10
+	VMOVSS        X10, 40(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000002c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000016, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x11_group
+	VZEROUPPER
+	RET
+
+// func tile512h1x12(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·tile512h1x12(SB), NOSPLIT, $0-88
+tile512h1x12_group:
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    w+16(FP), CX
+	MOVQ    ws+24(FP), DX
+	SHLQ    $0x01, DX
+	MOVQ    steps+32(FP), BX
+	MOVQ    acc+48(FP), SI
+	MOVQ    mode+72(FP), DI
+	LEAQ    (CX)(DX*2), R8
+	ADDQ    DX, R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	LEAQ    (R9)(DX*2), R10
+	ADDQ    DX, R10
+	TESTQ   $0x00000001, DI
+	JZ      tile512h1x12_zero
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	VMOVUPS 448(SI), Z7
+	VMOVUPS 512(SI), Z8
+	VMOVUPS 576(SI), Z9
+	VMOVUPS 640(SI), Z10
+	VMOVUPS 704(SI), Z11
+	JMP     tile512h1x12_loop
+
+tile512h1x12_zero:
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+
+tile512h1x12_loop:
+	TESTQ       BX, BX
+	JZ          tile512h1x12_tail
+	VMOVUPS     (AX), Z12
+	VCVTPH2PS   (CX), Z13
+	VFMADD231PS Z13, Z12, Z0
+	VCVTPH2PS   (CX)(DX*1), Z13
+	VFMADD231PS Z13, Z12, Z1
+	VCVTPH2PS   (CX)(DX*2), Z13
+	VFMADD231PS Z13, Z12, Z2
+	VCVTPH2PS   (R8), Z13
+	VFMADD231PS Z13, Z12, Z3
+	VCVTPH2PS   (R8)(DX*1), Z13
+	VFMADD231PS Z13, Z12, Z4
+	VCVTPH2PS   (R8)(DX*2), Z13
+	VFMADD231PS Z13, Z12, Z5
+	VCVTPH2PS   (R9), Z13
+	VFMADD231PS Z13, Z12, Z6
+	VCVTPH2PS   (R9)(DX*1), Z13
+	VFMADD231PS Z13, Z12, Z7
+	VCVTPH2PS   (R9)(DX*2), Z13
+	VFMADD231PS Z13, Z12, Z8
+	VCVTPH2PS   (R10), Z13
+	VFMADD231PS Z13, Z12, Z9
+	VCVTPH2PS   (R10)(DX*1), Z13
+	VFMADD231PS Z13, Z12, Z10
+	VCVTPH2PS   (R10)(DX*2), Z13
+	VFMADD231PS Z13, Z12, Z11
+	ADDQ        $0x00000020, CX
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000020, R9
+	ADDQ        $0x00000020, R10
+	ADDQ        $0x00000040, AX
+	DECQ        BX
+	JMP         tile512h1x12_loop
+
+tile512h1x12_tail:
+	MOVWLZX     tail+40(FP), BX
+	TESTL       BX, BX
+	JZ          tile512h1x12_end
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z12
+	VCVTPH2PS.Z (CX), K1, Z13
+	VFMADD231PS Z13, Z12, Z0
+	VCVTPH2PS.Z (CX)(DX*1), K1, Z13
+	VFMADD231PS Z13, Z12, Z1
+	VCVTPH2PS.Z (CX)(DX*2), K1, Z13
+	VFMADD231PS Z13, Z12, Z2
+	VCVTPH2PS.Z (R8), K1, Z13
+	VFMADD231PS Z13, Z12, Z3
+	VCVTPH2PS.Z (R8)(DX*1), K1, Z13
+	VFMADD231PS Z13, Z12, Z4
+	VCVTPH2PS.Z (R8)(DX*2), K1, Z13
+	VFMADD231PS Z13, Z12, Z5
+	VCVTPH2PS.Z (R9), K1, Z13
+	VFMADD231PS Z13, Z12, Z6
+	VCVTPH2PS.Z (R9)(DX*1), K1, Z13
+	VFMADD231PS Z13, Z12, Z7
+	VCVTPH2PS.Z (R9)(DX*2), K1, Z13
+	VFMADD231PS Z13, Z12, Z8
+	VCVTPH2PS.Z (R10), K1, Z13
+	VFMADD231PS Z13, Z12, Z9
+	VCVTPH2PS.Z (R10)(DX*1), K1, Z13
+	VFMADD231PS Z13, Z12, Z10
+	VCVTPH2PS.Z (R10)(DX*2), K1, Z13
+	VFMADD231PS Z13, Z12, Z11
+
+tile512h1x12_end:
+	TESTQ   $0x00000002, DI
+	JNZ     tile512h1x12_sum
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VMOVUPS Z6, 384(SI)
+	VMOVUPS Z7, 448(SI)
+	VMOVUPS Z8, 512(SI)
+	VMOVUPS Z9, 576(SI)
+	VMOVUPS Z10, 640(SI)
+	VMOVUPS Z11, 704(SI)
+	VZEROUPPER
+	RET
+
+tile512h1x12_sum:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y12
+	VADDPS        Y12, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X12
+	VADDPS        X12, X0, X0
+	VPERMILPS     $0x4e, X0, X12
+	VADDPS        X12, X0, X0
+	VPERMILPS     $0xb1, X0, X12
+	VADDSS        X12, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0xb1, X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0xb1, X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0x4e, X3, X0
+	VADDPS        X0, X3, X3
+	VPERMILPS     $0xb1, X3, X0
+	VADDSS        X0, X3, X3
+	VMOVSS        X3, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0x4e, X4, X0
+	VADDPS        X0, X4, X4
+	VPERMILPS     $0xb1, X4, X0
+	VADDSS        X0, X4, X4
+	VMOVSS        X4, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0x4e, X5, X0
+	VADDPS        X0, X5, X5
+	VPERMILPS     $0xb1, X5, X0
+	VADDSS        X0, X5, X5
+	VMOVSS        X5, 20(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0x4e, X6, X0
+	VADDPS        X0, X6, X6
+	VPERMILPS     $0xb1, X6, X0
+	VADDSS        X0, X6, X6
+	VMOVSS        X6, 24(AX)
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0x4e, X7, X0
+	VADDPS        X0, X7, X7
+	VPERMILPS     $0xb1, X7, X0
+	VADDSS        X0, X7, X7
+	VMOVSS        X7, 28(AX)
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X8
+	VPERMILPS     $0x4e, X8, X0
+	VADDPS        X0, X8, X8
+	VPERMILPS     $0xb1, X8, X0
+	VADDSS        X0, X8, X8
+	VMOVSS        X8, 32(AX)
+	VEXTRACTF64X4 $0x01, Z9, Y0
+	VADDPS        Y0, Y9, Y9
+	VEXTRACTF32X4 $0x01, Y9, X0
+	VADDPS        X0, X9, X9
+	VPERMILPS     $0x4e, X9, X0
+	VADDPS        X0, X9, X9
+	VPERMILPS     $0xb1, X9, X0
+	VADDSS        X0, X9, X9
+	VMOVSS        X9, 36(AX)
+	VEXTRACTF64X4 $0x01, Z10, Y0
+	VADDPS        Y0, Y10, Y10
+	VEXTRACTF32X4 $0x01, Y10, X0
+	VADDPS        X0, X10, X10
+	VPERMILPS     $0x4e, X10, X0
+	VADDPS        X0, X10, X10
+	VPERMILPS     $0xb1, X10, X0
+	VADDSS        X0, X10, X10
+	VMOVSS        X10, 40(AX)
+	VEXTRACTF64X4 $0x01, Z11, Y0
+	VADDPS        Y0, Y11, Y11
+	VEXTRACTF32X4 $0x01, Y11, X0
+	VADDPS        X0, X11, X11
+	VPERMILPS     $0x4e, X11, X0
+	VADDPS        X0, X11, X11
+	VPERMILPS     $0xb1, X11, X0
+	VADDSS        X0, X11, X11
+	VMOVSS        X11, 44(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000030, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+16(FP), AX
+	MOVQ          ws+24(FP), CX
+	IMUL3Q        $0x00000018, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+16(FP)
+	MOVQ          groups+80(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+80(FP)
+	JNZ           tile512h1x12_group
+	VZEROUPPER
+	RET
+
 // func deq512F16(dst *float32, src *byte, n int)
 // Requires: AVX, AVX512F
 TEXT ·deq512F16(SB), NOSPLIT, $0-24
@@ -10086,5 +12118,13427 @@ attn512F16_vdone:
 	JMP     attn512F16_col
 
 attn512F16_done:
+	VZEROUPPER
+	RET
+
+// func attn512F32d64(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
+TEXT ·attn512F32d64(SB), NOSPLIT, $0-88
+	MOVQ q+0(FP), AX
+	MOVQ stride+24(FP), CX
+	MOVQ n+32(FP), DX
+	MOVQ hd+48(FP), BX
+	SHLQ $0x02, BX
+	MOVQ s+80(FP), BX
+
+	// Scores.
+	MOVQ    k+8(FP), SI
+	XORQ    DI, DI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+
+attn512F32d64_frow:
+	CMPQ          DI, DX
+	JGE           attn512F32d64_scored
+	VXORPS        Z4, Z4, Z4
+	VMOVUPS       (SI), Z5
+	VFMADD231PS   Z0, Z5, Z4
+	VMOVUPS       64(SI), Z5
+	VFMADD231PS   Z1, Z5, Z4
+	VMOVUPS       128(SI), Z5
+	VFMADD231PS   Z2, Z5, Z4
+	VMOVUPS       192(SI), Z5
+	VFMADD231PS   Z3, Z5, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y5
+	VADDPS        Y5, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0x4e, X4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0xb1, X4, X5
+	VADDSS        X5, X4, X4
+	VMOVSS        X4, (BX)(DI*4)
+	ADDQ          CX, SI
+	INCQ          DI
+	JMP           attn512F32d64_frow
+
+attn512F32d64_row:
+	CMPQ   DI, DX
+	JGE    attn512F32d64_scored
+	VXORPS Z0, Z0, Z0
+	XORQ   R8, R8
+	XORQ   R9, R9
+
+attn512F32d64_dot:
+	CMPQ        R8, BX
+	JGE         attn512F32d64_dotted
+	VMOVUPS     (SI)(R9*1), Z1
+	VFMADD231PS (AX)(R8*1), Z1, Z0
+	ADDQ        $0x00000040, R8
+	ADDQ        $0x00000040, R9
+	JMP         attn512F32d64_dot
+
+attn512F32d64_dotted:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (BX)(DI*4)
+	ADDQ          CX, SI
+	INCQ          DI
+	JMP           attn512F32d64_row
+
+attn512F32d64_scored:
+	// Online softmax.
+	MOVWLZX       mask+40(FP), AX
+	KMOVW         AX, K1
+	MOVSS         scale+56(FP), X0
+	VBROADCASTSS  X0, Z0
+	MOVL          $0xf149f2ca, AX
+	VPBROADCASTD  AX, Z1
+	VMULPS.Z      (BX), Z0, K1, Z0
+	VMOVAPS       Z0, K1, Z1
+	VMOVAPS       Z1, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VMAXPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VMAXPS        X2, X0, X0
+	VBROADCASTSS  X0, Z0
+	MOVQ          state+64(FP), AX
+	VBROADCASTSS  (AX), Z2
+	VMAXPS        Z0, Z2, Z0
+	VSUBPS        Z0, Z2, Z2
+	MOVL          $0x3fb8aa3b, SI
+	VPBROADCASTD  SI, Z3
+	VMULPS        Z3, Z2, Z2
+	VRNDSCALEPS   $0x00, Z2, Z3
+	VSUBPS        Z3, Z2, Z2
+	MOVL          $0x39218489, SI
+	VPBROADCASTD  SI, Z4
+	VMOVAPS       Z4, Z4
+	MOVL          $0x3aaec3ff, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3c1d955b, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3d635847, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3e75fdf0, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f317218, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f800000, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	VSCALEFPS     Z3, Z4, Z4
+	VSUBPS        Z0, Z1, Z1
+	MOVL          $0x3fb8aa3b, SI
+	VPBROADCASTD  SI, Z2
+	VMULPS        Z2, Z1, Z1
+	VRNDSCALEPS   $0x00, Z1, Z2
+	VSUBPS        Z2, Z1, Z1
+	MOVL          $0x39218489, SI
+	VPBROADCASTD  SI, Z3
+	VMOVAPS       Z3, Z3
+	MOVL          $0x3aaec3ff, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3c1d955b, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3d635847, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3e75fdf0, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f317218, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f800000, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	VSCALEFPS     Z2, Z3, Z3
+	VMOVAPS.Z     Z3, K1, Z3
+	VMOVUPS       Z3, (BX)
+	VMOVAPS       Z3, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        4(AX), X2
+	VMULSS        X4, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSS        X0, (AX)
+	VMOVSS        X2, 4(AX)
+
+	// Values.
+	MOVQ   o+72(FP), AX
+	MOVQ   v+16(FP), SI
+	VMULPS (AX), Z4, Z0
+	VMULPS 64(AX), Z4, Z1
+	VMULPS 128(AX), Z4, Z2
+	VMULPS 192(AX), Z4, Z3
+	XORQ   DI, DI
+
+attn512F32d64_fvrow:
+	CMPQ         DI, DX
+	JGE          attn512F32d64_fvdone
+	VBROADCASTSS (BX)(DI*4), Z4
+	VMOVUPS      (SI), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VMOVUPS      64(SI), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VMOVUPS      128(SI), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VMOVUPS      192(SI), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         CX, SI
+	INCQ         DI
+	JMP          attn512F32d64_fvrow
+
+attn512F32d64_fvdone:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	JMP     attn512F32d64_done
+	XORQ R8, R8
+	XORQ R9, R9
+
+attn512F32d64_col:
+	CMPQ   R8, BX
+	JGE    attn512F32d64_done
+	VMULPS (AX)(R8*1), Z4, Z0
+	LEAQ   (SI)(R9*1), R10
+	XORQ   DI, DI
+
+attn512F32d64_vrow:
+	CMPQ         DI, DX
+	JGE          attn512F32d64_vdone
+	VBROADCASTSS (BX)(DI*4), Z1
+	VMOVUPS      (R10), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         CX, R10
+	INCQ         DI
+	JMP          attn512F32d64_vrow
+
+attn512F32d64_vdone:
+	VMOVUPS Z0, (AX)(R8*1)
+	ADDQ    $0x00000040, R8
+	ADDQ    $0x00000040, R9
+	JMP     attn512F32d64_col
+
+attn512F32d64_done:
+	VZEROUPPER
+	RET
+
+// func attn512F16d64(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
+TEXT ·attn512F16d64(SB), NOSPLIT, $0-88
+	MOVQ q+0(FP), AX
+	MOVQ stride+24(FP), CX
+	MOVQ n+32(FP), DX
+	MOVQ hd+48(FP), BX
+	SHLQ $0x02, BX
+	MOVQ s+80(FP), BX
+
+	// Scores.
+	MOVQ    k+8(FP), SI
+	XORQ    DI, DI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+
+attn512F16d64_frow:
+	CMPQ          DI, DX
+	JGE           attn512F16d64_scored
+	VXORPS        Z4, Z4, Z4
+	VCVTPH2PS     (SI), Z5
+	VFMADD231PS   Z0, Z5, Z4
+	VCVTPH2PS     32(SI), Z5
+	VFMADD231PS   Z1, Z5, Z4
+	VCVTPH2PS     64(SI), Z5
+	VFMADD231PS   Z2, Z5, Z4
+	VCVTPH2PS     96(SI), Z5
+	VFMADD231PS   Z3, Z5, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y5
+	VADDPS        Y5, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0x4e, X4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0xb1, X4, X5
+	VADDSS        X5, X4, X4
+	VMOVSS        X4, (BX)(DI*4)
+	ADDQ          CX, SI
+	INCQ          DI
+	JMP           attn512F16d64_frow
+
+attn512F16d64_row:
+	CMPQ   DI, DX
+	JGE    attn512F16d64_scored
+	VXORPS Z0, Z0, Z0
+	XORQ   R8, R8
+	XORQ   R9, R9
+
+attn512F16d64_dot:
+	CMPQ        R8, BX
+	JGE         attn512F16d64_dotted
+	VCVTPH2PS   (SI)(R9*1), Z1
+	VFMADD231PS (AX)(R8*1), Z1, Z0
+	ADDQ        $0x00000040, R8
+	ADDQ        $0x00000020, R9
+	JMP         attn512F16d64_dot
+
+attn512F16d64_dotted:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (BX)(DI*4)
+	ADDQ          CX, SI
+	INCQ          DI
+	JMP           attn512F16d64_row
+
+attn512F16d64_scored:
+	// Online softmax.
+	MOVWLZX       mask+40(FP), AX
+	KMOVW         AX, K1
+	MOVSS         scale+56(FP), X0
+	VBROADCASTSS  X0, Z0
+	MOVL          $0xf149f2ca, AX
+	VPBROADCASTD  AX, Z1
+	VMULPS.Z      (BX), Z0, K1, Z0
+	VMOVAPS       Z0, K1, Z1
+	VMOVAPS       Z1, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VMAXPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VMAXPS        X2, X0, X0
+	VBROADCASTSS  X0, Z0
+	MOVQ          state+64(FP), AX
+	VBROADCASTSS  (AX), Z2
+	VMAXPS        Z0, Z2, Z0
+	VSUBPS        Z0, Z2, Z2
+	MOVL          $0x3fb8aa3b, SI
+	VPBROADCASTD  SI, Z3
+	VMULPS        Z3, Z2, Z2
+	VRNDSCALEPS   $0x00, Z2, Z3
+	VSUBPS        Z3, Z2, Z2
+	MOVL          $0x39218489, SI
+	VPBROADCASTD  SI, Z4
+	VMOVAPS       Z4, Z4
+	MOVL          $0x3aaec3ff, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3c1d955b, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3d635847, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3e75fdf0, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f317218, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f800000, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	VSCALEFPS     Z3, Z4, Z4
+	VSUBPS        Z0, Z1, Z1
+	MOVL          $0x3fb8aa3b, SI
+	VPBROADCASTD  SI, Z2
+	VMULPS        Z2, Z1, Z1
+	VRNDSCALEPS   $0x00, Z1, Z2
+	VSUBPS        Z2, Z1, Z1
+	MOVL          $0x39218489, SI
+	VPBROADCASTD  SI, Z3
+	VMOVAPS       Z3, Z3
+	MOVL          $0x3aaec3ff, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3c1d955b, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3d635847, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3e75fdf0, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f317218, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f800000, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	VSCALEFPS     Z2, Z3, Z3
+	VMOVAPS.Z     Z3, K1, Z3
+	VMOVUPS       Z3, (BX)
+	VMOVAPS       Z3, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        4(AX), X2
+	VMULSS        X4, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSS        X0, (AX)
+	VMOVSS        X2, 4(AX)
+
+	// Values.
+	MOVQ   o+72(FP), AX
+	MOVQ   v+16(FP), SI
+	VMULPS (AX), Z4, Z0
+	VMULPS 64(AX), Z4, Z1
+	VMULPS 128(AX), Z4, Z2
+	VMULPS 192(AX), Z4, Z3
+	XORQ   DI, DI
+
+attn512F16d64_fvrow:
+	CMPQ         DI, DX
+	JGE          attn512F16d64_fvdone
+	VBROADCASTSS (BX)(DI*4), Z4
+	VCVTPH2PS    (SI), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VCVTPH2PS    32(SI), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VCVTPH2PS    64(SI), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VCVTPH2PS    96(SI), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         CX, SI
+	INCQ         DI
+	JMP          attn512F16d64_fvrow
+
+attn512F16d64_fvdone:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	JMP     attn512F16d64_done
+	XORQ R8, R8
+	XORQ R9, R9
+
+attn512F16d64_col:
+	CMPQ   R8, BX
+	JGE    attn512F16d64_done
+	VMULPS (AX)(R8*1), Z4, Z0
+	LEAQ   (SI)(R9*1), R10
+	XORQ   DI, DI
+
+attn512F16d64_vrow:
+	CMPQ         DI, DX
+	JGE          attn512F16d64_vdone
+	VBROADCASTSS (BX)(DI*4), Z1
+	VCVTPH2PS    (R10), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         CX, R10
+	INCQ         DI
+	JMP          attn512F16d64_vrow
+
+attn512F16d64_vdone:
+	VMOVUPS Z0, (AX)(R8*1)
+	ADDQ    $0x00000040, R8
+	ADDQ    $0x00000020, R9
+	JMP     attn512F16d64_col
+
+attn512F16d64_done:
+	VZEROUPPER
+	RET
+
+// func attn512F32d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
+TEXT ·attn512F32d128(SB), NOSPLIT, $0-88
+	MOVQ q+0(FP), AX
+	MOVQ stride+24(FP), CX
+	MOVQ n+32(FP), DX
+	MOVQ hd+48(FP), BX
+	SHLQ $0x02, BX
+	MOVQ s+80(FP), BX
+
+	// Scores.
+	MOVQ    k+8(FP), SI
+	XORQ    DI, DI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+
+attn512F32d128_frow:
+	CMPQ          DI, DX
+	JGE           attn512F32d128_scored
+	VXORPS        Z8, Z8, Z8
+	VMOVUPS       (SI), Z9
+	VFMADD231PS   Z0, Z9, Z8
+	VMOVUPS       64(SI), Z9
+	VFMADD231PS   Z1, Z9, Z8
+	VMOVUPS       128(SI), Z9
+	VFMADD231PS   Z2, Z9, Z8
+	VMOVUPS       192(SI), Z9
+	VFMADD231PS   Z3, Z9, Z8
+	VMOVUPS       256(SI), Z9
+	VFMADD231PS   Z4, Z9, Z8
+	VMOVUPS       320(SI), Z9
+	VFMADD231PS   Z5, Z9, Z8
+	VMOVUPS       384(SI), Z9
+	VFMADD231PS   Z6, Z9, Z8
+	VMOVUPS       448(SI), Z9
+	VFMADD231PS   Z7, Z9, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y9
+	VADDPS        Y9, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDSS        X9, X8, X8
+	VMOVSS        X8, (BX)(DI*4)
+	ADDQ          CX, SI
+	INCQ          DI
+	JMP           attn512F32d128_frow
+
+attn512F32d128_row:
+	CMPQ   DI, DX
+	JGE    attn512F32d128_scored
+	VXORPS Z0, Z0, Z0
+	XORQ   R8, R8
+	XORQ   R9, R9
+
+attn512F32d128_dot:
+	CMPQ        R8, BX
+	JGE         attn512F32d128_dotted
+	VMOVUPS     (SI)(R9*1), Z1
+	VFMADD231PS (AX)(R8*1), Z1, Z0
+	ADDQ        $0x00000040, R8
+	ADDQ        $0x00000040, R9
+	JMP         attn512F32d128_dot
+
+attn512F32d128_dotted:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (BX)(DI*4)
+	ADDQ          CX, SI
+	INCQ          DI
+	JMP           attn512F32d128_row
+
+attn512F32d128_scored:
+	// Online softmax.
+	MOVWLZX       mask+40(FP), AX
+	KMOVW         AX, K1
+	MOVSS         scale+56(FP), X0
+	VBROADCASTSS  X0, Z0
+	MOVL          $0xf149f2ca, AX
+	VPBROADCASTD  AX, Z1
+	VMULPS.Z      (BX), Z0, K1, Z0
+	VMOVAPS       Z0, K1, Z1
+	VMOVAPS       Z1, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VMAXPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VMAXPS        X2, X0, X0
+	VBROADCASTSS  X0, Z0
+	MOVQ          state+64(FP), AX
+	VBROADCASTSS  (AX), Z2
+	VMAXPS        Z0, Z2, Z0
+	VSUBPS        Z0, Z2, Z2
+	MOVL          $0x3fb8aa3b, SI
+	VPBROADCASTD  SI, Z3
+	VMULPS        Z3, Z2, Z2
+	VRNDSCALEPS   $0x00, Z2, Z3
+	VSUBPS        Z3, Z2, Z2
+	MOVL          $0x39218489, SI
+	VPBROADCASTD  SI, Z4
+	VMOVAPS       Z4, Z4
+	MOVL          $0x3aaec3ff, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3c1d955b, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3d635847, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3e75fdf0, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f317218, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f800000, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	VSCALEFPS     Z3, Z4, Z4
+	VSUBPS        Z0, Z1, Z1
+	MOVL          $0x3fb8aa3b, SI
+	VPBROADCASTD  SI, Z2
+	VMULPS        Z2, Z1, Z1
+	VRNDSCALEPS   $0x00, Z1, Z2
+	VSUBPS        Z2, Z1, Z1
+	MOVL          $0x39218489, SI
+	VPBROADCASTD  SI, Z3
+	VMOVAPS       Z3, Z3
+	MOVL          $0x3aaec3ff, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3c1d955b, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3d635847, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3e75fdf0, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f317218, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f800000, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	VSCALEFPS     Z2, Z3, Z3
+	VMOVAPS.Z     Z3, K1, Z3
+	VMOVUPS       Z3, (BX)
+	VMOVAPS       Z3, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        4(AX), X2
+	VMULSS        X4, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSS        X0, (AX)
+	VMOVSS        X2, 4(AX)
+
+	// Values.
+	MOVQ   o+72(FP), AX
+	MOVQ   v+16(FP), SI
+	VMULPS (AX), Z4, Z0
+	VMULPS 64(AX), Z4, Z1
+	VMULPS 128(AX), Z4, Z2
+	VMULPS 192(AX), Z4, Z3
+	VMULPS 256(AX), Z4, Z5
+	VMULPS 320(AX), Z4, Z6
+	VMULPS 384(AX), Z4, Z7
+	VMULPS 448(AX), Z4, Z4
+	XORQ   DI, DI
+
+attn512F32d128_fvrow:
+	CMPQ         DI, DX
+	JGE          attn512F32d128_fvdone
+	VBROADCASTSS (BX)(DI*4), Z8
+	VMOVUPS      (SI), Z9
+	VFMADD231PS  Z8, Z9, Z0
+	VMOVUPS      64(SI), Z9
+	VFMADD231PS  Z8, Z9, Z1
+	VMOVUPS      128(SI), Z9
+	VFMADD231PS  Z8, Z9, Z2
+	VMOVUPS      192(SI), Z9
+	VFMADD231PS  Z8, Z9, Z3
+	VMOVUPS      256(SI), Z9
+	VFMADD231PS  Z8, Z9, Z5
+	VMOVUPS      320(SI), Z9
+	VFMADD231PS  Z8, Z9, Z6
+	VMOVUPS      384(SI), Z9
+	VFMADD231PS  Z8, Z9, Z7
+	VMOVUPS      448(SI), Z9
+	VFMADD231PS  Z8, Z9, Z4
+	ADDQ         CX, SI
+	INCQ         DI
+	JMP          attn512F32d128_fvrow
+
+attn512F32d128_fvdone:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	VMOVUPS Z5, 256(AX)
+	VMOVUPS Z6, 320(AX)
+	VMOVUPS Z7, 384(AX)
+	VMOVUPS Z4, 448(AX)
+	JMP     attn512F32d128_done
+	XORQ R8, R8
+	XORQ R9, R9
+
+attn512F32d128_col:
+	CMPQ   R8, BX
+	JGE    attn512F32d128_done
+	VMULPS (AX)(R8*1), Z4, Z0
+	LEAQ   (SI)(R9*1), R10
+	XORQ   DI, DI
+
+attn512F32d128_vrow:
+	CMPQ         DI, DX
+	JGE          attn512F32d128_vdone
+	VBROADCASTSS (BX)(DI*4), Z1
+	VMOVUPS      (R10), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         CX, R10
+	INCQ         DI
+	JMP          attn512F32d128_vrow
+
+attn512F32d128_vdone:
+	VMOVUPS Z0, (AX)(R8*1)
+	ADDQ    $0x00000040, R8
+	ADDQ    $0x00000040, R9
+	JMP     attn512F32d128_col
+
+attn512F32d128_done:
+	VZEROUPPER
+	RET
+
+// func attn512F16d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
+TEXT ·attn512F16d128(SB), NOSPLIT, $0-88
+	MOVQ q+0(FP), AX
+	MOVQ stride+24(FP), CX
+	MOVQ n+32(FP), DX
+	MOVQ hd+48(FP), BX
+	SHLQ $0x02, BX
+	MOVQ s+80(FP), BX
+
+	// Scores.
+	MOVQ    k+8(FP), SI
+	XORQ    DI, DI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+
+attn512F16d128_frow:
+	CMPQ          DI, DX
+	JGE           attn512F16d128_scored
+	VXORPS        Z8, Z8, Z8
+	VCVTPH2PS     (SI), Z9
+	VFMADD231PS   Z0, Z9, Z8
+	VCVTPH2PS     32(SI), Z9
+	VFMADD231PS   Z1, Z9, Z8
+	VCVTPH2PS     64(SI), Z9
+	VFMADD231PS   Z2, Z9, Z8
+	VCVTPH2PS     96(SI), Z9
+	VFMADD231PS   Z3, Z9, Z8
+	VCVTPH2PS     128(SI), Z9
+	VFMADD231PS   Z4, Z9, Z8
+	VCVTPH2PS     160(SI), Z9
+	VFMADD231PS   Z5, Z9, Z8
+	VCVTPH2PS     192(SI), Z9
+	VFMADD231PS   Z6, Z9, Z8
+	VCVTPH2PS     224(SI), Z9
+	VFMADD231PS   Z7, Z9, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y9
+	VADDPS        Y9, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDSS        X9, X8, X8
+	VMOVSS        X8, (BX)(DI*4)
+	ADDQ          CX, SI
+	INCQ          DI
+	JMP           attn512F16d128_frow
+
+attn512F16d128_row:
+	CMPQ   DI, DX
+	JGE    attn512F16d128_scored
+	VXORPS Z0, Z0, Z0
+	XORQ   R8, R8
+	XORQ   R9, R9
+
+attn512F16d128_dot:
+	CMPQ        R8, BX
+	JGE         attn512F16d128_dotted
+	VCVTPH2PS   (SI)(R9*1), Z1
+	VFMADD231PS (AX)(R8*1), Z1, Z0
+	ADDQ        $0x00000040, R8
+	ADDQ        $0x00000020, R9
+	JMP         attn512F16d128_dot
+
+attn512F16d128_dotted:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (BX)(DI*4)
+	ADDQ          CX, SI
+	INCQ          DI
+	JMP           attn512F16d128_row
+
+attn512F16d128_scored:
+	// Online softmax.
+	MOVWLZX       mask+40(FP), AX
+	KMOVW         AX, K1
+	MOVSS         scale+56(FP), X0
+	VBROADCASTSS  X0, Z0
+	MOVL          $0xf149f2ca, AX
+	VPBROADCASTD  AX, Z1
+	VMULPS.Z      (BX), Z0, K1, Z0
+	VMOVAPS       Z0, K1, Z1
+	VMOVAPS       Z1, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VMAXPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VMAXPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VMAXPS        X2, X0, X0
+	VBROADCASTSS  X0, Z0
+	MOVQ          state+64(FP), AX
+	VBROADCASTSS  (AX), Z2
+	VMAXPS        Z0, Z2, Z0
+	VSUBPS        Z0, Z2, Z2
+	MOVL          $0x3fb8aa3b, SI
+	VPBROADCASTD  SI, Z3
+	VMULPS        Z3, Z2, Z2
+	VRNDSCALEPS   $0x00, Z2, Z3
+	VSUBPS        Z3, Z2, Z2
+	MOVL          $0x39218489, SI
+	VPBROADCASTD  SI, Z4
+	VMOVAPS       Z4, Z4
+	MOVL          $0x3aaec3ff, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3c1d955b, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3d635847, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3e75fdf0, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f317218, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	MOVL          $0x3f800000, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z2, Z4
+	VSCALEFPS     Z3, Z4, Z4
+	VSUBPS        Z0, Z1, Z1
+	MOVL          $0x3fb8aa3b, SI
+	VPBROADCASTD  SI, Z2
+	VMULPS        Z2, Z1, Z1
+	VRNDSCALEPS   $0x00, Z1, Z2
+	VSUBPS        Z2, Z1, Z1
+	MOVL          $0x39218489, SI
+	VPBROADCASTD  SI, Z3
+	VMOVAPS       Z3, Z3
+	MOVL          $0x3aaec3ff, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3c1d955b, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3d635847, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3e75fdf0, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f317218, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	MOVL          $0x3f800000, SI
+	VPBROADCASTD  SI, Z5
+	VFMADD213PS   Z5, Z1, Z3
+	VSCALEFPS     Z2, Z3, Z3
+	VMOVAPS.Z     Z3, K1, Z3
+	VMOVUPS       Z3, (BX)
+	VMOVAPS       Z3, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        4(AX), X2
+	VMULSS        X4, X2, X2
+	VADDSS        X1, X2, X2
+	VMOVSS        X0, (AX)
+	VMOVSS        X2, 4(AX)
+
+	// Values.
+	MOVQ   o+72(FP), AX
+	MOVQ   v+16(FP), SI
+	VMULPS (AX), Z4, Z0
+	VMULPS 64(AX), Z4, Z1
+	VMULPS 128(AX), Z4, Z2
+	VMULPS 192(AX), Z4, Z3
+	VMULPS 256(AX), Z4, Z5
+	VMULPS 320(AX), Z4, Z6
+	VMULPS 384(AX), Z4, Z7
+	VMULPS 448(AX), Z4, Z4
+	XORQ   DI, DI
+
+attn512F16d128_fvrow:
+	CMPQ         DI, DX
+	JGE          attn512F16d128_fvdone
+	VBROADCASTSS (BX)(DI*4), Z8
+	VCVTPH2PS    (SI), Z9
+	VFMADD231PS  Z8, Z9, Z0
+	VCVTPH2PS    32(SI), Z9
+	VFMADD231PS  Z8, Z9, Z1
+	VCVTPH2PS    64(SI), Z9
+	VFMADD231PS  Z8, Z9, Z2
+	VCVTPH2PS    96(SI), Z9
+	VFMADD231PS  Z8, Z9, Z3
+	VCVTPH2PS    128(SI), Z9
+	VFMADD231PS  Z8, Z9, Z5
+	VCVTPH2PS    160(SI), Z9
+	VFMADD231PS  Z8, Z9, Z6
+	VCVTPH2PS    192(SI), Z9
+	VFMADD231PS  Z8, Z9, Z7
+	VCVTPH2PS    224(SI), Z9
+	VFMADD231PS  Z8, Z9, Z4
+	ADDQ         CX, SI
+	INCQ         DI
+	JMP          attn512F16d128_fvrow
+
+attn512F16d128_fvdone:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	VMOVUPS Z5, 256(AX)
+	VMOVUPS Z6, 320(AX)
+	VMOVUPS Z7, 384(AX)
+	VMOVUPS Z4, 448(AX)
+	JMP     attn512F16d128_done
+	XORQ R8, R8
+	XORQ R9, R9
+
+attn512F16d128_col:
+	CMPQ   R8, BX
+	JGE    attn512F16d128_done
+	VMULPS (AX)(R8*1), Z4, Z0
+	LEAQ   (SI)(R9*1), R10
+	XORQ   DI, DI
+
+attn512F16d128_vrow:
+	CMPQ         DI, DX
+	JGE          attn512F16d128_vdone
+	VBROADCASTSS (BX)(DI*4), Z1
+	VCVTPH2PS    (R10), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         CX, R10
+	INCQ         DI
+	JMP          attn512F16d128_vrow
+
+attn512F16d128_vdone:
+	VMOVUPS Z0, (AX)(R8*1)
+	ADDQ    $0x00000040, R8
+	ADDQ    $0x00000020, R9
+	JMP     attn512F16d128_col
+
+attn512F16d128_done:
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·qdotvnniQ8_0x1x1(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x1x1_group:
+	MOVQ   w+0(FP), AX
+	MOVQ   ws+8(FP), CX
+	MOVQ   x+16(FP), CX
+	MOVQ   xd+24(FP), DX
+	MOVQ   nb+48(FP), BX
+	VPXORD Y0, Y0, Y0
+
+qdotvnniQ8_0x1x1_loop:
+	TESTQ        BX, BX
+	JZ           qdotvnniQ8_0x1x1_done
+	VMOVDQU32    (CX), Y1
+	VBROADCASTSS (DX), Y2
+	VMOVDQU32    2(AX), Y3
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X5
+	VCVTPH2PS    X5, Y5
+	VPSIGNB      Y3, Y1, Y1
+	VPABSB       Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPDPBUSD     Y1, Y3, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y2, Y3
+	VFMADD231PS  Y3, Y4, Y0
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	DECQ         BX
+	JMP          qdotvnniQ8_0x1x1_loop
+
+qdotvnniQ8_0x1x1_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ8_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·qdotvnniQ8_0x1x2(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x1x2_group:
+	MOVQ   w+0(FP), AX
+	MOVQ   ws+8(FP), CX
+	MOVQ   x+16(FP), DX
+	MOVQ   xd+24(FP), BX
+	MOVQ   nb+48(FP), SI
+	VPXORD Y0, Y0, Y0
+	VPXORD Y1, Y1, Y1
+
+qdotvnniQ8_0x1x2_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ8_0x1x2_done
+	VMOVDQU32    (DX), Y2
+	VBROADCASTSS (BX), Y3
+	VMOVDQU32    2(AX), Y4
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, Y7
+	VPSIGNB      Y4, Y2, Y6
+	VPABSB       Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	VPDPBUSD     Y6, Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y7, Y3, Y4
+	VFMADD231PS  Y4, Y5, Y0
+	VMOVDQU32    2(AX)(CX*1), Y4
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X6
+	VCVTPH2PS    X6, Y6
+	VPSIGNB      Y4, Y2, Y2
+	VPABSB       Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	VPDPBUSD     Y2, Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y6, Y3, Y4
+	VFMADD231PS  Y4, Y5, Y1
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotvnniQ8_0x1x2_loop
+
+qdotvnniQ8_0x1x2_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VADDPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VADDPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VADDSS        X2, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        X1, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ8_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·qdotvnniQ8_0x1x3(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x1x3_group:
+	MOVQ   w+0(FP), AX
+	MOVQ   ws+8(FP), CX
+	MOVQ   x+16(FP), DX
+	MOVQ   xd+24(FP), BX
+	MOVQ   nb+48(FP), SI
+	VPXORD Y0, Y0, Y0
+	VPXORD Y1, Y1, Y1
+	VPXORD Y2, Y2, Y2
+
+qdotvnniQ8_0x1x3_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ8_0x1x3_done
+	VMOVDQU32    (DX), Y3
+	VBROADCASTSS (BX), Y4
+	VMOVDQU32    2(AX), Y5
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X7
+	VCVTPH2PS    X7, Y8
+	VPSIGNB      Y5, Y3, Y7
+	VPABSB       Y5, Y5
+	VPXORD       Y6, Y6, Y6
+	VPDPBUSD     Y7, Y5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y8, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VMOVDQU32    2(AX)(CX*1), Y5
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X7
+	VCVTPH2PS    X7, Y8
+	VPSIGNB      Y5, Y3, Y7
+	VPABSB       Y5, Y5
+	VPXORD       Y6, Y6, Y6
+	VPDPBUSD     Y7, Y5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y8, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y1
+	VMOVDQU32    2(AX)(CX*2), Y5
+	PREFETCHNTA  4096(AX)(CX*2)
+	VPBROADCASTW (AX)(CX*2), X7
+	VCVTPH2PS    X7, Y7
+	VPSIGNB      Y5, Y3, Y3
+	VPABSB       Y5, Y5
+	VPXORD       Y6, Y6, Y6
+	VPDPBUSD     Y3, Y5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y7, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y2
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotvnniQ8_0x1x3_loop
+
+qdotvnniQ8_0x1x3_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X3
+	VADDPS        X3, X0, X0
+	VPERMILPS     $0x4e, X0, X3
+	VADDPS        X3, X0, X0
+	VPERMILPS     $0xb1, X0, X3
+	VADDSS        X3, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0x4e, X1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0xb1, X1, X3
+	VADDSS        X3, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0x4e, X2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0xb1, X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ8_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·qdotvnniQ8_0x1x4(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x1x4_group:
+	MOVQ   w+0(FP), AX
+	MOVQ   ws+8(FP), CX
+	MOVQ   x+16(FP), DX
+	MOVQ   xd+24(FP), BX
+	MOVQ   nb+48(FP), SI
+	LEAQ   (AX)(CX*2), DI
+	ADDQ   CX, DI
+	VPXORD Y0, Y0, Y0
+	VPXORD Y1, Y1, Y1
+	VPXORD Y2, Y2, Y2
+	VPXORD Y3, Y3, Y3
+
+qdotvnniQ8_0x1x4_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ8_0x1x4_done
+	VMOVDQU32    (DX), Y4
+	VBROADCASTSS (BX), Y5
+	VMOVDQU32    2(AX), Y6
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, Y9
+	VPSIGNB      Y6, Y4, Y8
+	VPABSB       Y6, Y6
+	VPXORD       Y7, Y7, Y7
+	VPDPBUSD     Y8, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y9, Y5, Y6
+	VFMADD231PS  Y6, Y7, Y0
+	VMOVDQU32    2(AX)(CX*1), Y6
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X8
+	VCVTPH2PS    X8, Y9
+	VPSIGNB      Y6, Y4, Y8
+	VPABSB       Y6, Y6
+	VPXORD       Y7, Y7, Y7
+	VPDPBUSD     Y8, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y9, Y5, Y6
+	VFMADD231PS  Y6, Y7, Y1
+	VMOVDQU32    2(AX)(CX*2), Y6
+	PREFETCHNTA  4096(AX)(CX*2)
+	VPBROADCASTW (AX)(CX*2), X8
+	VCVTPH2PS    X8, Y9
+	VPSIGNB      Y6, Y4, Y8
+	VPABSB       Y6, Y6
+	VPXORD       Y7, Y7, Y7
+	VPDPBUSD     Y8, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y9, Y5, Y6
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU32    2(DI), Y6
+	PREFETCHNTA  4096(DI)
+	VPBROADCASTW (DI), X8
+	VCVTPH2PS    X8, Y8
+	VPSIGNB      Y6, Y4, Y4
+	VPABSB       Y6, Y6
+	VPXORD       Y7, Y7, Y7
+	VPDPBUSD     Y4, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y5, Y6
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000022, DI
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotvnniQ8_0x1x4_loop
+
+qdotvnniQ8_0x1x4_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0x4e, X0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0xb1, X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0x4e, X1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0xb1, X1, X4
+	VADDSS        X4, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0x4e, X2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0xb1, X2, X4
+	VADDSS        X4, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0x4e, X3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0xb1, X3, X4
+	VADDSS        X4, X3, X3
+	VMOVSS        X3, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x1x4_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ8_0x2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ8_0x2x1(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x2x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         xst+40(FP), BX
+	MOVQ         BX, SI
+	SHRQ         $0x03, SI
+	MOVQ         nb+48(FP), DI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	MOVL         $0x80808080, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y2
+
+qdotvnniQ8_0x2x1_loop:
+	TESTQ        DI, DI
+	JZ           qdotvnniQ8_0x2x1_done
+	VMOVDQU32    (CX), Y3
+	VBROADCASTSS (DX), Y4
+	VPXORD       Y11, Y11, Y11
+	VPDPBUSD     Y3, Y2, Y11
+	VPXORD       Y5, Y5, Y5
+	VPSUBD       Y11, Y5, Y5
+	VMOVDQU32    (CX)(BX*1), Y6
+	VBROADCASTSS (DX)(SI*1), Y7
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y6, Y2, Y12
+	VPXORD       Y8, Y8, Y8
+	VPSUBD       Y12, Y8, Y8
+	VMOVDQU32    2(AX), Y9
+	VPXORD       Y2, Y9, Y9
+	VPBROADCASTW (AX), X10
+	VCVTPH2PS    X10, Y13
+	VMOVDQA32    Y5, Y10
+	VPDPBUSD     Y3, Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y13, Y4, Y3
+	VFMADD231PS  Y3, Y10, Y0
+	VMOVDQA32    Y8, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y13, Y7, Y3
+	VFMADD231PS  Y3, Y10, Y1
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	DECQ         DI
+	JMP          qdotvnniQ8_0x2x1_loop
+
+qdotvnniQ8_0x2x1_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VADDPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VADDPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VADDSS        X2, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        X1, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x2x1_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ8_0x2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ8_0x2x2(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x2x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xst+40(FP), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	MOVQ         nb+48(FP), R8
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	MOVL         $0x80808080, R9
+	VMOVD        R9, X4
+	VPBROADCASTD X4, Y4
+
+qdotvnniQ8_0x2x2_loop:
+	TESTQ        R8, R8
+	JZ           qdotvnniQ8_0x2x2_done
+	VMOVDQU32    (DX), Y5
+	VBROADCASTSS (BX), Y6
+	VPXORD       Y14, Y14, Y14
+	VPDPBUSD     Y5, Y4, Y14
+	VPXORD       Y7, Y7, Y7
+	VPSUBD       Y14, Y7, Y7
+	VMOVDQU32    (DX)(SI*1), Y8
+	VBROADCASTSS (BX)(DI*1), Y9
+	VPXORD       Y15, Y15, Y15
+	VPDPBUSD     Y8, Y4, Y15
+	VPXORD       Y10, Y10, Y10
+	VPSUBD       Y15, Y10, Y10
+	VMOVDQU32    2(AX), Y11
+	VPXORD       Y4, Y11, Y11
+	VPBROADCASTW (AX), X12
+	VCVTPH2PS    X12, Y16
+	VMOVDQA32    Y7, Y12
+	VPDPBUSD     Y5, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       Y16, Y6, Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VMOVDQA32    Y10, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       Y16, Y9, Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU32    2(AX)(CX*1), Y11
+	VPXORD       Y4, Y11, Y11
+	VPBROADCASTW (AX)(CX*1), X12
+	VCVTPH2PS    X12, Y16
+	VMOVDQA32    Y7, Y12
+	VPDPBUSD     Y5, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       Y16, Y6, Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQA32    Y10, Y12
+	VPDPBUSD     Y8, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       Y16, Y9, Y13
+	VFMADD231PS  Y13, Y12, Y3
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         R8
+	JMP          qdotvnniQ8_0x2x2_loop
+
+qdotvnniQ8_0x2x2_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0x4e, X0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0xb1, X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0x4e, X1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0xb1, X1, X4
+	VADDSS        X4, X1, X1
+	VMOVSS        X1, 4(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0x4e, X2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0xb1, X2, X4
+	VADDSS        X4, X2, X2
+	VMOVSS        X2, (AX)
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0x4e, X3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0xb1, X3, X4
+	VADDSS        X4, X3, X3
+	VMOVSS        X3, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x2x2_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ8_0x2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ8_0x2x3(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x2x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xst+40(FP), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	MOVQ         nb+48(FP), R8
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	MOVL         $0x80808080, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+
+qdotvnniQ8_0x2x3_loop:
+	TESTQ        R8, R8
+	JZ           qdotvnniQ8_0x2x3_done
+	VMOVDQU32    (DX), Y7
+	VBROADCASTSS (BX), Y8
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y7, Y6, Y16
+	VPXORD       Y9, Y9, Y9
+	VPSUBD       Y16, Y9, Y9
+	VMOVDQU32    (DX)(SI*1), Y10
+	VBROADCASTSS (BX)(DI*1), Y11
+	VPXORD       Y17, Y17, Y17
+	VPDPBUSD     Y10, Y6, Y17
+	VPXORD       Y12, Y12, Y12
+	VPSUBD       Y17, Y12, Y12
+	VMOVDQU32    2(AX), Y13
+	VPXORD       Y6, Y13, Y13
+	VPBROADCASTW (AX), X14
+	VCVTPH2PS    X14, Y18
+	VMOVDQA32    Y9, Y14
+	VPDPBUSD     Y7, Y13, Y14
+	VCVTDQ2PS    Y14, Y14
+	VMULPS       Y18, Y8, Y15
+	VFMADD231PS  Y15, Y14, Y0
+	VMOVDQA32    Y12, Y14
+	VPDPBUSD     Y10, Y13, Y14
+	VCVTDQ2PS    Y14, Y14
+	VMULPS       Y18, Y11, Y15
+	VFMADD231PS  Y15, Y14, Y3
+	VMOVDQU32    2(AX)(CX*1), Y13
+	VPXORD       Y6, Y13, Y13
+	VPBROADCASTW (AX)(CX*1), X14
+	VCVTPH2PS    X14, Y18
+	VMOVDQA32    Y9, Y14
+	VPDPBUSD     Y7, Y13, Y14
+	VCVTDQ2PS    Y14, Y14
+	VMULPS       Y18, Y8, Y15
+	VFMADD231PS  Y15, Y14, Y1
+	VMOVDQA32    Y12, Y14
+	VPDPBUSD     Y10, Y13, Y14
+	VCVTDQ2PS    Y14, Y14
+	VMULPS       Y18, Y11, Y15
+	VFMADD231PS  Y15, Y14, Y4
+	VMOVDQU32    2(AX)(CX*2), Y13
+	VPXORD       Y6, Y13, Y13
+	VPBROADCASTW (AX)(CX*2), X14
+	VCVTPH2PS    X14, Y18
+	VMOVDQA32    Y9, Y14
+	VPDPBUSD     Y7, Y13, Y14
+	VCVTDQ2PS    Y14, Y14
+	VMULPS       Y18, Y8, Y15
+	VFMADD231PS  Y15, Y14, Y2
+	VMOVDQA32    Y12, Y14
+	VPDPBUSD     Y10, Y13, Y14
+	VCVTDQ2PS    Y14, Y14
+	VMULPS       Y18, Y11, Y15
+	VFMADD231PS  Y15, Y14, Y5
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         R8
+	JMP          qdotvnniQ8_0x2x3_loop
+
+qdotvnniQ8_0x2x3_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDPS        X6, X0, X0
+	VPERMILPS     $0x4e, X0, X6
+	VADDPS        X6, X0, X0
+	VPERMILPS     $0xb1, X0, X6
+	VADDSS        X6, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0x4e, X1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0xb1, X1, X6
+	VADDSS        X6, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
+	VMOVSS        X2, 8(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0x4e, X3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0xb1, X3, X6
+	VADDSS        X6, X3, X3
+	VMOVSS        X3, (AX)
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0x4e, X4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0xb1, X4, X6
+	VADDSS        X6, X4, X4
+	VMOVSS        X4, 4(AX)
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VADDSS        X6, X5, X5
+	VMOVSS        X5, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x2x3_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ8_0x2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ8_0x2x4(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x2x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xst+40(FP), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	MOVQ         nb+48(FP), R8
+	LEAQ         (AX)(CX*2), R9
+	ADDQ         CX, R9
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	VPXORD       Y6, Y6, Y6
+	VPXORD       Y7, Y7, Y7
+	MOVL         $0x80808080, R10
+	VMOVD        R10, X8
+	VPBROADCASTD X8, Y8
+
+qdotvnniQ8_0x2x4_loop:
+	TESTQ        R8, R8
+	JZ           qdotvnniQ8_0x2x4_done
+	VMOVDQU32    (DX), Y9
+	VBROADCASTSS (BX), Y10
+	VPXORD       Y18, Y18, Y18
+	VPDPBUSD     Y9, Y8, Y18
+	VPXORD       Y11, Y11, Y11
+	VPSUBD       Y18, Y11, Y11
+	VMOVDQU32    (DX)(SI*1), Y12
+	VBROADCASTSS (BX)(DI*1), Y13
+	VPXORD       Y19, Y19, Y19
+	VPDPBUSD     Y12, Y8, Y19
+	VPXORD       Y14, Y14, Y14
+	VPSUBD       Y19, Y14, Y14
+	VMOVDQU32    2(AX), Y15
+	VPXORD       Y8, Y15, Y15
+	VPBROADCASTW (AX), X16
+	VCVTPH2PS    X16, Y20
+	VMOVDQA32    Y11, Y16
+	VPDPBUSD     Y9, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VMULPS       Y20, Y10, Y17
+	VFMADD231PS  Y17, Y16, Y0
+	VMOVDQA32    Y14, Y16
+	VPDPBUSD     Y12, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VMULPS       Y20, Y13, Y17
+	VFMADD231PS  Y17, Y16, Y4
+	VMOVDQU32    2(AX)(CX*1), Y15
+	VPXORD       Y8, Y15, Y15
+	VPBROADCASTW (AX)(CX*1), X16
+	VCVTPH2PS    X16, Y20
+	VMOVDQA32    Y11, Y16
+	VPDPBUSD     Y9, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VMULPS       Y20, Y10, Y17
+	VFMADD231PS  Y17, Y16, Y1
+	VMOVDQA32    Y14, Y16
+	VPDPBUSD     Y12, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VMULPS       Y20, Y13, Y17
+	VFMADD231PS  Y17, Y16, Y5
+	VMOVDQU32    2(AX)(CX*2), Y15
+	VPXORD       Y8, Y15, Y15
+	VPBROADCASTW (AX)(CX*2), X16
+	VCVTPH2PS    X16, Y20
+	VMOVDQA32    Y11, Y16
+	VPDPBUSD     Y9, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VMULPS       Y20, Y10, Y17
+	VFMADD231PS  Y17, Y16, Y2
+	VMOVDQA32    Y14, Y16
+	VPDPBUSD     Y12, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VMULPS       Y20, Y13, Y17
+	VFMADD231PS  Y17, Y16, Y6
+	VMOVDQU32    2(R9), Y15
+	VPXORD       Y8, Y15, Y15
+	VPBROADCASTW (R9), X16
+	VCVTPH2PS    X16, Y20
+	VMOVDQA32    Y11, Y16
+	VPDPBUSD     Y9, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VMULPS       Y20, Y10, Y17
+	VFMADD231PS  Y17, Y16, Y3
+	VMOVDQA32    Y14, Y16
+	VPDPBUSD     Y12, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VMULPS       Y20, Y13, Y17
+	VFMADD231PS  Y17, Y16, Y7
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000022, R9
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         R8
+	JMP          qdotvnniQ8_0x2x4_loop
+
+qdotvnniQ8_0x2x4_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VPERMILPS     $0x4e, X0, X8
+	VADDPS        X8, X0, X0
+	VPERMILPS     $0xb1, X0, X8
+	VADDSS        X8, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0x4e, X1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0xb1, X1, X8
+	VADDSS        X8, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0x4e, X2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0xb1, X2, X8
+	VADDSS        X8, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0x4e, X3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0xb1, X3, X8
+	VADDSS        X8, X3, X3
+	VMOVSS        X3, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0x4e, X4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0xb1, X4, X8
+	VADDSS        X8, X4, X4
+	VMOVSS        X4, (AX)
+	VEXTRACTF32X4 $0x01, Y5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0x4e, X5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0xb1, X5, X8
+	VADDSS        X8, X5, X5
+	VMOVSS        X5, 4(AX)
+	VEXTRACTF32X4 $0x01, Y6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0x4e, X6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0xb1, X6, X8
+	VADDSS        X8, X6, X6
+	VMOVSS        X6, 8(AX)
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0x4e, X7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0xb1, X7, X8
+	VADDSS        X8, X7, X7
+	VMOVSS        X7, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x2x4_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ8_0x3x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ8_0x3x1(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x3x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         xst+40(FP), BX
+	MOVQ         BX, SI
+	SHRQ         $0x03, SI
+	MOVQ         nb+48(FP), DI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	MOVL         $0x80808080, R8
+	VMOVD        R8, X3
+	VPBROADCASTD X3, Y3
+
+qdotvnniQ8_0x3x1_loop:
+	TESTQ        DI, DI
+	JZ           qdotvnniQ8_0x3x1_done
+	VMOVDQU32    (CX), Y4
+	VBROADCASTSS (DX), Y5
+	VPXORD       Y15, Y15, Y15
+	VPDPBUSD     Y4, Y3, Y15
+	VPXORD       Y6, Y6, Y6
+	VPSUBD       Y15, Y6, Y6
+	VMOVDQU32    (CX)(BX*1), Y7
+	VBROADCASTSS (DX)(SI*1), Y8
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y7, Y3, Y16
+	VPXORD       Y9, Y9, Y9
+	VPSUBD       Y16, Y9, Y9
+	VMOVDQU32    (CX)(BX*2), Y10
+	VBROADCASTSS (DX)(SI*2), Y11
+	VPXORD       Y17, Y17, Y17
+	VPDPBUSD     Y10, Y3, Y17
+	VPXORD       Y12, Y12, Y12
+	VPSUBD       Y17, Y12, Y12
+	VMOVDQU32    2(AX), Y13
+	VPXORD       Y3, Y13, Y13
+	VPBROADCASTW (AX), X14
+	VCVTPH2PS    X14, Y18
+	VMOVDQA32    Y6, Y14
+	VPDPBUSD     Y4, Y13, Y14
+	VCVTDQ2PS    Y14, Y14
+	VMULPS       Y18, Y5, Y4
+	VFMADD231PS  Y4, Y14, Y0
+	VMOVDQA32    Y9, Y14
+	VPDPBUSD     Y7, Y13, Y14
+	VCVTDQ2PS    Y14, Y14
+	VMULPS       Y18, Y8, Y4
+	VFMADD231PS  Y4, Y14, Y1
+	VMOVDQA32    Y12, Y14
+	VPDPBUSD     Y10, Y13, Y14
+	VCVTDQ2PS    Y14, Y14
+	VMULPS       Y18, Y11, Y4
+	VFMADD231PS  Y4, Y14, Y2
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	DECQ         DI
+	JMP          qdotvnniQ8_0x3x1_loop
+
+qdotvnniQ8_0x3x1_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X3
+	VADDPS        X3, X0, X0
+	VPERMILPS     $0x4e, X0, X3
+	VADDPS        X3, X0, X0
+	VPERMILPS     $0xb1, X0, X3
+	VADDSS        X3, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0x4e, X1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0xb1, X1, X3
+	VADDSS        X3, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0x4e, X2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0xb1, X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x3x1_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ8_0x3x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ8_0x3x2(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x3x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xst+40(FP), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	MOVQ         nb+48(FP), R8
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	MOVL         $0x80808080, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+
+qdotvnniQ8_0x3x2_loop:
+	TESTQ        R8, R8
+	JZ           qdotvnniQ8_0x3x2_done
+	VMOVDQU32    (DX), Y7
+	VBROADCASTSS (BX), Y8
+	VPXORD       Y19, Y19, Y19
+	VPDPBUSD     Y7, Y6, Y19
+	VPXORD       Y9, Y9, Y9
+	VPSUBD       Y19, Y9, Y9
+	VMOVDQU32    (DX)(SI*1), Y10
+	VBROADCASTSS (BX)(DI*1), Y11
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y10, Y6, Y20
+	VPXORD       Y12, Y12, Y12
+	VPSUBD       Y20, Y12, Y12
+	VMOVDQU32    (DX)(SI*2), Y13
+	VBROADCASTSS (BX)(DI*2), Y14
+	VPXORD       Y21, Y21, Y21
+	VPDPBUSD     Y13, Y6, Y21
+	VPXORD       Y15, Y15, Y15
+	VPSUBD       Y21, Y15, Y15
+	VMOVDQU32    2(AX), Y16
+	VPXORD       Y6, Y16, Y16
+	VPBROADCASTW (AX), X17
+	VCVTPH2PS    X17, Y22
+	VMOVDQA32    Y9, Y17
+	VPDPBUSD     Y7, Y16, Y17
+	VCVTDQ2PS    Y17, Y17
+	VMULPS       Y22, Y8, Y18
+	VFMADD231PS  Y18, Y17, Y0
+	VMOVDQA32    Y12, Y17
+	VPDPBUSD     Y10, Y16, Y17
+	VCVTDQ2PS    Y17, Y17
+	VMULPS       Y22, Y11, Y18
+	VFMADD231PS  Y18, Y17, Y2
+	VMOVDQA32    Y15, Y17
+	VPDPBUSD     Y13, Y16, Y17
+	VCVTDQ2PS    Y17, Y17
+	VMULPS       Y22, Y14, Y18
+	VFMADD231PS  Y18, Y17, Y4
+	VMOVDQU32    2(AX)(CX*1), Y16
+	VPXORD       Y6, Y16, Y16
+	VPBROADCASTW (AX)(CX*1), X17
+	VCVTPH2PS    X17, Y22
+	VMOVDQA32    Y9, Y17
+	VPDPBUSD     Y7, Y16, Y17
+	VCVTDQ2PS    Y17, Y17
+	VMULPS       Y22, Y8, Y18
+	VFMADD231PS  Y18, Y17, Y1
+	VMOVDQA32    Y12, Y17
+	VPDPBUSD     Y10, Y16, Y17
+	VCVTDQ2PS    Y17, Y17
+	VMULPS       Y22, Y11, Y18
+	VFMADD231PS  Y18, Y17, Y3
+	VMOVDQA32    Y15, Y17
+	VPDPBUSD     Y13, Y16, Y17
+	VCVTDQ2PS    Y17, Y17
+	VMULPS       Y22, Y14, Y18
+	VFMADD231PS  Y18, Y17, Y5
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         R8
+	JMP          qdotvnniQ8_0x3x2_loop
+
+qdotvnniQ8_0x3x2_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDPS        X6, X0, X0
+	VPERMILPS     $0x4e, X0, X6
+	VADDPS        X6, X0, X0
+	VPERMILPS     $0xb1, X0, X6
+	VADDSS        X6, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0x4e, X1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0xb1, X1, X6
+	VADDSS        X6, X1, X1
+	VMOVSS        X1, 4(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
+	VMOVSS        X2, (AX)
+	VEXTRACTF32X4 $0x01, Y3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0x4e, X3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0xb1, X3, X6
+	VADDSS        X6, X3, X3
+	VMOVSS        X3, 4(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0x4e, X4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0xb1, X4, X6
+	VADDSS        X6, X4, X4
+	VMOVSS        X4, (AX)
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VADDSS        X6, X5, X5
+	VMOVSS        X5, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x3x2_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ8_0x3x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ8_0x3x3(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x3x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xst+40(FP), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	MOVQ         nb+48(FP), R8
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	VPXORD       Y6, Y6, Y6
+	VPXORD       Y7, Y7, Y7
+	VPXORD       Y8, Y8, Y8
+	MOVL         $0x80808080, R9
+	VMOVD        R9, X9
+	VPBROADCASTD X9, Y9
+
+qdotvnniQ8_0x3x3_loop:
+	TESTQ        R8, R8
+	JZ           qdotvnniQ8_0x3x3_done
+	VMOVDQU32    (DX), Y10
+	VBROADCASTSS (BX), Y11
+	VPXORD       Y22, Y22, Y22
+	VPDPBUSD     Y10, Y9, Y22
+	VPXORD       Y12, Y12, Y12
+	VPSUBD       Y22, Y12, Y12
+	VMOVDQU32    (DX)(SI*1), Y13
+	VBROADCASTSS (BX)(DI*1), Y14
+	VPXORD       Y23, Y23, Y23
+	VPDPBUSD     Y13, Y9, Y23
+	VPXORD       Y15, Y15, Y15
+	VPSUBD       Y23, Y15, Y15
+	VMOVDQU32    (DX)(SI*2), Y16
+	VBROADCASTSS (BX)(DI*2), Y17
+	VPXORD       Y24, Y24, Y24
+	VPDPBUSD     Y16, Y9, Y24
+	VPXORD       Y18, Y18, Y18
+	VPSUBD       Y24, Y18, Y18
+	VMOVDQU32    2(AX), Y19
+	VPXORD       Y9, Y19, Y19
+	VPBROADCASTW (AX), X20
+	VCVTPH2PS    X20, Y25
+	VMOVDQA32    Y12, Y20
+	VPDPBUSD     Y10, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VMULPS       Y25, Y11, Y21
+	VFMADD231PS  Y21, Y20, Y0
+	VMOVDQA32    Y15, Y20
+	VPDPBUSD     Y13, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VMULPS       Y25, Y14, Y21
+	VFMADD231PS  Y21, Y20, Y3
+	VMOVDQA32    Y18, Y20
+	VPDPBUSD     Y16, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VMULPS       Y25, Y17, Y21
+	VFMADD231PS  Y21, Y20, Y6
+	VMOVDQU32    2(AX)(CX*1), Y19
+	VPXORD       Y9, Y19, Y19
+	VPBROADCASTW (AX)(CX*1), X20
+	VCVTPH2PS    X20, Y25
+	VMOVDQA32    Y12, Y20
+	VPDPBUSD     Y10, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VMULPS       Y25, Y11, Y21
+	VFMADD231PS  Y21, Y20, Y1
+	VMOVDQA32    Y15, Y20
+	VPDPBUSD     Y13, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VMULPS       Y25, Y14, Y21
+	VFMADD231PS  Y21, Y20, Y4
+	VMOVDQA32    Y18, Y20
+	VPDPBUSD     Y16, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VMULPS       Y25, Y17, Y21
+	VFMADD231PS  Y21, Y20, Y7
+	VMOVDQU32    2(AX)(CX*2), Y19
+	VPXORD       Y9, Y19, Y19
+	VPBROADCASTW (AX)(CX*2), X20
+	VCVTPH2PS    X20, Y25
+	VMOVDQA32    Y12, Y20
+	VPDPBUSD     Y10, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VMULPS       Y25, Y11, Y21
+	VFMADD231PS  Y21, Y20, Y2
+	VMOVDQA32    Y15, Y20
+	VPDPBUSD     Y13, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VMULPS       Y25, Y14, Y21
+	VFMADD231PS  Y21, Y20, Y5
+	VMOVDQA32    Y18, Y20
+	VPDPBUSD     Y16, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VMULPS       Y25, Y17, Y21
+	VFMADD231PS  Y21, Y20, Y8
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         R8
+	JMP          qdotvnniQ8_0x3x3_loop
+
+qdotvnniQ8_0x3x3_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X9
+	VADDPS        X9, X0, X0
+	VPERMILPS     $0x4e, X0, X9
+	VADDPS        X9, X0, X0
+	VPERMILPS     $0xb1, X0, X9
+	VADDSS        X9, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X9
+	VADDPS        X9, X1, X1
+	VPERMILPS     $0x4e, X1, X9
+	VADDPS        X9, X1, X1
+	VPERMILPS     $0xb1, X1, X9
+	VADDSS        X9, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X9
+	VADDPS        X9, X2, X2
+	VPERMILPS     $0x4e, X2, X9
+	VADDPS        X9, X2, X2
+	VPERMILPS     $0xb1, X2, X9
+	VADDSS        X9, X2, X2
+	VMOVSS        X2, 8(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y3, X9
+	VADDPS        X9, X3, X3
+	VPERMILPS     $0x4e, X3, X9
+	VADDPS        X9, X3, X3
+	VPERMILPS     $0xb1, X3, X9
+	VADDSS        X9, X3, X3
+	VMOVSS        X3, (AX)
+	VEXTRACTF32X4 $0x01, Y4, X9
+	VADDPS        X9, X4, X4
+	VPERMILPS     $0x4e, X4, X9
+	VADDPS        X9, X4, X4
+	VPERMILPS     $0xb1, X4, X9
+	VADDSS        X9, X4, X4
+	VMOVSS        X4, 4(AX)
+	VEXTRACTF32X4 $0x01, Y5, X9
+	VADDPS        X9, X5, X5
+	VPERMILPS     $0x4e, X5, X9
+	VADDPS        X9, X5, X5
+	VPERMILPS     $0xb1, X5, X9
+	VADDSS        X9, X5, X5
+	VMOVSS        X5, 8(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y6, X9
+	VADDPS        X9, X6, X6
+	VPERMILPS     $0x4e, X6, X9
+	VADDPS        X9, X6, X6
+	VPERMILPS     $0xb1, X6, X9
+	VADDSS        X9, X6, X6
+	VMOVSS        X6, (AX)
+	VEXTRACTF32X4 $0x01, Y7, X9
+	VADDPS        X9, X7, X7
+	VPERMILPS     $0x4e, X7, X9
+	VADDPS        X9, X7, X7
+	VPERMILPS     $0xb1, X7, X9
+	VADDSS        X9, X7, X7
+	VMOVSS        X7, 4(AX)
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDSS        X9, X8, X8
+	VMOVSS        X8, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x3x3_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ8_0x3x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ8_0x3x4(SB), NOSPLIT, $0-80
+qdotvnniQ8_0x3x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xst+40(FP), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	MOVQ         nb+48(FP), R8
+	LEAQ         (AX)(CX*2), R9
+	ADDQ         CX, R9
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	VPXORD       Y6, Y6, Y6
+	VPXORD       Y7, Y7, Y7
+	VPXORD       Y8, Y8, Y8
+	VPXORD       Y9, Y9, Y9
+	VPXORD       Y10, Y10, Y10
+	VPXORD       Y11, Y11, Y11
+	MOVL         $0x80808080, R10
+	VMOVD        R10, X12
+	VPBROADCASTD X12, Y12
+
+qdotvnniQ8_0x3x4_loop:
+	TESTQ        R8, R8
+	JZ           qdotvnniQ8_0x3x4_done
+	VMOVDQU32    (DX), Y13
+	VBROADCASTSS (BX), Y14
+	VPXORD       Y25, Y25, Y25
+	VPDPBUSD     Y13, Y12, Y25
+	VPXORD       Y15, Y15, Y15
+	VPSUBD       Y25, Y15, Y15
+	VMOVDQU32    (DX)(SI*1), Y16
+	VBROADCASTSS (BX)(DI*1), Y17
+	VPXORD       Y26, Y26, Y26
+	VPDPBUSD     Y16, Y12, Y26
+	VPXORD       Y18, Y18, Y18
+	VPSUBD       Y26, Y18, Y18
+	VMOVDQU32    (DX)(SI*2), Y19
+	VBROADCASTSS (BX)(DI*2), Y20
+	VPXORD       Y27, Y27, Y27
+	VPDPBUSD     Y19, Y12, Y27
+	VPXORD       Y21, Y21, Y21
+	VPSUBD       Y27, Y21, Y21
+	VMOVDQU32    2(AX), Y22
+	VPXORD       Y12, Y22, Y22
+	VPBROADCASTW (AX), X23
+	VCVTPH2PS    X23, Y28
+	VMOVDQA32    Y15, Y23
+	VPDPBUSD     Y13, Y22, Y23
+	VCVTDQ2PS    Y23, Y23
+	VMULPS       Y28, Y14, Y24
+	VFMADD231PS  Y24, Y23, Y0
+	VMOVDQA32    Y18, Y23
+	VPDPBUSD     Y16, Y22, Y23
+	VCVTDQ2PS    Y23, Y23
+	VMULPS       Y28, Y17, Y24
+	VFMADD231PS  Y24, Y23, Y4
+	VMOVDQA32    Y21, Y23
+	VPDPBUSD     Y19, Y22, Y23
+	VCVTDQ2PS    Y23, Y23
+	VMULPS       Y28, Y20, Y24
+	VFMADD231PS  Y24, Y23, Y8
+	VMOVDQU32    2(AX)(CX*1), Y22
+	VPXORD       Y12, Y22, Y22
+	VPBROADCASTW (AX)(CX*1), X23
+	VCVTPH2PS    X23, Y28
+	VMOVDQA32    Y15, Y23
+	VPDPBUSD     Y13, Y22, Y23
+	VCVTDQ2PS    Y23, Y23
+	VMULPS       Y28, Y14, Y24
+	VFMADD231PS  Y24, Y23, Y1
+	VMOVDQA32    Y18, Y23
+	VPDPBUSD     Y16, Y22, Y23
+	VCVTDQ2PS    Y23, Y23
+	VMULPS       Y28, Y17, Y24
+	VFMADD231PS  Y24, Y23, Y5
+	VMOVDQA32    Y21, Y23
+	VPDPBUSD     Y19, Y22, Y23
+	VCVTDQ2PS    Y23, Y23
+	VMULPS       Y28, Y20, Y24
+	VFMADD231PS  Y24, Y23, Y9
+	VMOVDQU32    2(AX)(CX*2), Y22
+	VPXORD       Y12, Y22, Y22
+	VPBROADCASTW (AX)(CX*2), X23
+	VCVTPH2PS    X23, Y28
+	VMOVDQA32    Y15, Y23
+	VPDPBUSD     Y13, Y22, Y23
+	VCVTDQ2PS    Y23, Y23
+	VMULPS       Y28, Y14, Y24
+	VFMADD231PS  Y24, Y23, Y2
+	VMOVDQA32    Y18, Y23
+	VPDPBUSD     Y16, Y22, Y23
+	VCVTDQ2PS    Y23, Y23
+	VMULPS       Y28, Y17, Y24
+	VFMADD231PS  Y24, Y23, Y6
+	VMOVDQA32    Y21, Y23
+	VPDPBUSD     Y19, Y22, Y23
+	VCVTDQ2PS    Y23, Y23
+	VMULPS       Y28, Y20, Y24
+	VFMADD231PS  Y24, Y23, Y10
+	VMOVDQU32    2(R9), Y22
+	VPXORD       Y12, Y22, Y22
+	VPBROADCASTW (R9), X23
+	VCVTPH2PS    X23, Y28
+	VMOVDQA32    Y15, Y23
+	VPDPBUSD     Y13, Y22, Y23
+	VCVTDQ2PS    Y23, Y23
+	VMULPS       Y28, Y14, Y24
+	VFMADD231PS  Y24, Y23, Y3
+	VMOVDQA32    Y18, Y23
+	VPDPBUSD     Y16, Y22, Y23
+	VCVTDQ2PS    Y23, Y23
+	VMULPS       Y28, Y17, Y24
+	VFMADD231PS  Y24, Y23, Y7
+	VMOVDQA32    Y21, Y23
+	VPDPBUSD     Y19, Y22, Y23
+	VCVTDQ2PS    Y23, Y23
+	VMULPS       Y28, Y20, Y24
+	VFMADD231PS  Y24, Y23, Y11
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000022, R9
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         R8
+	JMP          qdotvnniQ8_0x3x4_loop
+
+qdotvnniQ8_0x3x4_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X12
+	VADDPS        X12, X0, X0
+	VPERMILPS     $0x4e, X0, X12
+	VADDPS        X12, X0, X0
+	VPERMILPS     $0xb1, X0, X12
+	VADDSS        X12, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0x4e, X1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0xb1, X1, X12
+	VADDSS        X12, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0x4e, X2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0xb1, X2, X12
+	VADDSS        X12, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0x4e, X3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0xb1, X3, X12
+	VADDSS        X12, X3, X3
+	VMOVSS        X3, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0x4e, X4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0xb1, X4, X12
+	VADDSS        X12, X4, X4
+	VMOVSS        X4, (AX)
+	VEXTRACTF32X4 $0x01, Y5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0x4e, X5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0xb1, X5, X12
+	VADDSS        X12, X5, X5
+	VMOVSS        X5, 4(AX)
+	VEXTRACTF32X4 $0x01, Y6, X12
+	VADDPS        X12, X6, X6
+	VPERMILPS     $0x4e, X6, X12
+	VADDPS        X12, X6, X6
+	VPERMILPS     $0xb1, X6, X12
+	VADDSS        X12, X6, X6
+	VMOVSS        X6, 8(AX)
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0x4e, X7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0xb1, X7, X12
+	VADDSS        X12, X7, X7
+	VMOVSS        X7, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0x4e, X8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0xb1, X8, X12
+	VADDSS        X12, X8, X8
+	VMOVSS        X8, (AX)
+	VEXTRACTF32X4 $0x01, Y9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0x4e, X9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0xb1, X9, X12
+	VADDSS        X12, X9, X9
+	VMOVSS        X9, 4(AX)
+	VEXTRACTF32X4 $0x01, Y10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0x4e, X10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0xb1, X10, X12
+	VADDSS        X12, X10, X10
+	VMOVSS        X10, 8(AX)
+	VEXTRACTF32X4 $0x01, Y11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0x4e, X11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0xb1, X11, X12
+	VADDSS        X12, X11, X11
+	VMOVSS        X11, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ8_0x3x4_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·qdotvnniQ4_0x1x1(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x1x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+48(FP), BX
+	VPXORD       Y0, Y0, Y0
+	MOVL         $0x08080808, SI
+	VMOVD        SI, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X2
+	VPBROADCASTD X2, Y2
+
+qdotvnniQ4_0x1x1_loop:
+	TESTQ        BX, BX
+	JZ           qdotvnniQ4_0x1x1_done
+	VMOVDQU32    (CX), Y3
+	VBROADCASTSS (DX), Y4
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y3, Y1, Y8
+	VPXORD       Y5, Y5, Y5
+	VPSUBD       Y8, Y5, Y5
+	VMOVDQU32    2(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI32X4 $0x01, X7, Y6, Y6
+	VPANDD       Y2, Y6, Y6
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X7
+	VCVTPH2PS    X7, Y9
+	VMOVDQA32    Y5, Y7
+	VPDPBUSD     Y3, Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y9, Y4, Y3
+	VFMADD231PS  Y3, Y7, Y0
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	DECQ         BX
+	JMP          qdotvnniQ4_0x1x1_loop
+
+qdotvnniQ4_0x1x1_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·qdotvnniQ4_0x1x2(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x1x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	MOVL         $0x08080808, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+
+qdotvnniQ4_0x1x2_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ4_0x1x2_done
+	VMOVDQU32    (DX), Y4
+	VBROADCASTSS (BX), Y5
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y4, Y2, Y10
+	VPXORD       Y6, Y6, Y6
+	VPSUBD       Y10, Y6, Y6
+	VMOVDQU32    2(AX), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI32X4 $0x01, X8, Y7, Y7
+	VPANDD       Y3, Y7, Y7
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, Y9
+	VMOVDQA32    Y6, Y8
+	VPDPBUSD     Y4, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y9, Y5, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VMOVDQU32    2(AX)(CX*1), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI32X4 $0x01, X8, Y7, Y7
+	VPANDD       Y3, Y7, Y7
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X8
+	VCVTPH2PS    X8, Y9
+	VMOVDQA32    Y6, Y8
+	VPDPBUSD     Y4, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y9, Y5, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotvnniQ4_0x1x2_loop
+
+qdotvnniQ4_0x1x2_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VADDPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VADDPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VADDSS        X2, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        X1, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·qdotvnniQ4_0x1x3(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x1x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	MOVL         $0x08080808, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+
+qdotvnniQ4_0x1x3_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ4_0x1x3_done
+	VMOVDQU32    (DX), Y5
+	VBROADCASTSS (BX), Y6
+	VPXORD       Y11, Y11, Y11
+	VPDPBUSD     Y5, Y3, Y11
+	VPXORD       Y7, Y7, Y7
+	VPSUBD       Y11, Y7, Y7
+	VMOVDQU32    2(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI32X4 $0x01, X9, Y8, Y8
+	VPANDD       Y4, Y8, Y8
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X9
+	VCVTPH2PS    X9, Y10
+	VMOVDQA32    Y7, Y9
+	VPDPBUSD     Y5, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y6, Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU32    2(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI32X4 $0x01, X9, Y8, Y8
+	VPANDD       Y4, Y8, Y8
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X9
+	VCVTPH2PS    X9, Y10
+	VMOVDQA32    Y7, Y9
+	VPDPBUSD     Y5, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y6, Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU32    2(AX)(CX*2), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI32X4 $0x01, X9, Y8, Y8
+	VPANDD       Y4, Y8, Y8
+	PREFETCHNTA  4096(AX)(CX*2)
+	VPBROADCASTW (AX)(CX*2), X9
+	VCVTPH2PS    X9, Y10
+	VMOVDQA32    Y7, Y9
+	VPDPBUSD     Y5, Y8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y6, Y10
+	VFMADD231PS  Y10, Y9, Y2
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotvnniQ4_0x1x3_loop
+
+qdotvnniQ4_0x1x3_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X3
+	VADDPS        X3, X0, X0
+	VPERMILPS     $0x4e, X0, X3
+	VADDPS        X3, X0, X0
+	VPERMILPS     $0xb1, X0, X3
+	VADDSS        X3, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0x4e, X1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0xb1, X1, X3
+	VADDSS        X3, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0x4e, X2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0xb1, X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·qdotvnniQ4_0x1x4(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x1x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	MOVL         $0x08080808, R8
+	VMOVD        R8, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X5
+	VPBROADCASTD X5, Y5
+
+qdotvnniQ4_0x1x4_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ4_0x1x4_done
+	VMOVDQU32    (DX), Y6
+	VBROADCASTSS (BX), Y7
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y6, Y4, Y12
+	VPXORD       Y8, Y8, Y8
+	VPSUBD       Y12, Y8, Y8
+	VMOVDQU32    2(AX), X9
+	VPSRLW       $0x04, X9, X10
+	VINSERTI32X4 $0x01, X10, Y9, Y9
+	VPANDD       Y5, Y9, Y9
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X10
+	VCVTPH2PS    X10, Y11
+	VMOVDQA32    Y8, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y11, Y7, Y11
+	VFMADD231PS  Y11, Y10, Y0
+	VMOVDQU32    2(AX)(CX*1), X9
+	VPSRLW       $0x04, X9, X10
+	VINSERTI32X4 $0x01, X10, Y9, Y9
+	VPANDD       Y5, Y9, Y9
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X10
+	VCVTPH2PS    X10, Y11
+	VMOVDQA32    Y8, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y11, Y7, Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU32    2(AX)(CX*2), X9
+	VPSRLW       $0x04, X9, X10
+	VINSERTI32X4 $0x01, X10, Y9, Y9
+	VPANDD       Y5, Y9, Y9
+	PREFETCHNTA  4096(AX)(CX*2)
+	VPBROADCASTW (AX)(CX*2), X10
+	VCVTPH2PS    X10, Y11
+	VMOVDQA32    Y8, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y11, Y7, Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VMOVDQU32    2(DI), X9
+	VPSRLW       $0x04, X9, X10
+	VINSERTI32X4 $0x01, X10, Y9, Y9
+	VPANDD       Y5, Y9, Y9
+	PREFETCHNTA  4096(DI)
+	VPBROADCASTW (DI), X10
+	VCVTPH2PS    X10, Y11
+	VMOVDQA32    Y8, Y10
+	VPDPBUSD     Y6, Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y11, Y7, Y11
+	VFMADD231PS  Y11, Y10, Y3
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000012, DI
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotvnniQ4_0x1x4_loop
+
+qdotvnniQ4_0x1x4_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0x4e, X0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0xb1, X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0x4e, X1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0xb1, X1, X4
+	VADDSS        X4, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0x4e, X2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0xb1, X2, X4
+	VADDSS        X4, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0x4e, X3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0xb1, X3, X4
+	VADDSS        X4, X3, X3
+	VMOVSS        X3, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x1x4_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4_0x2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4_0x2x1(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x2x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         xst+40(FP), BX
+	MOVQ         BX, SI
+	SHRQ         $0x03, SI
+	MOVQ         nb+48(FP), DI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	MOVL         $0x08080808, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X3
+	VPBROADCASTD X3, Y3
+
+qdotvnniQ4_0x2x1_loop:
+	TESTQ        DI, DI
+	JZ           qdotvnniQ4_0x2x1_done
+	VMOVDQU32    (CX), Y4
+	VBROADCASTSS (DX), Y5
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y4, Y2, Y12
+	VPXORD       Y6, Y6, Y6
+	VPSUBD       Y12, Y6, Y6
+	VMOVDQU32    (CX)(BX*1), Y7
+	VBROADCASTSS (DX)(SI*1), Y8
+	VPXORD       Y13, Y13, Y13
+	VPDPBUSD     Y7, Y2, Y13
+	VPXORD       Y9, Y9, Y9
+	VPSUBD       Y13, Y9, Y9
+	VMOVDQU32    2(AX), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI32X4 $0x01, X11, Y10, Y10
+	VPANDD       Y3, Y10, Y10
+	VPBROADCASTW (AX), X11
+	VCVTPH2PS    X11, Y14
+	VMOVDQA32    Y6, Y11
+	VPDPBUSD     Y4, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y14, Y5, Y4
+	VFMADD231PS  Y4, Y11, Y0
+	VMOVDQA32    Y9, Y11
+	VPDPBUSD     Y7, Y10, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y14, Y8, Y4
+	VFMADD231PS  Y4, Y11, Y1
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	DECQ         DI
+	JMP          qdotvnniQ4_0x2x1_loop
+
+qdotvnniQ4_0x2x1_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VADDPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VADDPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VADDSS        X2, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        X1, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x2x1_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4_0x2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4_0x2x2(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x2x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xst+40(FP), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	MOVQ         nb+48(FP), R8
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	MOVL         $0x08080808, R9
+	VMOVD        R9, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X5
+	VPBROADCASTD X5, Y5
+
+qdotvnniQ4_0x2x2_loop:
+	TESTQ        R8, R8
+	JZ           qdotvnniQ4_0x2x2_done
+	VMOVDQU32    (DX), Y6
+	VBROADCASTSS (BX), Y7
+	VPXORD       Y15, Y15, Y15
+	VPDPBUSD     Y6, Y4, Y15
+	VPXORD       Y8, Y8, Y8
+	VPSUBD       Y15, Y8, Y8
+	VMOVDQU32    (DX)(SI*1), Y9
+	VBROADCASTSS (BX)(DI*1), Y10
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y9, Y4, Y16
+	VPXORD       Y11, Y11, Y11
+	VPSUBD       Y16, Y11, Y11
+	VMOVDQU32    2(AX), X12
+	VPSRLW       $0x04, X12, X13
+	VINSERTI32X4 $0x01, X13, Y12, Y12
+	VPANDD       Y5, Y12, Y12
+	VPBROADCASTW (AX), X13
+	VCVTPH2PS    X13, Y17
+	VMOVDQA32    Y8, Y13
+	VPDPBUSD     Y6, Y12, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y17, Y7, Y14
+	VFMADD231PS  Y14, Y13, Y0
+	VMOVDQA32    Y11, Y13
+	VPDPBUSD     Y9, Y12, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y17, Y10, Y14
+	VFMADD231PS  Y14, Y13, Y2
+	VMOVDQU32    2(AX)(CX*1), X12
+	VPSRLW       $0x04, X12, X13
+	VINSERTI32X4 $0x01, X13, Y12, Y12
+	VPANDD       Y5, Y12, Y12
+	VPBROADCASTW (AX)(CX*1), X13
+	VCVTPH2PS    X13, Y17
+	VMOVDQA32    Y8, Y13
+	VPDPBUSD     Y6, Y12, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y17, Y7, Y14
+	VFMADD231PS  Y14, Y13, Y1
+	VMOVDQA32    Y11, Y13
+	VPDPBUSD     Y9, Y12, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y17, Y10, Y14
+	VFMADD231PS  Y14, Y13, Y3
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         R8
+	JMP          qdotvnniQ4_0x2x2_loop
+
+qdotvnniQ4_0x2x2_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0x4e, X0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0xb1, X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0x4e, X1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0xb1, X1, X4
+	VADDSS        X4, X1, X1
+	VMOVSS        X1, 4(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0x4e, X2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0xb1, X2, X4
+	VADDSS        X4, X2, X2
+	VMOVSS        X2, (AX)
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0x4e, X3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0xb1, X3, X4
+	VADDSS        X4, X3, X3
+	VMOVSS        X3, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x2x2_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4_0x2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4_0x2x3(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x2x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xst+40(FP), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	MOVQ         nb+48(FP), R8
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	MOVL         $0x08080808, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X7
+	VPBROADCASTD X7, Y7
+
+qdotvnniQ4_0x2x3_loop:
+	TESTQ        R8, R8
+	JZ           qdotvnniQ4_0x2x3_done
+	VMOVDQU32    (DX), Y8
+	VBROADCASTSS (BX), Y9
+	VPXORD       Y17, Y17, Y17
+	VPDPBUSD     Y8, Y6, Y17
+	VPXORD       Y10, Y10, Y10
+	VPSUBD       Y17, Y10, Y10
+	VMOVDQU32    (DX)(SI*1), Y11
+	VBROADCASTSS (BX)(DI*1), Y12
+	VPXORD       Y18, Y18, Y18
+	VPDPBUSD     Y11, Y6, Y18
+	VPXORD       Y13, Y13, Y13
+	VPSUBD       Y18, Y13, Y13
+	VMOVDQU32    2(AX), X14
+	VPSRLW       $0x04, X14, X15
+	VINSERTI32X4 $0x01, X15, Y14, Y14
+	VPANDD       Y7, Y14, Y14
+	VPBROADCASTW (AX), X15
+	VCVTPH2PS    X15, Y19
+	VMOVDQA32    Y10, Y15
+	VPDPBUSD     Y8, Y14, Y15
+	VCVTDQ2PS    Y15, Y15
+	VMULPS       Y19, Y9, Y16
+	VFMADD231PS  Y16, Y15, Y0
+	VMOVDQA32    Y13, Y15
+	VPDPBUSD     Y11, Y14, Y15
+	VCVTDQ2PS    Y15, Y15
+	VMULPS       Y19, Y12, Y16
+	VFMADD231PS  Y16, Y15, Y3
+	VMOVDQU32    2(AX)(CX*1), X14
+	VPSRLW       $0x04, X14, X15
+	VINSERTI32X4 $0x01, X15, Y14, Y14
+	VPANDD       Y7, Y14, Y14
+	VPBROADCASTW (AX)(CX*1), X15
+	VCVTPH2PS    X15, Y19
+	VMOVDQA32    Y10, Y15
+	VPDPBUSD     Y8, Y14, Y15
+	VCVTDQ2PS    Y15, Y15
+	VMULPS       Y19, Y9, Y16
+	VFMADD231PS  Y16, Y15, Y1
+	VMOVDQA32    Y13, Y15
+	VPDPBUSD     Y11, Y14, Y15
+	VCVTDQ2PS    Y15, Y15
+	VMULPS       Y19, Y12, Y16
+	VFMADD231PS  Y16, Y15, Y4
+	VMOVDQU32    2(AX)(CX*2), X14
+	VPSRLW       $0x04, X14, X15
+	VINSERTI32X4 $0x01, X15, Y14, Y14
+	VPANDD       Y7, Y14, Y14
+	VPBROADCASTW (AX)(CX*2), X15
+	VCVTPH2PS    X15, Y19
+	VMOVDQA32    Y10, Y15
+	VPDPBUSD     Y8, Y14, Y15
+	VCVTDQ2PS    Y15, Y15
+	VMULPS       Y19, Y9, Y16
+	VFMADD231PS  Y16, Y15, Y2
+	VMOVDQA32    Y13, Y15
+	VPDPBUSD     Y11, Y14, Y15
+	VCVTDQ2PS    Y15, Y15
+	VMULPS       Y19, Y12, Y16
+	VFMADD231PS  Y16, Y15, Y5
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         R8
+	JMP          qdotvnniQ4_0x2x3_loop
+
+qdotvnniQ4_0x2x3_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDPS        X6, X0, X0
+	VPERMILPS     $0x4e, X0, X6
+	VADDPS        X6, X0, X0
+	VPERMILPS     $0xb1, X0, X6
+	VADDSS        X6, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0x4e, X1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0xb1, X1, X6
+	VADDSS        X6, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
+	VMOVSS        X2, 8(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0x4e, X3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0xb1, X3, X6
+	VADDSS        X6, X3, X3
+	VMOVSS        X3, (AX)
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0x4e, X4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0xb1, X4, X6
+	VADDSS        X6, X4, X4
+	VMOVSS        X4, 4(AX)
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VADDSS        X6, X5, X5
+	VMOVSS        X5, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x2x3_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4_0x2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4_0x2x4(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x2x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xst+40(FP), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	MOVQ         nb+48(FP), R8
+	LEAQ         (AX)(CX*2), R9
+	ADDQ         CX, R9
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	VPXORD       Y6, Y6, Y6
+	VPXORD       Y7, Y7, Y7
+	MOVL         $0x08080808, R10
+	VMOVD        R10, X8
+	VPBROADCASTD X8, Y8
+	MOVL         $0x0f0f0f0f, R10
+	VMOVD        R10, X9
+	VPBROADCASTD X9, Y9
+
+qdotvnniQ4_0x2x4_loop:
+	TESTQ        R8, R8
+	JZ           qdotvnniQ4_0x2x4_done
+	VMOVDQU32    (DX), Y10
+	VBROADCASTSS (BX), Y11
+	VPXORD       Y19, Y19, Y19
+	VPDPBUSD     Y10, Y8, Y19
+	VPXORD       Y12, Y12, Y12
+	VPSUBD       Y19, Y12, Y12
+	VMOVDQU32    (DX)(SI*1), Y13
+	VBROADCASTSS (BX)(DI*1), Y14
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y13, Y8, Y20
+	VPXORD       Y15, Y15, Y15
+	VPSUBD       Y20, Y15, Y15
+	VMOVDQU32    2(AX), X16
+	VPSRLW       $0x04, X16, X17
+	VINSERTI32X4 $0x01, X17, Y16, Y16
+	VPANDD       Y9, Y16, Y16
+	VPBROADCASTW (AX), X17
+	VCVTPH2PS    X17, Y21
+	VMOVDQA32    Y12, Y17
+	VPDPBUSD     Y10, Y16, Y17
+	VCVTDQ2PS    Y17, Y17
+	VMULPS       Y21, Y11, Y18
+	VFMADD231PS  Y18, Y17, Y0
+	VMOVDQA32    Y15, Y17
+	VPDPBUSD     Y13, Y16, Y17
+	VCVTDQ2PS    Y17, Y17
+	VMULPS       Y21, Y14, Y18
+	VFMADD231PS  Y18, Y17, Y4
+	VMOVDQU32    2(AX)(CX*1), X16
+	VPSRLW       $0x04, X16, X17
+	VINSERTI32X4 $0x01, X17, Y16, Y16
+	VPANDD       Y9, Y16, Y16
+	VPBROADCASTW (AX)(CX*1), X17
+	VCVTPH2PS    X17, Y21
+	VMOVDQA32    Y12, Y17
+	VPDPBUSD     Y10, Y16, Y17
+	VCVTDQ2PS    Y17, Y17
+	VMULPS       Y21, Y11, Y18
+	VFMADD231PS  Y18, Y17, Y1
+	VMOVDQA32    Y15, Y17
+	VPDPBUSD     Y13, Y16, Y17
+	VCVTDQ2PS    Y17, Y17
+	VMULPS       Y21, Y14, Y18
+	VFMADD231PS  Y18, Y17, Y5
+	VMOVDQU32    2(AX)(CX*2), X16
+	VPSRLW       $0x04, X16, X17
+	VINSERTI32X4 $0x01, X17, Y16, Y16
+	VPANDD       Y9, Y16, Y16
+	VPBROADCASTW (AX)(CX*2), X17
+	VCVTPH2PS    X17, Y21
+	VMOVDQA32    Y12, Y17
+	VPDPBUSD     Y10, Y16, Y17
+	VCVTDQ2PS    Y17, Y17
+	VMULPS       Y21, Y11, Y18
+	VFMADD231PS  Y18, Y17, Y2
+	VMOVDQA32    Y15, Y17
+	VPDPBUSD     Y13, Y16, Y17
+	VCVTDQ2PS    Y17, Y17
+	VMULPS       Y21, Y14, Y18
+	VFMADD231PS  Y18, Y17, Y6
+	VMOVDQU32    2(R9), X16
+	VPSRLW       $0x04, X16, X17
+	VINSERTI32X4 $0x01, X17, Y16, Y16
+	VPANDD       Y9, Y16, Y16
+	VPBROADCASTW (R9), X17
+	VCVTPH2PS    X17, Y21
+	VMOVDQA32    Y12, Y17
+	VPDPBUSD     Y10, Y16, Y17
+	VCVTDQ2PS    Y17, Y17
+	VMULPS       Y21, Y11, Y18
+	VFMADD231PS  Y18, Y17, Y3
+	VMOVDQA32    Y15, Y17
+	VPDPBUSD     Y13, Y16, Y17
+	VCVTDQ2PS    Y17, Y17
+	VMULPS       Y21, Y14, Y18
+	VFMADD231PS  Y18, Y17, Y7
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000012, R9
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         R8
+	JMP          qdotvnniQ4_0x2x4_loop
+
+qdotvnniQ4_0x2x4_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VPERMILPS     $0x4e, X0, X8
+	VADDPS        X8, X0, X0
+	VPERMILPS     $0xb1, X0, X8
+	VADDSS        X8, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0x4e, X1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0xb1, X1, X8
+	VADDSS        X8, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0x4e, X2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0xb1, X2, X8
+	VADDSS        X8, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0x4e, X3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0xb1, X3, X8
+	VADDSS        X8, X3, X3
+	VMOVSS        X3, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0x4e, X4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0xb1, X4, X8
+	VADDSS        X8, X4, X4
+	VMOVSS        X4, (AX)
+	VEXTRACTF32X4 $0x01, Y5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0x4e, X5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0xb1, X5, X8
+	VADDSS        X8, X5, X5
+	VMOVSS        X5, 4(AX)
+	VEXTRACTF32X4 $0x01, Y6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0x4e, X6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0xb1, X6, X8
+	VADDSS        X8, X6, X6
+	VMOVSS        X6, 8(AX)
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0x4e, X7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0xb1, X7, X8
+	VADDSS        X8, X7, X7
+	VMOVSS        X7, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x2x4_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4_0x3x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4_0x3x1(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x3x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         xst+40(FP), BX
+	MOVQ         BX, SI
+	SHRQ         $0x03, SI
+	MOVQ         nb+48(FP), DI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	MOVL         $0x08080808, R8
+	VMOVD        R8, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X4
+	VPBROADCASTD X4, Y4
+
+qdotvnniQ4_0x3x1_loop:
+	TESTQ        DI, DI
+	JZ           qdotvnniQ4_0x3x1_done
+	VMOVDQU32    (CX), Y5
+	VBROADCASTSS (DX), Y6
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y5, Y3, Y16
+	VPXORD       Y7, Y7, Y7
+	VPSUBD       Y16, Y7, Y7
+	VMOVDQU32    (CX)(BX*1), Y8
+	VBROADCASTSS (DX)(SI*1), Y9
+	VPXORD       Y17, Y17, Y17
+	VPDPBUSD     Y8, Y3, Y17
+	VPXORD       Y10, Y10, Y10
+	VPSUBD       Y17, Y10, Y10
+	VMOVDQU32    (CX)(BX*2), Y11
+	VBROADCASTSS (DX)(SI*2), Y12
+	VPXORD       Y18, Y18, Y18
+	VPDPBUSD     Y11, Y3, Y18
+	VPXORD       Y13, Y13, Y13
+	VPSUBD       Y18, Y13, Y13
+	VMOVDQU32    2(AX), X14
+	VPSRLW       $0x04, X14, X15
+	VINSERTI32X4 $0x01, X15, Y14, Y14
+	VPANDD       Y4, Y14, Y14
+	VPBROADCASTW (AX), X15
+	VCVTPH2PS    X15, Y19
+	VMOVDQA32    Y7, Y15
+	VPDPBUSD     Y5, Y14, Y15
+	VCVTDQ2PS    Y15, Y15
+	VMULPS       Y19, Y6, Y5
+	VFMADD231PS  Y5, Y15, Y0
+	VMOVDQA32    Y10, Y15
+	VPDPBUSD     Y8, Y14, Y15
+	VCVTDQ2PS    Y15, Y15
+	VMULPS       Y19, Y9, Y5
+	VFMADD231PS  Y5, Y15, Y1
+	VMOVDQA32    Y13, Y15
+	VPDPBUSD     Y11, Y14, Y15
+	VCVTDQ2PS    Y15, Y15
+	VMULPS       Y19, Y12, Y5
+	VFMADD231PS  Y5, Y15, Y2
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	DECQ         DI
+	JMP          qdotvnniQ4_0x3x1_loop
+
+qdotvnniQ4_0x3x1_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X3
+	VADDPS        X3, X0, X0
+	VPERMILPS     $0x4e, X0, X3
+	VADDPS        X3, X0, X0
+	VPERMILPS     $0xb1, X0, X3
+	VADDSS        X3, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0x4e, X1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0xb1, X1, X3
+	VADDSS        X3, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0x4e, X2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0xb1, X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x3x1_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4_0x3x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4_0x3x2(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x3x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xst+40(FP), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	MOVQ         nb+48(FP), R8
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	MOVL         $0x08080808, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X7
+	VPBROADCASTD X7, Y7
+
+qdotvnniQ4_0x3x2_loop:
+	TESTQ        R8, R8
+	JZ           qdotvnniQ4_0x3x2_done
+	VMOVDQU32    (DX), Y8
+	VBROADCASTSS (BX), Y9
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y8, Y6, Y20
+	VPXORD       Y10, Y10, Y10
+	VPSUBD       Y20, Y10, Y10
+	VMOVDQU32    (DX)(SI*1), Y11
+	VBROADCASTSS (BX)(DI*1), Y12
+	VPXORD       Y21, Y21, Y21
+	VPDPBUSD     Y11, Y6, Y21
+	VPXORD       Y13, Y13, Y13
+	VPSUBD       Y21, Y13, Y13
+	VMOVDQU32    (DX)(SI*2), Y14
+	VBROADCASTSS (BX)(DI*2), Y15
+	VPXORD       Y22, Y22, Y22
+	VPDPBUSD     Y14, Y6, Y22
+	VPXORD       Y16, Y16, Y16
+	VPSUBD       Y22, Y16, Y16
+	VMOVDQU32    2(AX), X17
+	VPSRLW       $0x04, X17, X18
+	VINSERTI32X4 $0x01, X18, Y17, Y17
+	VPANDD       Y7, Y17, Y17
+	VPBROADCASTW (AX), X18
+	VCVTPH2PS    X18, Y23
+	VMOVDQA32    Y10, Y18
+	VPDPBUSD     Y8, Y17, Y18
+	VCVTDQ2PS    Y18, Y18
+	VMULPS       Y23, Y9, Y19
+	VFMADD231PS  Y19, Y18, Y0
+	VMOVDQA32    Y13, Y18
+	VPDPBUSD     Y11, Y17, Y18
+	VCVTDQ2PS    Y18, Y18
+	VMULPS       Y23, Y12, Y19
+	VFMADD231PS  Y19, Y18, Y2
+	VMOVDQA32    Y16, Y18
+	VPDPBUSD     Y14, Y17, Y18
+	VCVTDQ2PS    Y18, Y18
+	VMULPS       Y23, Y15, Y19
+	VFMADD231PS  Y19, Y18, Y4
+	VMOVDQU32    2(AX)(CX*1), X17
+	VPSRLW       $0x04, X17, X18
+	VINSERTI32X4 $0x01, X18, Y17, Y17
+	VPANDD       Y7, Y17, Y17
+	VPBROADCASTW (AX)(CX*1), X18
+	VCVTPH2PS    X18, Y23
+	VMOVDQA32    Y10, Y18
+	VPDPBUSD     Y8, Y17, Y18
+	VCVTDQ2PS    Y18, Y18
+	VMULPS       Y23, Y9, Y19
+	VFMADD231PS  Y19, Y18, Y1
+	VMOVDQA32    Y13, Y18
+	VPDPBUSD     Y11, Y17, Y18
+	VCVTDQ2PS    Y18, Y18
+	VMULPS       Y23, Y12, Y19
+	VFMADD231PS  Y19, Y18, Y3
+	VMOVDQA32    Y16, Y18
+	VPDPBUSD     Y14, Y17, Y18
+	VCVTDQ2PS    Y18, Y18
+	VMULPS       Y23, Y15, Y19
+	VFMADD231PS  Y19, Y18, Y5
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         R8
+	JMP          qdotvnniQ4_0x3x2_loop
+
+qdotvnniQ4_0x3x2_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDPS        X6, X0, X0
+	VPERMILPS     $0x4e, X0, X6
+	VADDPS        X6, X0, X0
+	VPERMILPS     $0xb1, X0, X6
+	VADDSS        X6, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0x4e, X1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0xb1, X1, X6
+	VADDSS        X6, X1, X1
+	VMOVSS        X1, 4(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
+	VMOVSS        X2, (AX)
+	VEXTRACTF32X4 $0x01, Y3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0x4e, X3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0xb1, X3, X6
+	VADDSS        X6, X3, X3
+	VMOVSS        X3, 4(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0x4e, X4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0xb1, X4, X6
+	VADDSS        X6, X4, X4
+	VMOVSS        X4, (AX)
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VADDSS        X6, X5, X5
+	VMOVSS        X5, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x3x2_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4_0x3x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4_0x3x3(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x3x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xst+40(FP), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	MOVQ         nb+48(FP), R8
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	VPXORD       Y6, Y6, Y6
+	VPXORD       Y7, Y7, Y7
+	VPXORD       Y8, Y8, Y8
+	MOVL         $0x08080808, R9
+	VMOVD        R9, X9
+	VPBROADCASTD X9, Y9
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X10
+	VPBROADCASTD X10, Y10
+
+qdotvnniQ4_0x3x3_loop:
+	TESTQ        R8, R8
+	JZ           qdotvnniQ4_0x3x3_done
+	VMOVDQU32    (DX), Y11
+	VBROADCASTSS (BX), Y12
+	VPXORD       Y23, Y23, Y23
+	VPDPBUSD     Y11, Y9, Y23
+	VPXORD       Y13, Y13, Y13
+	VPSUBD       Y23, Y13, Y13
+	VMOVDQU32    (DX)(SI*1), Y14
+	VBROADCASTSS (BX)(DI*1), Y15
+	VPXORD       Y24, Y24, Y24
+	VPDPBUSD     Y14, Y9, Y24
+	VPXORD       Y16, Y16, Y16
+	VPSUBD       Y24, Y16, Y16
+	VMOVDQU32    (DX)(SI*2), Y17
+	VBROADCASTSS (BX)(DI*2), Y18
+	VPXORD       Y25, Y25, Y25
+	VPDPBUSD     Y17, Y9, Y25
+	VPXORD       Y19, Y19, Y19
+	VPSUBD       Y25, Y19, Y19
+	VMOVDQU32    2(AX), X20
+	VPSRLW       $0x04, X20, X21
+	VINSERTI32X4 $0x01, X21, Y20, Y20
+	VPANDD       Y10, Y20, Y20
+	VPBROADCASTW (AX), X21
+	VCVTPH2PS    X21, Y26
+	VMOVDQA32    Y13, Y21
+	VPDPBUSD     Y11, Y20, Y21
+	VCVTDQ2PS    Y21, Y21
+	VMULPS       Y26, Y12, Y22
+	VFMADD231PS  Y22, Y21, Y0
+	VMOVDQA32    Y16, Y21
+	VPDPBUSD     Y14, Y20, Y21
+	VCVTDQ2PS    Y21, Y21
+	VMULPS       Y26, Y15, Y22
+	VFMADD231PS  Y22, Y21, Y3
+	VMOVDQA32    Y19, Y21
+	VPDPBUSD     Y17, Y20, Y21
+	VCVTDQ2PS    Y21, Y21
+	VMULPS       Y26, Y18, Y22
+	VFMADD231PS  Y22, Y21, Y6
+	VMOVDQU32    2(AX)(CX*1), X20
+	VPSRLW       $0x04, X20, X21
+	VINSERTI32X4 $0x01, X21, Y20, Y20
+	VPANDD       Y10, Y20, Y20
+	VPBROADCASTW (AX)(CX*1), X21
+	VCVTPH2PS    X21, Y26
+	VMOVDQA32    Y13, Y21
+	VPDPBUSD     Y11, Y20, Y21
+	VCVTDQ2PS    Y21, Y21
+	VMULPS       Y26, Y12, Y22
+	VFMADD231PS  Y22, Y21, Y1
+	VMOVDQA32    Y16, Y21
+	VPDPBUSD     Y14, Y20, Y21
+	VCVTDQ2PS    Y21, Y21
+	VMULPS       Y26, Y15, Y22
+	VFMADD231PS  Y22, Y21, Y4
+	VMOVDQA32    Y19, Y21
+	VPDPBUSD     Y17, Y20, Y21
+	VCVTDQ2PS    Y21, Y21
+	VMULPS       Y26, Y18, Y22
+	VFMADD231PS  Y22, Y21, Y7
+	VMOVDQU32    2(AX)(CX*2), X20
+	VPSRLW       $0x04, X20, X21
+	VINSERTI32X4 $0x01, X21, Y20, Y20
+	VPANDD       Y10, Y20, Y20
+	VPBROADCASTW (AX)(CX*2), X21
+	VCVTPH2PS    X21, Y26
+	VMOVDQA32    Y13, Y21
+	VPDPBUSD     Y11, Y20, Y21
+	VCVTDQ2PS    Y21, Y21
+	VMULPS       Y26, Y12, Y22
+	VFMADD231PS  Y22, Y21, Y2
+	VMOVDQA32    Y16, Y21
+	VPDPBUSD     Y14, Y20, Y21
+	VCVTDQ2PS    Y21, Y21
+	VMULPS       Y26, Y15, Y22
+	VFMADD231PS  Y22, Y21, Y5
+	VMOVDQA32    Y19, Y21
+	VPDPBUSD     Y17, Y20, Y21
+	VCVTDQ2PS    Y21, Y21
+	VMULPS       Y26, Y18, Y22
+	VFMADD231PS  Y22, Y21, Y8
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         R8
+	JMP          qdotvnniQ4_0x3x3_loop
+
+qdotvnniQ4_0x3x3_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X9
+	VADDPS        X9, X0, X0
+	VPERMILPS     $0x4e, X0, X9
+	VADDPS        X9, X0, X0
+	VPERMILPS     $0xb1, X0, X9
+	VADDSS        X9, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X9
+	VADDPS        X9, X1, X1
+	VPERMILPS     $0x4e, X1, X9
+	VADDPS        X9, X1, X1
+	VPERMILPS     $0xb1, X1, X9
+	VADDSS        X9, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X9
+	VADDPS        X9, X2, X2
+	VPERMILPS     $0x4e, X2, X9
+	VADDPS        X9, X2, X2
+	VPERMILPS     $0xb1, X2, X9
+	VADDSS        X9, X2, X2
+	VMOVSS        X2, 8(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y3, X9
+	VADDPS        X9, X3, X3
+	VPERMILPS     $0x4e, X3, X9
+	VADDPS        X9, X3, X3
+	VPERMILPS     $0xb1, X3, X9
+	VADDSS        X9, X3, X3
+	VMOVSS        X3, (AX)
+	VEXTRACTF32X4 $0x01, Y4, X9
+	VADDPS        X9, X4, X4
+	VPERMILPS     $0x4e, X4, X9
+	VADDPS        X9, X4, X4
+	VPERMILPS     $0xb1, X4, X9
+	VADDSS        X9, X4, X4
+	VMOVSS        X4, 4(AX)
+	VEXTRACTF32X4 $0x01, Y5, X9
+	VADDPS        X9, X5, X5
+	VPERMILPS     $0x4e, X5, X9
+	VADDPS        X9, X5, X5
+	VPERMILPS     $0xb1, X5, X9
+	VADDSS        X9, X5, X5
+	VMOVSS        X5, 8(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y6, X9
+	VADDPS        X9, X6, X6
+	VPERMILPS     $0x4e, X6, X9
+	VADDPS        X9, X6, X6
+	VPERMILPS     $0xb1, X6, X9
+	VADDSS        X9, X6, X6
+	VMOVSS        X6, (AX)
+	VEXTRACTF32X4 $0x01, Y7, X9
+	VADDPS        X9, X7, X7
+	VPERMILPS     $0x4e, X7, X9
+	VADDPS        X9, X7, X7
+	VPERMILPS     $0xb1, X7, X9
+	VADDSS        X9, X7, X7
+	VMOVSS        X7, 4(AX)
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDSS        X9, X8, X8
+	VMOVSS        X8, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x3x3_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4_0x3x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4_0x3x4(SB), NOSPLIT, $0-80
+qdotvnniQ4_0x3x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xst+40(FP), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	MOVQ         nb+48(FP), R8
+	LEAQ         (AX)(CX*2), R9
+	ADDQ         CX, R9
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	VPXORD       Y6, Y6, Y6
+	VPXORD       Y7, Y7, Y7
+	VPXORD       Y8, Y8, Y8
+	VPXORD       Y9, Y9, Y9
+	VPXORD       Y10, Y10, Y10
+	VPXORD       Y11, Y11, Y11
+	MOVL         $0x08080808, R10
+	VMOVD        R10, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $0x0f0f0f0f, R10
+	VMOVD        R10, X13
+	VPBROADCASTD X13, Y13
+
+qdotvnniQ4_0x3x4_loop:
+	TESTQ        R8, R8
+	JZ           qdotvnniQ4_0x3x4_done
+	VMOVDQU32    (DX), Y14
+	VBROADCASTSS (BX), Y15
+	VPXORD       Y26, Y26, Y26
+	VPDPBUSD     Y14, Y12, Y26
+	VPXORD       Y16, Y16, Y16
+	VPSUBD       Y26, Y16, Y16
+	VMOVDQU32    (DX)(SI*1), Y17
+	VBROADCASTSS (BX)(DI*1), Y18
+	VPXORD       Y27, Y27, Y27
+	VPDPBUSD     Y17, Y12, Y27
+	VPXORD       Y19, Y19, Y19
+	VPSUBD       Y27, Y19, Y19
+	VMOVDQU32    (DX)(SI*2), Y20
+	VBROADCASTSS (BX)(DI*2), Y21
+	VPXORD       Y28, Y28, Y28
+	VPDPBUSD     Y20, Y12, Y28
+	VPXORD       Y22, Y22, Y22
+	VPSUBD       Y28, Y22, Y22
+	VMOVDQU32    2(AX), X23
+	VPSRLW       $0x04, X23, X24
+	VINSERTI32X4 $0x01, X24, Y23, Y23
+	VPANDD       Y13, Y23, Y23
+	VPBROADCASTW (AX), X24
+	VCVTPH2PS    X24, Y29
+	VMOVDQA32    Y16, Y24
+	VPDPBUSD     Y14, Y23, Y24
+	VCVTDQ2PS    Y24, Y24
+	VMULPS       Y29, Y15, Y25
+	VFMADD231PS  Y25, Y24, Y0
+	VMOVDQA32    Y19, Y24
+	VPDPBUSD     Y17, Y23, Y24
+	VCVTDQ2PS    Y24, Y24
+	VMULPS       Y29, Y18, Y25
+	VFMADD231PS  Y25, Y24, Y4
+	VMOVDQA32    Y22, Y24
+	VPDPBUSD     Y20, Y23, Y24
+	VCVTDQ2PS    Y24, Y24
+	VMULPS       Y29, Y21, Y25
+	VFMADD231PS  Y25, Y24, Y8
+	VMOVDQU32    2(AX)(CX*1), X23
+	VPSRLW       $0x04, X23, X24
+	VINSERTI32X4 $0x01, X24, Y23, Y23
+	VPANDD       Y13, Y23, Y23
+	VPBROADCASTW (AX)(CX*1), X24
+	VCVTPH2PS    X24, Y29
+	VMOVDQA32    Y16, Y24
+	VPDPBUSD     Y14, Y23, Y24
+	VCVTDQ2PS    Y24, Y24
+	VMULPS       Y29, Y15, Y25
+	VFMADD231PS  Y25, Y24, Y1
+	VMOVDQA32    Y19, Y24
+	VPDPBUSD     Y17, Y23, Y24
+	VCVTDQ2PS    Y24, Y24
+	VMULPS       Y29, Y18, Y25
+	VFMADD231PS  Y25, Y24, Y5
+	VMOVDQA32    Y22, Y24
+	VPDPBUSD     Y20, Y23, Y24
+	VCVTDQ2PS    Y24, Y24
+	VMULPS       Y29, Y21, Y25
+	VFMADD231PS  Y25, Y24, Y9
+	VMOVDQU32    2(AX)(CX*2), X23
+	VPSRLW       $0x04, X23, X24
+	VINSERTI32X4 $0x01, X24, Y23, Y23
+	VPANDD       Y13, Y23, Y23
+	VPBROADCASTW (AX)(CX*2), X24
+	VCVTPH2PS    X24, Y29
+	VMOVDQA32    Y16, Y24
+	VPDPBUSD     Y14, Y23, Y24
+	VCVTDQ2PS    Y24, Y24
+	VMULPS       Y29, Y15, Y25
+	VFMADD231PS  Y25, Y24, Y2
+	VMOVDQA32    Y19, Y24
+	VPDPBUSD     Y17, Y23, Y24
+	VCVTDQ2PS    Y24, Y24
+	VMULPS       Y29, Y18, Y25
+	VFMADD231PS  Y25, Y24, Y6
+	VMOVDQA32    Y22, Y24
+	VPDPBUSD     Y20, Y23, Y24
+	VCVTDQ2PS    Y24, Y24
+	VMULPS       Y29, Y21, Y25
+	VFMADD231PS  Y25, Y24, Y10
+	VMOVDQU32    2(R9), X23
+	VPSRLW       $0x04, X23, X24
+	VINSERTI32X4 $0x01, X24, Y23, Y23
+	VPANDD       Y13, Y23, Y23
+	VPBROADCASTW (R9), X24
+	VCVTPH2PS    X24, Y29
+	VMOVDQA32    Y16, Y24
+	VPDPBUSD     Y14, Y23, Y24
+	VCVTDQ2PS    Y24, Y24
+	VMULPS       Y29, Y15, Y25
+	VFMADD231PS  Y25, Y24, Y3
+	VMOVDQA32    Y19, Y24
+	VPDPBUSD     Y17, Y23, Y24
+	VCVTDQ2PS    Y24, Y24
+	VMULPS       Y29, Y18, Y25
+	VFMADD231PS  Y25, Y24, Y7
+	VMOVDQA32    Y22, Y24
+	VPDPBUSD     Y20, Y23, Y24
+	VCVTDQ2PS    Y24, Y24
+	VMULPS       Y29, Y21, Y25
+	VFMADD231PS  Y25, Y24, Y11
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000012, R9
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         R8
+	JMP          qdotvnniQ4_0x3x4_loop
+
+qdotvnniQ4_0x3x4_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X12
+	VADDPS        X12, X0, X0
+	VPERMILPS     $0x4e, X0, X12
+	VADDPS        X12, X0, X0
+	VPERMILPS     $0xb1, X0, X12
+	VADDSS        X12, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0x4e, X1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0xb1, X1, X12
+	VADDSS        X12, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0x4e, X2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0xb1, X2, X12
+	VADDSS        X12, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0x4e, X3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0xb1, X3, X12
+	VADDSS        X12, X3, X3
+	VMOVSS        X3, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0x4e, X4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0xb1, X4, X12
+	VADDSS        X12, X4, X4
+	VMOVSS        X4, (AX)
+	VEXTRACTF32X4 $0x01, Y5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0x4e, X5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0xb1, X5, X12
+	VADDSS        X12, X5, X5
+	VMOVSS        X5, 4(AX)
+	VEXTRACTF32X4 $0x01, Y6, X12
+	VADDPS        X12, X6, X6
+	VPERMILPS     $0x4e, X6, X12
+	VADDPS        X12, X6, X6
+	VPERMILPS     $0xb1, X6, X12
+	VADDSS        X12, X6, X6
+	VMOVSS        X6, 8(AX)
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0x4e, X7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0xb1, X7, X12
+	VADDSS        X12, X7, X7
+	VMOVSS        X7, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0x4e, X8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0xb1, X8, X12
+	VADDSS        X12, X8, X8
+	VMOVSS        X8, (AX)
+	VEXTRACTF32X4 $0x01, Y9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0x4e, X9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0xb1, X9, X12
+	VADDSS        X12, X9, X9
+	VMOVSS        X9, 4(AX)
+	VEXTRACTF32X4 $0x01, Y10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0x4e, X10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0xb1, X10, X12
+	VADDSS        X12, X10, X10
+	VMOVSS        X10, 8(AX)
+	VEXTRACTF32X4 $0x01, Y11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0x4e, X11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0xb1, X11, X12
+	VADDSS        X12, X11, X11
+	VMOVSS        X11, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4_0x3x4_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·qdotvnniQ4Kx1x1(SB), NOSPLIT, $32-80
+qdotvnniQ4Kx1x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         xs+32(FP), BX
+	MOVQ         nb+48(FP), SI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	SHRQ         $0x03, SI
+
+qdotvnniQ4Kx1x1_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ4Kx1x1_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4239(AX)
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         R9, R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X4
+	VPINSRD      $0x01, R10, X4, X4
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         DI, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R9
+	ANDL         $0x3f3f3f3f, DI
+	VMOVD        DI, X3
+	VPINSRD      $0x01, R9, X3, X3
+	VPMOVZXBD    X3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VPMOVZXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VPBROADCASTW (AX), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y3, Y5, Y3
+	VPBROADCASTW 2(AX), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y4, Y5, Y4
+	VMOVUPS      (DX), Y5
+	VCVTDQ2PS    (BX), Y7
+	VMULPS       Y7, Y5, Y7
+	VFMADD231PS  Y7, Y4, Y1
+	VMULPS       Y5, Y3, Y5
+	VMOVUPS      Y5, (SP)
+	VMOVDQU32    (CX), Y3
+	VMOVDQU32    16(AX), Y4
+	VPANDD       Y2, Y4, Y4
+	VPXORD       Y6, Y6, Y6
+	VPDPBUSD     Y3, Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (SP), Y3
+	VFMADD231PS  Y3, Y6, Y0
+	VMOVDQU32    32(CX), Y3
+	VMOVDQU32    16(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPANDD       Y2, Y4, Y4
+	VPXORD       Y6, Y6, Y6
+	VPDPBUSD     Y3, Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 4(SP), Y3
+	VFMADD231PS  Y3, Y6, Y0
+	VMOVDQU32    64(CX), Y3
+	VMOVDQU32    48(AX), Y4
+	VPANDD       Y2, Y4, Y4
+	VPXORD       Y6, Y6, Y6
+	VPDPBUSD     Y3, Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 8(SP), Y3
+	VFMADD231PS  Y3, Y6, Y0
+	VMOVDQU32    96(CX), Y3
+	VMOVDQU32    48(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPANDD       Y2, Y4, Y4
+	VPXORD       Y6, Y6, Y6
+	VPDPBUSD     Y3, Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 12(SP), Y3
+	VFMADD231PS  Y3, Y6, Y0
+	VMOVDQU32    128(CX), Y3
+	VMOVDQU32    80(AX), Y4
+	VPANDD       Y2, Y4, Y4
+	VPXORD       Y6, Y6, Y6
+	VPDPBUSD     Y3, Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 16(SP), Y3
+	VFMADD231PS  Y3, Y6, Y0
+	VMOVDQU32    160(CX), Y3
+	VMOVDQU32    80(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPANDD       Y2, Y4, Y4
+	VPXORD       Y6, Y6, Y6
+	VPDPBUSD     Y3, Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 20(SP), Y3
+	VFMADD231PS  Y3, Y6, Y0
+	VMOVDQU32    192(CX), Y3
+	VMOVDQU32    112(AX), Y4
+	VPANDD       Y2, Y4, Y4
+	VPXORD       Y6, Y6, Y6
+	VPDPBUSD     Y3, Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 24(SP), Y3
+	VFMADD231PS  Y3, Y6, Y0
+	VMOVDQU32    224(CX), Y3
+	VMOVDQU32    112(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPANDD       Y2, Y4, Y4
+	VPXORD       Y6, Y6, Y6
+	VPDPBUSD     Y3, Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 28(SP), Y3
+	VFMADD231PS  Y3, Y6, Y0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotvnniQ4Kx1x1_loop
+
+qdotvnniQ4Kx1x1_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VADDPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VADDPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VADDSS        X2, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VSUBSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·qdotvnniQ4Kx1x2(SB), NOSPLIT, $64-80
+qdotvnniQ4Kx1x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         nb+48(FP), DI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X4
+	VPBROADCASTD X4, Y4
+	SHRQ         $0x03, DI
+
+qdotvnniQ4Kx1x2_loop:
+	TESTQ        DI, DI
+	JZ           qdotvnniQ4Kx1x2_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4239(AX)
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R10, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X6
+	VPINSRD      $0x01, R11, X6, X6
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X5
+	VPINSRD      $0x01, R10, X5, X5
+	VPMOVZXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VPMOVZXBD    X6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTW (AX), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y5, Y7, Y5
+	VPBROADCASTW 2(AX), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y6, Y7, Y6
+	VMOVUPS      (BX), Y7
+	VCVTDQ2PS    (SI), Y9
+	VMULPS       Y9, Y7, Y9
+	VFMADD231PS  Y9, Y6, Y2
+	VMULPS       Y7, Y5, Y7
+	VMOVUPS      Y7, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4239(AX)(CX*1)
+	MOVL         4(AX)(CX*1), R8
+	MOVL         8(AX)(CX*1), R9
+	MOVL         12(AX)(CX*1), R10
+	MOVL         R10, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X6
+	VPINSRD      $0x01, R11, X6, X6
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X5
+	VPINSRD      $0x01, R10, X5, X5
+	VPMOVZXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VPMOVZXBD    X6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTW (AX)(CX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y5, Y7, Y5
+	VPBROADCASTW 2(AX)(CX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y6, Y7, Y6
+	VMOVUPS      (BX), Y7
+	VCVTDQ2PS    (SI), Y9
+	VMULPS       Y9, Y7, Y9
+	VFMADD231PS  Y9, Y6, Y3
+	VMULPS       Y7, Y5, Y7
+	VMOVUPS      Y7, 32(SP)
+	VMOVDQU32    (DX), Y5
+	VMOVDQU32    16(AX), Y6
+	VPANDD       Y4, Y6, Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y6, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (SP), Y6
+	VFMADD231PS  Y6, Y8, Y0
+	VMOVDQU32    16(AX)(CX*1), Y6
+	VPANDD       Y4, Y6, Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y6, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 32(SP), Y6
+	VFMADD231PS  Y6, Y8, Y1
+	VMOVDQU32    32(DX), Y5
+	VMOVDQU32    16(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPANDD       Y4, Y6, Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y6, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 4(SP), Y6
+	VFMADD231PS  Y6, Y8, Y0
+	VMOVDQU32    16(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPANDD       Y4, Y6, Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y6, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 36(SP), Y6
+	VFMADD231PS  Y6, Y8, Y1
+	VMOVDQU32    64(DX), Y5
+	VMOVDQU32    48(AX), Y6
+	VPANDD       Y4, Y6, Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y6, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 8(SP), Y6
+	VFMADD231PS  Y6, Y8, Y0
+	VMOVDQU32    48(AX)(CX*1), Y6
+	VPANDD       Y4, Y6, Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y6, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 40(SP), Y6
+	VFMADD231PS  Y6, Y8, Y1
+	VMOVDQU32    96(DX), Y5
+	VMOVDQU32    48(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPANDD       Y4, Y6, Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y6, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 12(SP), Y6
+	VFMADD231PS  Y6, Y8, Y0
+	VMOVDQU32    48(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPANDD       Y4, Y6, Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y6, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 44(SP), Y6
+	VFMADD231PS  Y6, Y8, Y1
+	VMOVDQU32    128(DX), Y5
+	VMOVDQU32    80(AX), Y6
+	VPANDD       Y4, Y6, Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y6, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 16(SP), Y6
+	VFMADD231PS  Y6, Y8, Y0
+	VMOVDQU32    80(AX)(CX*1), Y6
+	VPANDD       Y4, Y6, Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y6, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 48(SP), Y6
+	VFMADD231PS  Y6, Y8, Y1
+	VMOVDQU32    160(DX), Y5
+	VMOVDQU32    80(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPANDD       Y4, Y6, Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y6, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 20(SP), Y6
+	VFMADD231PS  Y6, Y8, Y0
+	VMOVDQU32    80(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPANDD       Y4, Y6, Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y6, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 52(SP), Y6
+	VFMADD231PS  Y6, Y8, Y1
+	VMOVDQU32    192(DX), Y5
+	VMOVDQU32    112(AX), Y6
+	VPANDD       Y4, Y6, Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y6, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 24(SP), Y6
+	VFMADD231PS  Y6, Y8, Y0
+	VMOVDQU32    112(AX)(CX*1), Y6
+	VPANDD       Y4, Y6, Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y6, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 56(SP), Y6
+	VFMADD231PS  Y6, Y8, Y1
+	VMOVDQU32    224(DX), Y5
+	VMOVDQU32    112(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPANDD       Y4, Y6, Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y6, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 28(SP), Y6
+	VFMADD231PS  Y6, Y8, Y0
+	VMOVDQU32    112(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPANDD       Y4, Y6, Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y6, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 60(SP), Y6
+	VFMADD231PS  Y6, Y8, Y1
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, SI
+	DECQ         DI
+	JMP          qdotvnniQ4Kx1x2_loop
+
+qdotvnniQ4Kx1x2_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0x4e, X0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0xb1, X0, X4
+	VADDSS        X4, X0, X0
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0x4e, X2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0xb1, X2, X4
+	VADDSS        X4, X2, X2
+	VSUBSS        X2, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0x4e, X1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0xb1, X1, X4
+	VADDSS        X4, X1, X1
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0x4e, X3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0xb1, X3, X4
+	VADDSS        X4, X3, X3
+	VSUBSS        X3, X1, X1
+	VMOVSS        X1, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·qdotvnniQ4Kx1x3(SB), NOSPLIT, $96-80
+qdotvnniQ4Kx1x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         nb+48(FP), DI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X6
+	VPBROADCASTD X6, Y6
+	SHRQ         $0x03, DI
+
+qdotvnniQ4Kx1x3_loop:
+	TESTQ        DI, DI
+	JZ           qdotvnniQ4Kx1x3_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4239(AX)
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R10, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X8
+	VPINSRD      $0x01, R11, X8, X8
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X7
+	VPINSRD      $0x01, R10, X7, X7
+	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTW (AX), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y7, Y9, Y7
+	VPBROADCASTW 2(AX), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y8, Y9, Y8
+	VMOVUPS      (BX), Y9
+	VCVTDQ2PS    (SI), Y11
+	VMULPS       Y11, Y9, Y11
+	VFMADD231PS  Y11, Y8, Y3
+	VMULPS       Y9, Y7, Y9
+	VMOVUPS      Y9, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4239(AX)(CX*1)
+	MOVL         4(AX)(CX*1), R8
+	MOVL         8(AX)(CX*1), R9
+	MOVL         12(AX)(CX*1), R10
+	MOVL         R10, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X8
+	VPINSRD      $0x01, R11, X8, X8
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X7
+	VPINSRD      $0x01, R10, X7, X7
+	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTW (AX)(CX*1), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y7, Y9, Y7
+	VPBROADCASTW 2(AX)(CX*1), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y8, Y9, Y8
+	VMOVUPS      (BX), Y9
+	VCVTDQ2PS    (SI), Y11
+	VMULPS       Y11, Y9, Y11
+	VFMADD231PS  Y11, Y8, Y4
+	VMULPS       Y9, Y7, Y9
+	VMOVUPS      Y9, 32(SP)
+	PREFETCHNTA  4096(AX)(CX*2)
+	PREFETCHNTA  4160(AX)(CX*2)
+	PREFETCHNTA  4224(AX)(CX*2)
+	PREFETCHNTA  4239(AX)(CX*2)
+	MOVL         4(AX)(CX*2), R8
+	MOVL         8(AX)(CX*2), R9
+	MOVL         12(AX)(CX*2), R10
+	MOVL         R10, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X8
+	VPINSRD      $0x01, R11, X8, X8
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X7
+	VPINSRD      $0x01, R10, X7, X7
+	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPBROADCASTW (AX)(CX*2), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y7, Y9, Y7
+	VPBROADCASTW 2(AX)(CX*2), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       Y8, Y9, Y8
+	VMOVUPS      (BX), Y9
+	VCVTDQ2PS    (SI), Y11
+	VMULPS       Y11, Y9, Y11
+	VFMADD231PS  Y11, Y8, Y5
+	VMULPS       Y9, Y7, Y9
+	VMOVUPS      Y9, 64(SP)
+	VMOVDQU32    (DX), Y7
+	VMOVDQU32    16(AX), Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y8, Y10, Y0
+	VMOVDQU32    16(AX)(CX*1), Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 32(SP), Y8
+	VFMADD231PS  Y8, Y10, Y1
+	VMOVDQU32    16(AX)(CX*2), Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 64(SP), Y8
+	VFMADD231PS  Y8, Y10, Y2
+	VMOVDQU32    32(DX), Y7
+	VMOVDQU32    16(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y8, Y10, Y0
+	VMOVDQU32    16(AX)(CX*1), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 36(SP), Y8
+	VFMADD231PS  Y8, Y10, Y1
+	VMOVDQU32    16(AX)(CX*2), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 68(SP), Y8
+	VFMADD231PS  Y8, Y10, Y2
+	VMOVDQU32    64(DX), Y7
+	VMOVDQU32    48(AX), Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y8, Y10, Y0
+	VMOVDQU32    48(AX)(CX*1), Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 40(SP), Y8
+	VFMADD231PS  Y8, Y10, Y1
+	VMOVDQU32    48(AX)(CX*2), Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 72(SP), Y8
+	VFMADD231PS  Y8, Y10, Y2
+	VMOVDQU32    96(DX), Y7
+	VMOVDQU32    48(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y8, Y10, Y0
+	VMOVDQU32    48(AX)(CX*1), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 44(SP), Y8
+	VFMADD231PS  Y8, Y10, Y1
+	VMOVDQU32    48(AX)(CX*2), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 76(SP), Y8
+	VFMADD231PS  Y8, Y10, Y2
+	VMOVDQU32    128(DX), Y7
+	VMOVDQU32    80(AX), Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y8, Y10, Y0
+	VMOVDQU32    80(AX)(CX*1), Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 48(SP), Y8
+	VFMADD231PS  Y8, Y10, Y1
+	VMOVDQU32    80(AX)(CX*2), Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 80(SP), Y8
+	VFMADD231PS  Y8, Y10, Y2
+	VMOVDQU32    160(DX), Y7
+	VMOVDQU32    80(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y8, Y10, Y0
+	VMOVDQU32    80(AX)(CX*1), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 52(SP), Y8
+	VFMADD231PS  Y8, Y10, Y1
+	VMOVDQU32    80(AX)(CX*2), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 84(SP), Y8
+	VFMADD231PS  Y8, Y10, Y2
+	VMOVDQU32    192(DX), Y7
+	VMOVDQU32    112(AX), Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y8, Y10, Y0
+	VMOVDQU32    112(AX)(CX*1), Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 56(SP), Y8
+	VFMADD231PS  Y8, Y10, Y1
+	VMOVDQU32    112(AX)(CX*2), Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 88(SP), Y8
+	VFMADD231PS  Y8, Y10, Y2
+	VMOVDQU32    224(DX), Y7
+	VMOVDQU32    112(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 28(SP), Y8
+	VFMADD231PS  Y8, Y10, Y0
+	VMOVDQU32    112(AX)(CX*1), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 60(SP), Y8
+	VFMADD231PS  Y8, Y10, Y1
+	VMOVDQU32    112(AX)(CX*2), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPANDD       Y6, Y8, Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y8, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 92(SP), Y8
+	VFMADD231PS  Y8, Y10, Y2
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, SI
+	DECQ         DI
+	JMP          qdotvnniQ4Kx1x3_loop
+
+qdotvnniQ4Kx1x3_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X6
+	VADDPS        X6, X0, X0
+	VPERMILPS     $0x4e, X0, X6
+	VADDPS        X6, X0, X0
+	VPERMILPS     $0xb1, X0, X6
+	VADDSS        X6, X0, X0
+	VEXTRACTF32X4 $0x01, Y3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0x4e, X3, X6
+	VADDPS        X6, X3, X3
+	VPERMILPS     $0xb1, X3, X6
+	VADDSS        X6, X3, X3
+	VSUBSS        X3, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0x4e, X1, X6
+	VADDPS        X6, X1, X1
+	VPERMILPS     $0xb1, X1, X6
+	VADDSS        X6, X1, X1
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0x4e, X4, X6
+	VADDPS        X6, X4, X4
+	VPERMILPS     $0xb1, X4, X6
+	VADDSS        X6, X4, X4
+	VSUBSS        X4, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0x4e, X2, X6
+	VADDPS        X6, X2, X2
+	VPERMILPS     $0xb1, X2, X6
+	VADDSS        X6, X2, X2
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VADDSS        X6, X5, X5
+	VSUBSS        X5, X2, X2
+	VMOVSS        X2, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·qdotvnniQ4Kx1x4(SB), NOSPLIT, $128-80
+qdotvnniQ4Kx1x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         nb+48(FP), DI
+	LEAQ         (AX)(CX*2), R8
+	ADDQ         CX, R8
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	VPXORD       Y6, Y6, Y6
+	VPXORD       Y7, Y7, Y7
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X8
+	VPBROADCASTD X8, Y8
+	SHRQ         $0x03, DI
+
+qdotvnniQ4Kx1x4_loop:
+	TESTQ        DI, DI
+	JZ           qdotvnniQ4Kx1x4_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4239(AX)
+	MOVL         4(AX), R9
+	MOVL         8(AX), R10
+	MOVL         12(AX), R11
+	MOVL         R11, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X10
+	VPINSRD      $0x01, R12, X10, X10
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X9
+	VPINSRD      $0x01, R11, X9, X9
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (AX), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y9, Y11, Y9
+	VPBROADCASTW 2(AX), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y10, Y11, Y10
+	VMOVUPS      (BX), Y11
+	VCVTDQ2PS    (SI), Y13
+	VMULPS       Y13, Y11, Y13
+	VFMADD231PS  Y13, Y10, Y4
+	VMULPS       Y11, Y9, Y11
+	VMOVUPS      Y11, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4239(AX)(CX*1)
+	MOVL         4(AX)(CX*1), R9
+	MOVL         8(AX)(CX*1), R10
+	MOVL         12(AX)(CX*1), R11
+	MOVL         R11, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X10
+	VPINSRD      $0x01, R12, X10, X10
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X9
+	VPINSRD      $0x01, R11, X9, X9
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (AX)(CX*1), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y9, Y11, Y9
+	VPBROADCASTW 2(AX)(CX*1), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y10, Y11, Y10
+	VMOVUPS      (BX), Y11
+	VCVTDQ2PS    (SI), Y13
+	VMULPS       Y13, Y11, Y13
+	VFMADD231PS  Y13, Y10, Y5
+	VMULPS       Y11, Y9, Y11
+	VMOVUPS      Y11, 32(SP)
+	PREFETCHNTA  4096(AX)(CX*2)
+	PREFETCHNTA  4160(AX)(CX*2)
+	PREFETCHNTA  4224(AX)(CX*2)
+	PREFETCHNTA  4239(AX)(CX*2)
+	MOVL         4(AX)(CX*2), R9
+	MOVL         8(AX)(CX*2), R10
+	MOVL         12(AX)(CX*2), R11
+	MOVL         R11, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X10
+	VPINSRD      $0x01, R12, X10, X10
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X9
+	VPINSRD      $0x01, R11, X9, X9
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (AX)(CX*2), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y9, Y11, Y9
+	VPBROADCASTW 2(AX)(CX*2), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y10, Y11, Y10
+	VMOVUPS      (BX), Y11
+	VCVTDQ2PS    (SI), Y13
+	VMULPS       Y13, Y11, Y13
+	VFMADD231PS  Y13, Y10, Y6
+	VMULPS       Y11, Y9, Y11
+	VMOVUPS      Y11, 64(SP)
+	PREFETCHNTA  4096(R8)
+	PREFETCHNTA  4160(R8)
+	PREFETCHNTA  4224(R8)
+	PREFETCHNTA  4239(R8)
+	MOVL         4(R8), R9
+	MOVL         8(R8), R10
+	MOVL         12(R8), R11
+	MOVL         R11, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X10
+	VPINSRD      $0x01, R12, X10, X10
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X9
+	VPINSRD      $0x01, R11, X9, X9
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (R8), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y9, Y11, Y9
+	VPBROADCASTW 2(R8), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y10, Y11, Y10
+	VMOVUPS      (BX), Y11
+	VCVTDQ2PS    (SI), Y13
+	VMULPS       Y13, Y11, Y13
+	VFMADD231PS  Y13, Y10, Y7
+	VMULPS       Y11, Y9, Y11
+	VMOVUPS      Y11, 96(SP)
+	VMOVDQU32    (DX), Y9
+	VMOVDQU32    16(AX), Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (SP), Y10
+	VFMADD231PS  Y10, Y12, Y0
+	VMOVDQU32    16(AX)(CX*1), Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 32(SP), Y10
+	VFMADD231PS  Y10, Y12, Y1
+	VMOVDQU32    16(AX)(CX*2), Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 64(SP), Y10
+	VFMADD231PS  Y10, Y12, Y2
+	VMOVDQU32    16(R8), Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 96(SP), Y10
+	VFMADD231PS  Y10, Y12, Y3
+	VMOVDQU32    32(DX), Y9
+	VMOVDQU32    16(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 4(SP), Y10
+	VFMADD231PS  Y10, Y12, Y0
+	VMOVDQU32    16(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 36(SP), Y10
+	VFMADD231PS  Y10, Y12, Y1
+	VMOVDQU32    16(AX)(CX*2), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 68(SP), Y10
+	VFMADD231PS  Y10, Y12, Y2
+	VMOVDQU32    16(R8), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 100(SP), Y10
+	VFMADD231PS  Y10, Y12, Y3
+	VMOVDQU32    64(DX), Y9
+	VMOVDQU32    48(AX), Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 8(SP), Y10
+	VFMADD231PS  Y10, Y12, Y0
+	VMOVDQU32    48(AX)(CX*1), Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 40(SP), Y10
+	VFMADD231PS  Y10, Y12, Y1
+	VMOVDQU32    48(AX)(CX*2), Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 72(SP), Y10
+	VFMADD231PS  Y10, Y12, Y2
+	VMOVDQU32    48(R8), Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 104(SP), Y10
+	VFMADD231PS  Y10, Y12, Y3
+	VMOVDQU32    96(DX), Y9
+	VMOVDQU32    48(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 12(SP), Y10
+	VFMADD231PS  Y10, Y12, Y0
+	VMOVDQU32    48(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 44(SP), Y10
+	VFMADD231PS  Y10, Y12, Y1
+	VMOVDQU32    48(AX)(CX*2), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 76(SP), Y10
+	VFMADD231PS  Y10, Y12, Y2
+	VMOVDQU32    48(R8), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 108(SP), Y10
+	VFMADD231PS  Y10, Y12, Y3
+	VMOVDQU32    128(DX), Y9
+	VMOVDQU32    80(AX), Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 16(SP), Y10
+	VFMADD231PS  Y10, Y12, Y0
+	VMOVDQU32    80(AX)(CX*1), Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 48(SP), Y10
+	VFMADD231PS  Y10, Y12, Y1
+	VMOVDQU32    80(AX)(CX*2), Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 80(SP), Y10
+	VFMADD231PS  Y10, Y12, Y2
+	VMOVDQU32    80(R8), Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 112(SP), Y10
+	VFMADD231PS  Y10, Y12, Y3
+	VMOVDQU32    160(DX), Y9
+	VMOVDQU32    80(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 20(SP), Y10
+	VFMADD231PS  Y10, Y12, Y0
+	VMOVDQU32    80(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 52(SP), Y10
+	VFMADD231PS  Y10, Y12, Y1
+	VMOVDQU32    80(AX)(CX*2), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 84(SP), Y10
+	VFMADD231PS  Y10, Y12, Y2
+	VMOVDQU32    80(R8), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 116(SP), Y10
+	VFMADD231PS  Y10, Y12, Y3
+	VMOVDQU32    192(DX), Y9
+	VMOVDQU32    112(AX), Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 24(SP), Y10
+	VFMADD231PS  Y10, Y12, Y0
+	VMOVDQU32    112(AX)(CX*1), Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 56(SP), Y10
+	VFMADD231PS  Y10, Y12, Y1
+	VMOVDQU32    112(AX)(CX*2), Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 88(SP), Y10
+	VFMADD231PS  Y10, Y12, Y2
+	VMOVDQU32    112(R8), Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 120(SP), Y10
+	VFMADD231PS  Y10, Y12, Y3
+	VMOVDQU32    224(DX), Y9
+	VMOVDQU32    112(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 28(SP), Y10
+	VFMADD231PS  Y10, Y12, Y0
+	VMOVDQU32    112(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 60(SP), Y10
+	VFMADD231PS  Y10, Y12, Y1
+	VMOVDQU32    112(AX)(CX*2), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 92(SP), Y10
+	VFMADD231PS  Y10, Y12, Y2
+	VMOVDQU32    112(R8), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPANDD       Y8, Y10, Y10
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y10, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 124(SP), Y10
+	VFMADD231PS  Y10, Y12, Y3
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000090, R8
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, SI
+	DECQ         DI
+	JMP          qdotvnniQ4Kx1x4_loop
+
+qdotvnniQ4Kx1x4_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VPERMILPS     $0x4e, X0, X8
+	VADDPS        X8, X0, X0
+	VPERMILPS     $0xb1, X0, X8
+	VADDSS        X8, X0, X0
+	VEXTRACTF32X4 $0x01, Y4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0x4e, X4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0xb1, X4, X8
+	VADDSS        X8, X4, X4
+	VSUBSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0x4e, X1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0xb1, X1, X8
+	VADDSS        X8, X1, X1
+	VEXTRACTF32X4 $0x01, Y5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0x4e, X5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0xb1, X5, X8
+	VADDSS        X8, X5, X5
+	VSUBSS        X5, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0x4e, X2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0xb1, X2, X8
+	VADDSS        X8, X2, X2
+	VEXTRACTF32X4 $0x01, Y6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0x4e, X6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0xb1, X6, X8
+	VADDSS        X8, X6, X6
+	VSUBSS        X6, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0x4e, X3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0xb1, X3, X8
+	VADDSS        X8, X3, X3
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0x4e, X7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0xb1, X7, X8
+	VADDSS        X8, X7, X7
+	VSUBSS        X7, X3, X3
+	VMOVSS        X3, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx1x4_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4Kx2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4Kx2x1(SB), NOSPLIT, $64-80
+qdotvnniQ4Kx2x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         xs+32(FP), BX
+	MOVQ         xst+40(FP), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	MOVQ         nb+48(FP), R8
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X4
+	VPBROADCASTD X4, Y4
+	SHRQ         $0x03, R8
+
+qdotvnniQ4Kx2x1_loop:
+	TESTQ        R8, R8
+	JZ           qdotvnniQ4Kx2x1_done
+	MOVL         4(AX), R9
+	MOVL         8(AX), R10
+	MOVL         12(AX), R11
+	MOVL         R11, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X6
+	VPINSRD      $0x01, R12, X6, X6
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X5
+	VPINSRD      $0x01, R11, X5, X5
+	VPMOVZXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VPMOVZXBD    X6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTW (AX), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y5, Y7, Y5
+	VPBROADCASTW 2(AX), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       Y6, Y7, Y6
+	VMOVUPS      (DX), Y7
+	VCVTDQ2PS    (BX), Y9
+	VMULPS       Y9, Y7, Y9
+	VFMADD231PS  Y9, Y6, Y2
+	VMULPS       Y7, Y5, Y7
+	VMOVUPS      Y7, (SP)
+	VMOVUPS      (DX)(DI*1), Y7
+	VCVTDQ2PS    (BX)(DI*1), Y9
+	VMULPS       Y9, Y7, Y9
+	VFMADD231PS  Y9, Y6, Y3
+	VMULPS       Y7, Y5, Y7
+	VMOVUPS      Y7, 32(SP)
+	VMOVDQU32    (CX), Y5
+	VMOVDQU32    (CX)(SI*1), Y6
+	VMOVDQU32    16(AX), Y7
+	VPANDD       Y4, Y7, Y7
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (SP), Y5
+	VFMADD231PS  Y5, Y8, Y0
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y6, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 32(SP), Y5
+	VFMADD231PS  Y5, Y8, Y1
+	VMOVDQU32    32(CX), Y5
+	VMOVDQU32    32(CX)(SI*1), Y6
+	VMOVDQU32    16(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPANDD       Y4, Y7, Y7
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 4(SP), Y5
+	VFMADD231PS  Y5, Y8, Y0
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y6, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 36(SP), Y5
+	VFMADD231PS  Y5, Y8, Y1
+	VMOVDQU32    64(CX), Y5
+	VMOVDQU32    64(CX)(SI*1), Y6
+	VMOVDQU32    48(AX), Y7
+	VPANDD       Y4, Y7, Y7
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 8(SP), Y5
+	VFMADD231PS  Y5, Y8, Y0
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y6, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 40(SP), Y5
+	VFMADD231PS  Y5, Y8, Y1
+	VMOVDQU32    96(CX), Y5
+	VMOVDQU32    96(CX)(SI*1), Y6
+	VMOVDQU32    48(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPANDD       Y4, Y7, Y7
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 12(SP), Y5
+	VFMADD231PS  Y5, Y8, Y0
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y6, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 44(SP), Y5
+	VFMADD231PS  Y5, Y8, Y1
+	VMOVDQU32    128(CX), Y5
+	VMOVDQU32    128(CX)(SI*1), Y6
+	VMOVDQU32    80(AX), Y7
+	VPANDD       Y4, Y7, Y7
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 16(SP), Y5
+	VFMADD231PS  Y5, Y8, Y0
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y6, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 48(SP), Y5
+	VFMADD231PS  Y5, Y8, Y1
+	VMOVDQU32    160(CX), Y5
+	VMOVDQU32    160(CX)(SI*1), Y6
+	VMOVDQU32    80(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPANDD       Y4, Y7, Y7
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 20(SP), Y5
+	VFMADD231PS  Y5, Y8, Y0
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y6, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 52(SP), Y5
+	VFMADD231PS  Y5, Y8, Y1
+	VMOVDQU32    192(CX), Y5
+	VMOVDQU32    192(CX)(SI*1), Y6
+	VMOVDQU32    112(AX), Y7
+	VPANDD       Y4, Y7, Y7
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 24(SP), Y5
+	VFMADD231PS  Y5, Y8, Y0
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y6, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 56(SP), Y5
+	VFMADD231PS  Y5, Y8, Y1
+	VMOVDQU32    224(CX), Y5
+	VMOVDQU32    224(CX)(SI*1), Y6
+	VMOVDQU32    112(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPANDD       Y4, Y7, Y7
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 28(SP), Y5
+	VFMADD231PS  Y5, Y8, Y0
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y6, Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 60(SP), Y5
+	VFMADD231PS  Y5, Y8, Y1
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JMP          qdotvnniQ4Kx2x1_loop
+
+qdotvnniQ4Kx2x1_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0x4e, X0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0xb1, X0, X4
+	VADDSS        X4, X0, X0
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0x4e, X2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0xb1, X2, X4
+	VADDSS        X4, X2, X2
+	VSUBSS        X2, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0x4e, X1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0xb1, X1, X4
+	VADDSS        X4, X1, X1
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0x4e, X3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0xb1, X3, X4
+	VADDSS        X4, X3, X3
+	VSUBSS        X3, X1, X1
+	VMOVSS        X1, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx2x1_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4Kx2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4Kx2x2(SB), NOSPLIT, $128-80
+qdotvnniQ4Kx2x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         xst+40(FP), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	MOVQ         nb+48(FP), R9
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	VPXORD       Y6, Y6, Y6
+	VPXORD       Y7, Y7, Y7
+	MOVL         $0x0f0f0f0f, R10
+	VMOVD        R10, X8
+	VPBROADCASTD X8, Y8
+	SHRQ         $0x03, R9
+
+qdotvnniQ4Kx2x2_loop:
+	TESTQ        R9, R9
+	JZ           qdotvnniQ4Kx2x2_done
+	MOVL         4(AX), R10
+	MOVL         8(AX), R11
+	MOVL         12(AX), R12
+	MOVL         R12, R13
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R11, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R13
+	ANDL         $0x3f3f3f3f, R11
+	VMOVD        R11, X10
+	VPINSRD      $0x01, R13, X10, X10
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X9
+	VPINSRD      $0x01, R12, X9, X9
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (AX), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y9, Y11, Y9
+	VPBROADCASTW 2(AX), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y10, Y11, Y10
+	VMOVUPS      (BX), Y11
+	VCVTDQ2PS    (SI), Y13
+	VMULPS       Y13, Y11, Y13
+	VFMADD231PS  Y13, Y10, Y4
+	VMULPS       Y11, Y9, Y11
+	VMOVUPS      Y11, (SP)
+	VMOVUPS      (BX)(R8*1), Y11
+	VCVTDQ2PS    (SI)(R8*1), Y13
+	VMULPS       Y13, Y11, Y13
+	VFMADD231PS  Y13, Y10, Y6
+	VMULPS       Y11, Y9, Y11
+	VMOVUPS      Y11, 32(SP)
+	MOVL         4(AX)(CX*1), R10
+	MOVL         8(AX)(CX*1), R11
+	MOVL         12(AX)(CX*1), R12
+	MOVL         R12, R13
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R11, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R13
+	ANDL         $0x3f3f3f3f, R11
+	VMOVD        R11, X10
+	VPINSRD      $0x01, R13, X10, X10
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X9
+	VPINSRD      $0x01, R12, X9, X9
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPBROADCASTW (AX)(CX*1), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y9, Y11, Y9
+	VPBROADCASTW 2(AX)(CX*1), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS       Y10, Y11, Y10
+	VMOVUPS      (BX), Y11
+	VCVTDQ2PS    (SI), Y13
+	VMULPS       Y13, Y11, Y13
+	VFMADD231PS  Y13, Y10, Y5
+	VMULPS       Y11, Y9, Y11
+	VMOVUPS      Y11, 64(SP)
+	VMOVUPS      (BX)(R8*1), Y11
+	VCVTDQ2PS    (SI)(R8*1), Y13
+	VMULPS       Y13, Y11, Y13
+	VFMADD231PS  Y13, Y10, Y7
+	VMULPS       Y11, Y9, Y11
+	VMOVUPS      Y11, 96(SP)
+	VMOVDQU32    (DX), Y9
+	VMOVDQU32    (DX)(DI*1), Y10
+	VMOVDQU32    16(AX), Y11
+	VPANDD       Y8, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y10, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 32(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU32    16(AX)(CX*1), Y11
+	VPANDD       Y8, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 64(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y10, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 96(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU32    32(DX), Y9
+	VMOVDQU32    32(DX)(DI*1), Y10
+	VMOVDQU32    16(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPANDD       Y8, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 4(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y10, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 36(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU32    16(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPANDD       Y8, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 68(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y10, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 100(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU32    64(DX), Y9
+	VMOVDQU32    64(DX)(DI*1), Y10
+	VMOVDQU32    48(AX), Y11
+	VPANDD       Y8, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 8(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y10, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 40(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU32    48(AX)(CX*1), Y11
+	VPANDD       Y8, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 72(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y10, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 104(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU32    96(DX), Y9
+	VMOVDQU32    96(DX)(DI*1), Y10
+	VMOVDQU32    48(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPANDD       Y8, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 12(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y10, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 44(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU32    48(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPANDD       Y8, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 76(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y10, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 108(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU32    128(DX), Y9
+	VMOVDQU32    128(DX)(DI*1), Y10
+	VMOVDQU32    80(AX), Y11
+	VPANDD       Y8, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 16(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y10, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 48(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU32    80(AX)(CX*1), Y11
+	VPANDD       Y8, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 80(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y10, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 112(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU32    160(DX), Y9
+	VMOVDQU32    160(DX)(DI*1), Y10
+	VMOVDQU32    80(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPANDD       Y8, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 20(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y10, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 52(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU32    80(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPANDD       Y8, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 84(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y10, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 116(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU32    192(DX), Y9
+	VMOVDQU32    192(DX)(DI*1), Y10
+	VMOVDQU32    112(AX), Y11
+	VPANDD       Y8, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 24(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y10, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 56(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU32    112(AX)(CX*1), Y11
+	VPANDD       Y8, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 88(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y10, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 120(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU32    224(DX), Y9
+	VMOVDQU32    224(DX)(DI*1), Y10
+	VMOVDQU32    112(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPANDD       Y8, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 28(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y10, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 60(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU32    112(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPANDD       Y8, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y9, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 92(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y10, Y11, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 124(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, SI
+	DECQ         R9
+	JMP          qdotvnniQ4Kx2x2_loop
+
+qdotvnniQ4Kx2x2_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VPERMILPS     $0x4e, X0, X8
+	VADDPS        X8, X0, X0
+	VPERMILPS     $0xb1, X0, X8
+	VADDSS        X8, X0, X0
+	VEXTRACTF32X4 $0x01, Y4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0x4e, X4, X8
+	VADDPS        X8, X4, X4
+	VPERMILPS     $0xb1, X4, X8
+	VADDSS        X8, X4, X4
+	VSUBSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0x4e, X1, X8
+	VADDPS        X8, X1, X1
+	VPERMILPS     $0xb1, X1, X8
+	VADDSS        X8, X1, X1
+	VEXTRACTF32X4 $0x01, Y5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0x4e, X5, X8
+	VADDPS        X8, X5, X5
+	VPERMILPS     $0xb1, X5, X8
+	VADDSS        X8, X5, X5
+	VSUBSS        X5, X1, X1
+	VMOVSS        X1, 4(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0x4e, X2, X8
+	VADDPS        X8, X2, X2
+	VPERMILPS     $0xb1, X2, X8
+	VADDSS        X8, X2, X2
+	VEXTRACTF32X4 $0x01, Y6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0x4e, X6, X8
+	VADDPS        X8, X6, X6
+	VPERMILPS     $0xb1, X6, X8
+	VADDSS        X8, X6, X6
+	VSUBSS        X6, X2, X2
+	VMOVSS        X2, (AX)
+	VEXTRACTF32X4 $0x01, Y3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0x4e, X3, X8
+	VADDPS        X8, X3, X3
+	VPERMILPS     $0xb1, X3, X8
+	VADDSS        X8, X3, X3
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0x4e, X7, X8
+	VADDPS        X8, X7, X7
+	VPERMILPS     $0xb1, X7, X8
+	VADDSS        X8, X7, X7
+	VSUBSS        X7, X3, X3
+	VMOVSS        X3, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx2x2_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4Kx2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4Kx2x3(SB), NOSPLIT, $192-80
+qdotvnniQ4Kx2x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         xst+40(FP), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	MOVQ         nb+48(FP), R9
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	VPXORD       Y6, Y6, Y6
+	VPXORD       Y7, Y7, Y7
+	VPXORD       Y8, Y8, Y8
+	VPXORD       Y9, Y9, Y9
+	VPXORD       Y10, Y10, Y10
+	VPXORD       Y11, Y11, Y11
+	MOVL         $0x0f0f0f0f, R10
+	VMOVD        R10, X12
+	VPBROADCASTD X12, Y12
+	SHRQ         $0x03, R9
+
+qdotvnniQ4Kx2x3_loop:
+	TESTQ        R9, R9
+	JZ           qdotvnniQ4Kx2x3_done
+	MOVL         4(AX), R10
+	MOVL         8(AX), R11
+	MOVL         12(AX), R12
+	MOVL         R12, R13
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R11, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R13
+	ANDL         $0x3f3f3f3f, R11
+	VMOVD        R11, X14
+	VPINSRD      $0x01, R13, X14, X14
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X13
+	VPINSRD      $0x01, R12, X13, X13
+	VPMOVZXBD    X13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VPMOVZXBD    X14, Y14
+	VCVTDQ2PS    Y14, Y14
+	VPBROADCASTW (AX), X15
+	VCVTPH2PS    X15, Y15
+	VMULPS       Y13, Y15, Y13
+	VPBROADCASTW 2(AX), X15
+	VCVTPH2PS    X15, Y15
+	VMULPS       Y14, Y15, Y14
+	VMOVUPS      (BX), Y15
+	VCVTDQ2PS    (SI), Y17
+	VMULPS       Y17, Y15, Y17
+	VFMADD231PS  Y17, Y14, Y6
+	VMULPS       Y15, Y13, Y15
+	VMOVUPS      Y15, (SP)
+	VMOVUPS      (BX)(R8*1), Y15
+	VCVTDQ2PS    (SI)(R8*1), Y17
+	VMULPS       Y17, Y15, Y17
+	VFMADD231PS  Y17, Y14, Y9
+	VMULPS       Y15, Y13, Y15
+	VMOVUPS      Y15, 32(SP)
+	MOVL         4(AX)(CX*1), R10
+	MOVL         8(AX)(CX*1), R11
+	MOVL         12(AX)(CX*1), R12
+	MOVL         R12, R13
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R11, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R13
+	ANDL         $0x3f3f3f3f, R11
+	VMOVD        R11, X14
+	VPINSRD      $0x01, R13, X14, X14
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X13
+	VPINSRD      $0x01, R12, X13, X13
+	VPMOVZXBD    X13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VPMOVZXBD    X14, Y14
+	VCVTDQ2PS    Y14, Y14
+	VPBROADCASTW (AX)(CX*1), X15
+	VCVTPH2PS    X15, Y15
+	VMULPS       Y13, Y15, Y13
+	VPBROADCASTW 2(AX)(CX*1), X15
+	VCVTPH2PS    X15, Y15
+	VMULPS       Y14, Y15, Y14
+	VMOVUPS      (BX), Y15
+	VCVTDQ2PS    (SI), Y17
+	VMULPS       Y17, Y15, Y17
+	VFMADD231PS  Y17, Y14, Y7
+	VMULPS       Y15, Y13, Y15
+	VMOVUPS      Y15, 64(SP)
+	VMOVUPS      (BX)(R8*1), Y15
+	VCVTDQ2PS    (SI)(R8*1), Y17
+	VMULPS       Y17, Y15, Y17
+	VFMADD231PS  Y17, Y14, Y10
+	VMULPS       Y15, Y13, Y15
+	VMOVUPS      Y15, 96(SP)
+	MOVL         4(AX)(CX*2), R10
+	MOVL         8(AX)(CX*2), R11
+	MOVL         12(AX)(CX*2), R12
+	MOVL         R12, R13
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R11, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R13
+	ANDL         $0x3f3f3f3f, R11
+	VMOVD        R11, X14
+	VPINSRD      $0x01, R13, X14, X14
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X13
+	VPINSRD      $0x01, R12, X13, X13
+	VPMOVZXBD    X13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VPMOVZXBD    X14, Y14
+	VCVTDQ2PS    Y14, Y14
+	VPBROADCASTW (AX)(CX*2), X15
+	VCVTPH2PS    X15, Y15
+	VMULPS       Y13, Y15, Y13
+	VPBROADCASTW 2(AX)(CX*2), X15
+	VCVTPH2PS    X15, Y15
+	VMULPS       Y14, Y15, Y14
+	VMOVUPS      (BX), Y15
+	VCVTDQ2PS    (SI), Y17
+	VMULPS       Y17, Y15, Y17
+	VFMADD231PS  Y17, Y14, Y8
+	VMULPS       Y15, Y13, Y15
+	VMOVUPS      Y15, 128(SP)
+	VMOVUPS      (BX)(R8*1), Y15
+	VCVTDQ2PS    (SI)(R8*1), Y17
+	VMULPS       Y17, Y15, Y17
+	VFMADD231PS  Y17, Y14, Y11
+	VMULPS       Y15, Y13, Y15
+	VMOVUPS      Y15, 160(SP)
+	VMOVDQU32    (DX), Y13
+	VMOVDQU32    (DX)(DI*1), Y14
+	VMOVDQU32    16(AX), Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS (SP), Y17
+	VFMADD231PS  Y17, Y16, Y0
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 32(SP), Y17
+	VFMADD231PS  Y17, Y16, Y3
+	VMOVDQU32    16(AX)(CX*1), Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 64(SP), Y17
+	VFMADD231PS  Y17, Y16, Y1
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 96(SP), Y17
+	VFMADD231PS  Y17, Y16, Y4
+	VMOVDQU32    16(AX)(CX*2), Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 128(SP), Y17
+	VFMADD231PS  Y17, Y16, Y2
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 160(SP), Y17
+	VFMADD231PS  Y17, Y16, Y5
+	VMOVDQU32    32(DX), Y13
+	VMOVDQU32    32(DX)(DI*1), Y14
+	VMOVDQU32    16(AX), Y15
+	VPSRLW       $0x04, Y15, Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 4(SP), Y17
+	VFMADD231PS  Y17, Y16, Y0
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 36(SP), Y17
+	VFMADD231PS  Y17, Y16, Y3
+	VMOVDQU32    16(AX)(CX*1), Y15
+	VPSRLW       $0x04, Y15, Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 68(SP), Y17
+	VFMADD231PS  Y17, Y16, Y1
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 100(SP), Y17
+	VFMADD231PS  Y17, Y16, Y4
+	VMOVDQU32    16(AX)(CX*2), Y15
+	VPSRLW       $0x04, Y15, Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 132(SP), Y17
+	VFMADD231PS  Y17, Y16, Y2
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 164(SP), Y17
+	VFMADD231PS  Y17, Y16, Y5
+	VMOVDQU32    64(DX), Y13
+	VMOVDQU32    64(DX)(DI*1), Y14
+	VMOVDQU32    48(AX), Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 8(SP), Y17
+	VFMADD231PS  Y17, Y16, Y0
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 40(SP), Y17
+	VFMADD231PS  Y17, Y16, Y3
+	VMOVDQU32    48(AX)(CX*1), Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 72(SP), Y17
+	VFMADD231PS  Y17, Y16, Y1
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 104(SP), Y17
+	VFMADD231PS  Y17, Y16, Y4
+	VMOVDQU32    48(AX)(CX*2), Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 136(SP), Y17
+	VFMADD231PS  Y17, Y16, Y2
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 168(SP), Y17
+	VFMADD231PS  Y17, Y16, Y5
+	VMOVDQU32    96(DX), Y13
+	VMOVDQU32    96(DX)(DI*1), Y14
+	VMOVDQU32    48(AX), Y15
+	VPSRLW       $0x04, Y15, Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 12(SP), Y17
+	VFMADD231PS  Y17, Y16, Y0
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 44(SP), Y17
+	VFMADD231PS  Y17, Y16, Y3
+	VMOVDQU32    48(AX)(CX*1), Y15
+	VPSRLW       $0x04, Y15, Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 76(SP), Y17
+	VFMADD231PS  Y17, Y16, Y1
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 108(SP), Y17
+	VFMADD231PS  Y17, Y16, Y4
+	VMOVDQU32    48(AX)(CX*2), Y15
+	VPSRLW       $0x04, Y15, Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 140(SP), Y17
+	VFMADD231PS  Y17, Y16, Y2
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 172(SP), Y17
+	VFMADD231PS  Y17, Y16, Y5
+	VMOVDQU32    128(DX), Y13
+	VMOVDQU32    128(DX)(DI*1), Y14
+	VMOVDQU32    80(AX), Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 16(SP), Y17
+	VFMADD231PS  Y17, Y16, Y0
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 48(SP), Y17
+	VFMADD231PS  Y17, Y16, Y3
+	VMOVDQU32    80(AX)(CX*1), Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 80(SP), Y17
+	VFMADD231PS  Y17, Y16, Y1
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 112(SP), Y17
+	VFMADD231PS  Y17, Y16, Y4
+	VMOVDQU32    80(AX)(CX*2), Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 144(SP), Y17
+	VFMADD231PS  Y17, Y16, Y2
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 176(SP), Y17
+	VFMADD231PS  Y17, Y16, Y5
+	VMOVDQU32    160(DX), Y13
+	VMOVDQU32    160(DX)(DI*1), Y14
+	VMOVDQU32    80(AX), Y15
+	VPSRLW       $0x04, Y15, Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 20(SP), Y17
+	VFMADD231PS  Y17, Y16, Y0
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 52(SP), Y17
+	VFMADD231PS  Y17, Y16, Y3
+	VMOVDQU32    80(AX)(CX*1), Y15
+	VPSRLW       $0x04, Y15, Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 84(SP), Y17
+	VFMADD231PS  Y17, Y16, Y1
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 116(SP), Y17
+	VFMADD231PS  Y17, Y16, Y4
+	VMOVDQU32    80(AX)(CX*2), Y15
+	VPSRLW       $0x04, Y15, Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 148(SP), Y17
+	VFMADD231PS  Y17, Y16, Y2
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 180(SP), Y17
+	VFMADD231PS  Y17, Y16, Y5
+	VMOVDQU32    192(DX), Y13
+	VMOVDQU32    192(DX)(DI*1), Y14
+	VMOVDQU32    112(AX), Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 24(SP), Y17
+	VFMADD231PS  Y17, Y16, Y0
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 56(SP), Y17
+	VFMADD231PS  Y17, Y16, Y3
+	VMOVDQU32    112(AX)(CX*1), Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 88(SP), Y17
+	VFMADD231PS  Y17, Y16, Y1
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 120(SP), Y17
+	VFMADD231PS  Y17, Y16, Y4
+	VMOVDQU32    112(AX)(CX*2), Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 152(SP), Y17
+	VFMADD231PS  Y17, Y16, Y2
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 184(SP), Y17
+	VFMADD231PS  Y17, Y16, Y5
+	VMOVDQU32    224(DX), Y13
+	VMOVDQU32    224(DX)(DI*1), Y14
+	VMOVDQU32    112(AX), Y15
+	VPSRLW       $0x04, Y15, Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 28(SP), Y17
+	VFMADD231PS  Y17, Y16, Y0
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 60(SP), Y17
+	VFMADD231PS  Y17, Y16, Y3
+	VMOVDQU32    112(AX)(CX*1), Y15
+	VPSRLW       $0x04, Y15, Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 92(SP), Y17
+	VFMADD231PS  Y17, Y16, Y1
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 124(SP), Y17
+	VFMADD231PS  Y17, Y16, Y4
+	VMOVDQU32    112(AX)(CX*2), Y15
+	VPSRLW       $0x04, Y15, Y15
+	VPANDD       Y12, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y13, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 156(SP), Y17
+	VFMADD231PS  Y17, Y16, Y2
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y14, Y15, Y16
+	VCVTDQ2PS    Y16, Y16
+	VBROADCASTSS 188(SP), Y17
+	VFMADD231PS  Y17, Y16, Y5
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, SI
+	DECQ         R9
+	JMP          qdotvnniQ4Kx2x3_loop
+
+qdotvnniQ4Kx2x3_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X12
+	VADDPS        X12, X0, X0
+	VPERMILPS     $0x4e, X0, X12
+	VADDPS        X12, X0, X0
+	VPERMILPS     $0xb1, X0, X12
+	VADDSS        X12, X0, X0
+	VEXTRACTF32X4 $0x01, Y6, X12
+	VADDPS        X12, X6, X6
+	VPERMILPS     $0x4e, X6, X12
+	VADDPS        X12, X6, X6
+	VPERMILPS     $0xb1, X6, X12
+	VADDSS        X12, X6, X6
+	VSUBSS        X6, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0x4e, X1, X12
+	VADDPS        X12, X1, X1
+	VPERMILPS     $0xb1, X1, X12
+	VADDSS        X12, X1, X1
+	VEXTRACTF32X4 $0x01, Y7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0x4e, X7, X12
+	VADDPS        X12, X7, X7
+	VPERMILPS     $0xb1, X7, X12
+	VADDSS        X12, X7, X7
+	VSUBSS        X7, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0x4e, X2, X12
+	VADDPS        X12, X2, X2
+	VPERMILPS     $0xb1, X2, X12
+	VADDSS        X12, X2, X2
+	VEXTRACTF32X4 $0x01, Y8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0x4e, X8, X12
+	VADDPS        X12, X8, X8
+	VPERMILPS     $0xb1, X8, X12
+	VADDSS        X12, X8, X8
+	VSUBSS        X8, X2, X2
+	VMOVSS        X2, 8(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0x4e, X3, X12
+	VADDPS        X12, X3, X3
+	VPERMILPS     $0xb1, X3, X12
+	VADDSS        X12, X3, X3
+	VEXTRACTF32X4 $0x01, Y9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0x4e, X9, X12
+	VADDPS        X12, X9, X9
+	VPERMILPS     $0xb1, X9, X12
+	VADDSS        X12, X9, X9
+	VSUBSS        X9, X3, X3
+	VMOVSS        X3, (AX)
+	VEXTRACTF32X4 $0x01, Y4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0x4e, X4, X12
+	VADDPS        X12, X4, X4
+	VPERMILPS     $0xb1, X4, X12
+	VADDSS        X12, X4, X4
+	VEXTRACTF32X4 $0x01, Y10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0x4e, X10, X12
+	VADDPS        X12, X10, X10
+	VPERMILPS     $0xb1, X10, X12
+	VADDSS        X12, X10, X10
+	VSUBSS        X10, X4, X4
+	VMOVSS        X4, 4(AX)
+	VEXTRACTF32X4 $0x01, Y5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0x4e, X5, X12
+	VADDPS        X12, X5, X5
+	VPERMILPS     $0xb1, X5, X12
+	VADDSS        X12, X5, X5
+	VEXTRACTF32X4 $0x01, Y11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0x4e, X11, X12
+	VADDPS        X12, X11, X11
+	VPERMILPS     $0xb1, X11, X12
+	VADDSS        X12, X11, X11
+	VSUBSS        X11, X5, X5
+	VMOVSS        X5, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx2x3_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ4Kx2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·qdotvnniQ4Kx2x4(SB), NOSPLIT, $256-80
+qdotvnniQ4Kx2x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         xst+40(FP), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	MOVQ         nb+48(FP), R9
+	LEAQ         (AX)(CX*2), R10
+	ADDQ         CX, R10
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	VPXORD       Y4, Y4, Y4
+	VPXORD       Y5, Y5, Y5
+	VPXORD       Y6, Y6, Y6
+	VPXORD       Y7, Y7, Y7
+	VPXORD       Y8, Y8, Y8
+	VPXORD       Y9, Y9, Y9
+	VPXORD       Y10, Y10, Y10
+	VPXORD       Y11, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPXORD       Y13, Y13, Y13
+	VPXORD       Y14, Y14, Y14
+	VPXORD       Y15, Y15, Y15
+	MOVL         $0x0f0f0f0f, R11
+	VMOVD        R11, X16
+	VPBROADCASTD X16, Y16
+	SHRQ         $0x03, R9
+
+qdotvnniQ4Kx2x4_loop:
+	TESTQ        R9, R9
+	JZ           qdotvnniQ4Kx2x4_done
+	MOVL         4(AX), R11
+	MOVL         8(AX), R12
+	MOVL         12(AX), R13
+	MOVL         R13, R14
+	SHRL         $0x04, R14
+	ANDL         $0x0f0f0f0f, R14
+	MOVL         R12, R15
+	SHRL         $0x06, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R14
+	ANDL         $0x3f3f3f3f, R12
+	VMOVD        R12, X18
+	VPINSRD      $0x01, R14, X18, X18
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R11, R15
+	SHRL         $0x06, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R13
+	ANDL         $0x3f3f3f3f, R11
+	VMOVD        R11, X17
+	VPINSRD      $0x01, R13, X17, X17
+	VPMOVZXBD    X17, Y17
+	VCVTDQ2PS    Y17, Y17
+	VPMOVZXBD    X18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VPBROADCASTW (AX), X19
+	VCVTPH2PS    X19, Y19
+	VMULPS       Y17, Y19, Y17
+	VPBROADCASTW 2(AX), X19
+	VCVTPH2PS    X19, Y19
+	VMULPS       Y18, Y19, Y18
+	VMOVUPS      (BX), Y19
+	VCVTDQ2PS    (SI), Y21
+	VMULPS       Y21, Y19, Y21
+	VFMADD231PS  Y21, Y18, Y8
+	VMULPS       Y19, Y17, Y19
+	VMOVUPS      Y19, (SP)
+	VMOVUPS      (BX)(R8*1), Y19
+	VCVTDQ2PS    (SI)(R8*1), Y21
+	VMULPS       Y21, Y19, Y21
+	VFMADD231PS  Y21, Y18, Y12
+	VMULPS       Y19, Y17, Y19
+	VMOVUPS      Y19, 32(SP)
+	MOVL         4(AX)(CX*1), R11
+	MOVL         8(AX)(CX*1), R12
+	MOVL         12(AX)(CX*1), R13
+	MOVL         R13, R14
+	SHRL         $0x04, R14
+	ANDL         $0x0f0f0f0f, R14
+	MOVL         R12, R15
+	SHRL         $0x06, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R14
+	ANDL         $0x3f3f3f3f, R12
+	VMOVD        R12, X18
+	VPINSRD      $0x01, R14, X18, X18
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R11, R15
+	SHRL         $0x06, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R13
+	ANDL         $0x3f3f3f3f, R11
+	VMOVD        R11, X17
+	VPINSRD      $0x01, R13, X17, X17
+	VPMOVZXBD    X17, Y17
+	VCVTDQ2PS    Y17, Y17
+	VPMOVZXBD    X18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VPBROADCASTW (AX)(CX*1), X19
+	VCVTPH2PS    X19, Y19
+	VMULPS       Y17, Y19, Y17
+	VPBROADCASTW 2(AX)(CX*1), X19
+	VCVTPH2PS    X19, Y19
+	VMULPS       Y18, Y19, Y18
+	VMOVUPS      (BX), Y19
+	VCVTDQ2PS    (SI), Y21
+	VMULPS       Y21, Y19, Y21
+	VFMADD231PS  Y21, Y18, Y9
+	VMULPS       Y19, Y17, Y19
+	VMOVUPS      Y19, 64(SP)
+	VMOVUPS      (BX)(R8*1), Y19
+	VCVTDQ2PS    (SI)(R8*1), Y21
+	VMULPS       Y21, Y19, Y21
+	VFMADD231PS  Y21, Y18, Y13
+	VMULPS       Y19, Y17, Y19
+	VMOVUPS      Y19, 96(SP)
+	MOVL         4(AX)(CX*2), R11
+	MOVL         8(AX)(CX*2), R12
+	MOVL         12(AX)(CX*2), R13
+	MOVL         R13, R14
+	SHRL         $0x04, R14
+	ANDL         $0x0f0f0f0f, R14
+	MOVL         R12, R15
+	SHRL         $0x06, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R14
+	ANDL         $0x3f3f3f3f, R12
+	VMOVD        R12, X18
+	VPINSRD      $0x01, R14, X18, X18
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R11, R15
+	SHRL         $0x06, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R13
+	ANDL         $0x3f3f3f3f, R11
+	VMOVD        R11, X17
+	VPINSRD      $0x01, R13, X17, X17
+	VPMOVZXBD    X17, Y17
+	VCVTDQ2PS    Y17, Y17
+	VPMOVZXBD    X18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VPBROADCASTW (AX)(CX*2), X19
+	VCVTPH2PS    X19, Y19
+	VMULPS       Y17, Y19, Y17
+	VPBROADCASTW 2(AX)(CX*2), X19
+	VCVTPH2PS    X19, Y19
+	VMULPS       Y18, Y19, Y18
+	VMOVUPS      (BX), Y19
+	VCVTDQ2PS    (SI), Y21
+	VMULPS       Y21, Y19, Y21
+	VFMADD231PS  Y21, Y18, Y10
+	VMULPS       Y19, Y17, Y19
+	VMOVUPS      Y19, 128(SP)
+	VMOVUPS      (BX)(R8*1), Y19
+	VCVTDQ2PS    (SI)(R8*1), Y21
+	VMULPS       Y21, Y19, Y21
+	VFMADD231PS  Y21, Y18, Y14
+	VMULPS       Y19, Y17, Y19
+	VMOVUPS      Y19, 160(SP)
+	MOVL         4(R10), R11
+	MOVL         8(R10), R12
+	MOVL         12(R10), R13
+	MOVL         R13, R14
+	SHRL         $0x04, R14
+	ANDL         $0x0f0f0f0f, R14
+	MOVL         R12, R15
+	SHRL         $0x06, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R14
+	ANDL         $0x3f3f3f3f, R12
+	VMOVD        R12, X18
+	VPINSRD      $0x01, R14, X18, X18
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R11, R15
+	SHRL         $0x06, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R13
+	ANDL         $0x3f3f3f3f, R11
+	VMOVD        R11, X17
+	VPINSRD      $0x01, R13, X17, X17
+	VPMOVZXBD    X17, Y17
+	VCVTDQ2PS    Y17, Y17
+	VPMOVZXBD    X18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VPBROADCASTW (R10), X19
+	VCVTPH2PS    X19, Y19
+	VMULPS       Y17, Y19, Y17
+	VPBROADCASTW 2(R10), X19
+	VCVTPH2PS    X19, Y19
+	VMULPS       Y18, Y19, Y18
+	VMOVUPS      (BX), Y19
+	VCVTDQ2PS    (SI), Y21
+	VMULPS       Y21, Y19, Y21
+	VFMADD231PS  Y21, Y18, Y11
+	VMULPS       Y19, Y17, Y19
+	VMOVUPS      Y19, 192(SP)
+	VMOVUPS      (BX)(R8*1), Y19
+	VCVTDQ2PS    (SI)(R8*1), Y21
+	VMULPS       Y21, Y19, Y21
+	VFMADD231PS  Y21, Y18, Y15
+	VMULPS       Y19, Y17, Y19
+	VMOVUPS      Y19, 224(SP)
+	VMOVDQU32    (DX), Y17
+	VMOVDQU32    (DX)(DI*1), Y18
+	VMOVDQU32    16(AX), Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS (SP), Y21
+	VFMADD231PS  Y21, Y20, Y0
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 32(SP), Y21
+	VFMADD231PS  Y21, Y20, Y4
+	VMOVDQU32    16(AX)(CX*1), Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 64(SP), Y21
+	VFMADD231PS  Y21, Y20, Y1
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 96(SP), Y21
+	VFMADD231PS  Y21, Y20, Y5
+	VMOVDQU32    16(AX)(CX*2), Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 128(SP), Y21
+	VFMADD231PS  Y21, Y20, Y2
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 160(SP), Y21
+	VFMADD231PS  Y21, Y20, Y6
+	VMOVDQU32    16(R10), Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 192(SP), Y21
+	VFMADD231PS  Y21, Y20, Y3
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 224(SP), Y21
+	VFMADD231PS  Y21, Y20, Y7
+	VMOVDQU32    32(DX), Y17
+	VMOVDQU32    32(DX)(DI*1), Y18
+	VMOVDQU32    16(AX), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 4(SP), Y21
+	VFMADD231PS  Y21, Y20, Y0
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 36(SP), Y21
+	VFMADD231PS  Y21, Y20, Y4
+	VMOVDQU32    16(AX)(CX*1), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 68(SP), Y21
+	VFMADD231PS  Y21, Y20, Y1
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 100(SP), Y21
+	VFMADD231PS  Y21, Y20, Y5
+	VMOVDQU32    16(AX)(CX*2), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 132(SP), Y21
+	VFMADD231PS  Y21, Y20, Y2
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 164(SP), Y21
+	VFMADD231PS  Y21, Y20, Y6
+	VMOVDQU32    16(R10), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 196(SP), Y21
+	VFMADD231PS  Y21, Y20, Y3
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 228(SP), Y21
+	VFMADD231PS  Y21, Y20, Y7
+	VMOVDQU32    64(DX), Y17
+	VMOVDQU32    64(DX)(DI*1), Y18
+	VMOVDQU32    48(AX), Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 8(SP), Y21
+	VFMADD231PS  Y21, Y20, Y0
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 40(SP), Y21
+	VFMADD231PS  Y21, Y20, Y4
+	VMOVDQU32    48(AX)(CX*1), Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 72(SP), Y21
+	VFMADD231PS  Y21, Y20, Y1
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 104(SP), Y21
+	VFMADD231PS  Y21, Y20, Y5
+	VMOVDQU32    48(AX)(CX*2), Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 136(SP), Y21
+	VFMADD231PS  Y21, Y20, Y2
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 168(SP), Y21
+	VFMADD231PS  Y21, Y20, Y6
+	VMOVDQU32    48(R10), Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 200(SP), Y21
+	VFMADD231PS  Y21, Y20, Y3
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 232(SP), Y21
+	VFMADD231PS  Y21, Y20, Y7
+	VMOVDQU32    96(DX), Y17
+	VMOVDQU32    96(DX)(DI*1), Y18
+	VMOVDQU32    48(AX), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 12(SP), Y21
+	VFMADD231PS  Y21, Y20, Y0
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 44(SP), Y21
+	VFMADD231PS  Y21, Y20, Y4
+	VMOVDQU32    48(AX)(CX*1), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 76(SP), Y21
+	VFMADD231PS  Y21, Y20, Y1
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 108(SP), Y21
+	VFMADD231PS  Y21, Y20, Y5
+	VMOVDQU32    48(AX)(CX*2), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 140(SP), Y21
+	VFMADD231PS  Y21, Y20, Y2
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 172(SP), Y21
+	VFMADD231PS  Y21, Y20, Y6
+	VMOVDQU32    48(R10), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 204(SP), Y21
+	VFMADD231PS  Y21, Y20, Y3
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 236(SP), Y21
+	VFMADD231PS  Y21, Y20, Y7
+	VMOVDQU32    128(DX), Y17
+	VMOVDQU32    128(DX)(DI*1), Y18
+	VMOVDQU32    80(AX), Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 16(SP), Y21
+	VFMADD231PS  Y21, Y20, Y0
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 48(SP), Y21
+	VFMADD231PS  Y21, Y20, Y4
+	VMOVDQU32    80(AX)(CX*1), Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 80(SP), Y21
+	VFMADD231PS  Y21, Y20, Y1
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 112(SP), Y21
+	VFMADD231PS  Y21, Y20, Y5
+	VMOVDQU32    80(AX)(CX*2), Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 144(SP), Y21
+	VFMADD231PS  Y21, Y20, Y2
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 176(SP), Y21
+	VFMADD231PS  Y21, Y20, Y6
+	VMOVDQU32    80(R10), Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 208(SP), Y21
+	VFMADD231PS  Y21, Y20, Y3
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 240(SP), Y21
+	VFMADD231PS  Y21, Y20, Y7
+	VMOVDQU32    160(DX), Y17
+	VMOVDQU32    160(DX)(DI*1), Y18
+	VMOVDQU32    80(AX), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 20(SP), Y21
+	VFMADD231PS  Y21, Y20, Y0
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 52(SP), Y21
+	VFMADD231PS  Y21, Y20, Y4
+	VMOVDQU32    80(AX)(CX*1), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 84(SP), Y21
+	VFMADD231PS  Y21, Y20, Y1
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 116(SP), Y21
+	VFMADD231PS  Y21, Y20, Y5
+	VMOVDQU32    80(AX)(CX*2), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 148(SP), Y21
+	VFMADD231PS  Y21, Y20, Y2
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 180(SP), Y21
+	VFMADD231PS  Y21, Y20, Y6
+	VMOVDQU32    80(R10), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 212(SP), Y21
+	VFMADD231PS  Y21, Y20, Y3
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 244(SP), Y21
+	VFMADD231PS  Y21, Y20, Y7
+	VMOVDQU32    192(DX), Y17
+	VMOVDQU32    192(DX)(DI*1), Y18
+	VMOVDQU32    112(AX), Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 24(SP), Y21
+	VFMADD231PS  Y21, Y20, Y0
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 56(SP), Y21
+	VFMADD231PS  Y21, Y20, Y4
+	VMOVDQU32    112(AX)(CX*1), Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 88(SP), Y21
+	VFMADD231PS  Y21, Y20, Y1
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 120(SP), Y21
+	VFMADD231PS  Y21, Y20, Y5
+	VMOVDQU32    112(AX)(CX*2), Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 152(SP), Y21
+	VFMADD231PS  Y21, Y20, Y2
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 184(SP), Y21
+	VFMADD231PS  Y21, Y20, Y6
+	VMOVDQU32    112(R10), Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 216(SP), Y21
+	VFMADD231PS  Y21, Y20, Y3
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 248(SP), Y21
+	VFMADD231PS  Y21, Y20, Y7
+	VMOVDQU32    224(DX), Y17
+	VMOVDQU32    224(DX)(DI*1), Y18
+	VMOVDQU32    112(AX), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 28(SP), Y21
+	VFMADD231PS  Y21, Y20, Y0
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 60(SP), Y21
+	VFMADD231PS  Y21, Y20, Y4
+	VMOVDQU32    112(AX)(CX*1), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 92(SP), Y21
+	VFMADD231PS  Y21, Y20, Y1
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 124(SP), Y21
+	VFMADD231PS  Y21, Y20, Y5
+	VMOVDQU32    112(AX)(CX*2), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 156(SP), Y21
+	VFMADD231PS  Y21, Y20, Y2
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 188(SP), Y21
+	VFMADD231PS  Y21, Y20, Y6
+	VMOVDQU32    112(R10), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y16, Y19, Y19
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y17, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 220(SP), Y21
+	VFMADD231PS  Y21, Y20, Y3
+	VPXORD       Y20, Y20, Y20
+	VPDPBUSD     Y18, Y19, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 252(SP), Y21
+	VFMADD231PS  Y21, Y20, Y7
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000090, R10
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, SI
+	DECQ         R9
+	JMP          qdotvnniQ4Kx2x4_loop
+
+qdotvnniQ4Kx2x4_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X16
+	VADDPS        X16, X0, X0
+	VPERMILPS     $0x4e, X0, X16
+	VADDPS        X16, X0, X0
+	VPERMILPS     $0xb1, X0, X16
+	VADDSS        X16, X0, X0
+	VEXTRACTF32X4 $0x01, Y8, X16
+	VADDPS        X16, X8, X8
+	VPERMILPS     $0x4e, X8, X16
+	VADDPS        X16, X8, X8
+	VPERMILPS     $0xb1, X8, X16
+	VADDSS        X16, X8, X8
+	VSUBSS        X8, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X16
+	VADDPS        X16, X1, X1
+	VPERMILPS     $0x4e, X1, X16
+	VADDPS        X16, X1, X1
+	VPERMILPS     $0xb1, X1, X16
+	VADDSS        X16, X1, X1
+	VEXTRACTF32X4 $0x01, Y9, X16
+	VADDPS        X16, X9, X9
+	VPERMILPS     $0x4e, X9, X16
+	VADDPS        X16, X9, X9
+	VPERMILPS     $0xb1, X9, X16
+	VADDSS        X16, X9, X9
+	VSUBSS        X9, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X16
+	VADDPS        X16, X2, X2
+	VPERMILPS     $0x4e, X2, X16
+	VADDPS        X16, X2, X2
+	VPERMILPS     $0xb1, X2, X16
+	VADDSS        X16, X2, X2
+	VEXTRACTF32X4 $0x01, Y10, X16
+	VADDPS        X16, X10, X10
+	VPERMILPS     $0x4e, X10, X16
+	VADDPS        X16, X10, X10
+	VPERMILPS     $0xb1, X10, X16
+	VADDSS        X16, X10, X10
+	VSUBSS        X10, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X16
+	VADDPS        X16, X3, X3
+	VPERMILPS     $0x4e, X3, X16
+	VADDPS        X16, X3, X3
+	VPERMILPS     $0xb1, X3, X16
+	VADDSS        X16, X3, X3
+	VEXTRACTF32X4 $0x01, Y11, X16
+	VADDPS        X16, X11, X11
+	VPERMILPS     $0x4e, X11, X16
+	VADDPS        X16, X11, X11
+	VPERMILPS     $0xb1, X11, X16
+	VADDSS        X16, X11, X11
+	VSUBSS        X11, X3, X3
+	VMOVSS        X3, 12(AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Y4, X16
+	VADDPS        X16, X4, X4
+	VPERMILPS     $0x4e, X4, X16
+	VADDPS        X16, X4, X4
+	VPERMILPS     $0xb1, X4, X16
+	VADDSS        X16, X4, X4
+	VEXTRACTF32X4 $0x01, Y12, X16
+	VADDPS        X16, X12, X12
+	VPERMILPS     $0x4e, X12, X16
+	VADDPS        X16, X12, X12
+	VPERMILPS     $0xb1, X12, X16
+	VADDSS        X16, X12, X12
+	VSUBSS        X12, X4, X4
+	VMOVSS        X4, (AX)
+	VEXTRACTF32X4 $0x01, Y5, X16
+	VADDPS        X16, X5, X5
+	VPERMILPS     $0x4e, X5, X16
+	VADDPS        X16, X5, X5
+	VPERMILPS     $0xb1, X5, X16
+	VADDSS        X16, X5, X5
+	VEXTRACTF32X4 $0x01, Y13, X16
+	VADDPS        X16, X13, X13
+	VPERMILPS     $0x4e, X13, X16
+	VADDPS        X16, X13, X13
+	VPERMILPS     $0xb1, X13, X16
+	VADDSS        X16, X13, X13
+	VSUBSS        X13, X5, X5
+	VMOVSS        X5, 4(AX)
+	VEXTRACTF32X4 $0x01, Y6, X16
+	VADDPS        X16, X6, X6
+	VPERMILPS     $0x4e, X6, X16
+	VADDPS        X16, X6, X6
+	VPERMILPS     $0xb1, X6, X16
+	VADDSS        X16, X6, X6
+	VEXTRACTF32X4 $0x01, Y14, X16
+	VADDPS        X16, X14, X14
+	VPERMILPS     $0x4e, X14, X16
+	VADDPS        X16, X14, X14
+	VPERMILPS     $0xb1, X14, X16
+	VADDSS        X16, X14, X14
+	VSUBSS        X14, X6, X6
+	VMOVSS        X6, 8(AX)
+	VEXTRACTF32X4 $0x01, Y7, X16
+	VADDPS        X16, X7, X7
+	VPERMILPS     $0x4e, X7, X16
+	VADDPS        X16, X7, X7
+	VPERMILPS     $0xb1, X7, X16
+	VADDSS        X16, X7, X7
+	VEXTRACTF32X4 $0x01, Y15, X16
+	VADDPS        X16, X15, X15
+	VPERMILPS     $0x4e, X15, X16
+	VADDPS        X16, X15, X15
+	VPERMILPS     $0xb1, X15, X16
+	VADDSS        X16, X15, X15
+	VSUBSS        X15, X7, X7
+	VMOVSS        X7, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ4Kx2x4_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ6Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·qdotvnniQ6Kx1x1(SB), NOSPLIT, $32-80
+qdotvnniQ6Kx1x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+48(FP), BX
+	VPXORD       Y0, Y0, Y0
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x30303030, SI
+	VMOVD        SI, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x20202020, SI
+	VMOVD        SI, X3
+	VPBROADCASTD X3, Y3
+	VMOVDQU32    q6kidx<>+0(SB), Y4
+	SHRQ         $0x03, BX
+
+qdotvnniQ6Kx1x1_loop:
+	TESTQ        BX, BX
+	JZ           qdotvnniQ6Kx1x1_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4288(AX)
+	PREFETCHNTA  4305(AX)
+	VPBROADCASTW 208(AX), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       (DX), Y5, Y5
+	VMOVUPS      Y5, (SP)
+	VMOVDQU32    (CX), Y5
+	VPXORD       Y7, Y7, Y7
+	VPDPBUSD     Y5, Y3, Y7
+	VPXORD       Y6, Y6, Y6
+	VPSUBD       Y7, Y6, Y6
+	VMOVDQU32    (AX), Y16
+	VPANDD       Y1, Y16, Y16
+	VMOVDQU32    128(AX), Y17
+	VPSLLW       $0x04, Y17, Y17
+	VPANDD       Y2, Y17, Y17
+	VPORD        Y17, Y16, Y16
+	VPMOVSXBD    192(AX), X15
+	VPERMD       Y15, Y4, Y15
+	VMOVDQA32    Y6, Y17
+	VPDPBUSD     Y5, Y16, Y17
+	VPMULLD      Y15, Y17, Y17
+	VCVTDQ2PS    Y17, Y17
+	VBROADCASTSS (SP), Y5
+	VFMADD231PS  Y5, Y17, Y0
+	VMOVDQU32    32(CX), Y5
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y5, Y3, Y8
+	VPXORD       Y6, Y6, Y6
+	VPSUBD       Y8, Y6, Y6
+	VMOVDQU32    32(AX), Y16
+	VPANDD       Y1, Y16, Y16
+	VMOVDQU32    128(AX), Y17
+	VPSLLW       $0x02, Y17, Y17
+	VPANDD       Y2, Y17, Y17
+	VPORD        Y17, Y16, Y16
+	VPMOVSXBD    194(AX), X15
+	VPERMD       Y15, Y4, Y15
+	VMOVDQA32    Y6, Y17
+	VPDPBUSD     Y5, Y16, Y17
+	VPMULLD      Y15, Y17, Y17
+	VCVTDQ2PS    Y17, Y17
+	VBROADCASTSS 4(SP), Y5
+	VFMADD231PS  Y5, Y17, Y0
+	VMOVDQU32    64(CX), Y5
+	VPXORD       Y9, Y9, Y9
+	VPDPBUSD     Y5, Y3, Y9
+	VPXORD       Y6, Y6, Y6
+	VPSUBD       Y9, Y6, Y6
+	VMOVDQU32    (AX), Y16
+	VPSRLW       $0x04, Y16, Y16
+	VPANDD       Y1, Y16, Y16
+	VMOVDQU32    128(AX), Y17
+	VPANDD       Y2, Y17, Y17
+	VPORD        Y17, Y16, Y16
+	VPMOVSXBD    196(AX), X15
+	VPERMD       Y15, Y4, Y15
+	VMOVDQA32    Y6, Y17
+	VPDPBUSD     Y5, Y16, Y17
+	VPMULLD      Y15, Y17, Y17
+	VCVTDQ2PS    Y17, Y17
+	VBROADCASTSS 8(SP), Y5
+	VFMADD231PS  Y5, Y17, Y0
+	VMOVDQU32    96(CX), Y5
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y5, Y3, Y10
+	VPXORD       Y6, Y6, Y6
+	VPSUBD       Y10, Y6, Y6
+	VMOVDQU32    32(AX), Y16
+	VPSRLW       $0x04, Y16, Y16
+	VPANDD       Y1, Y16, Y16
+	VMOVDQU32    128(AX), Y17
+	VPSRLW       $0x02, Y17, Y17
+	VPANDD       Y2, Y17, Y17
+	VPORD        Y17, Y16, Y16
+	VPMOVSXBD    198(AX), X15
+	VPERMD       Y15, Y4, Y15
+	VMOVDQA32    Y6, Y17
+	VPDPBUSD     Y5, Y16, Y17
+	VPMULLD      Y15, Y17, Y17
+	VCVTDQ2PS    Y17, Y17
+	VBROADCASTSS 12(SP), Y5
+	VFMADD231PS  Y5, Y17, Y0
+	VMOVDQU32    128(CX), Y5
+	VPXORD       Y11, Y11, Y11
+	VPDPBUSD     Y5, Y3, Y11
+	VPXORD       Y6, Y6, Y6
+	VPSUBD       Y11, Y6, Y6
+	VMOVDQU32    64(AX), Y16
+	VPANDD       Y1, Y16, Y16
+	VMOVDQU32    160(AX), Y17
+	VPSLLW       $0x04, Y17, Y17
+	VPANDD       Y2, Y17, Y17
+	VPORD        Y17, Y16, Y16
+	VPMOVSXBD    200(AX), X15
+	VPERMD       Y15, Y4, Y15
+	VMOVDQA32    Y6, Y17
+	VPDPBUSD     Y5, Y16, Y17
+	VPMULLD      Y15, Y17, Y17
+	VCVTDQ2PS    Y17, Y17
+	VBROADCASTSS 16(SP), Y5
+	VFMADD231PS  Y5, Y17, Y0
+	VMOVDQU32    160(CX), Y5
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y5, Y3, Y12
+	VPXORD       Y6, Y6, Y6
+	VPSUBD       Y12, Y6, Y6
+	VMOVDQU32    96(AX), Y16
+	VPANDD       Y1, Y16, Y16
+	VMOVDQU32    160(AX), Y17
+	VPSLLW       $0x02, Y17, Y17
+	VPANDD       Y2, Y17, Y17
+	VPORD        Y17, Y16, Y16
+	VPMOVSXBD    202(AX), X15
+	VPERMD       Y15, Y4, Y15
+	VMOVDQA32    Y6, Y17
+	VPDPBUSD     Y5, Y16, Y17
+	VPMULLD      Y15, Y17, Y17
+	VCVTDQ2PS    Y17, Y17
+	VBROADCASTSS 20(SP), Y5
+	VFMADD231PS  Y5, Y17, Y0
+	VMOVDQU32    192(CX), Y5
+	VPXORD       Y13, Y13, Y13
+	VPDPBUSD     Y5, Y3, Y13
+	VPXORD       Y6, Y6, Y6
+	VPSUBD       Y13, Y6, Y6
+	VMOVDQU32    64(AX), Y16
+	VPSRLW       $0x04, Y16, Y16
+	VPANDD       Y1, Y16, Y16
+	VMOVDQU32    160(AX), Y17
+	VPANDD       Y2, Y17, Y17
+	VPORD        Y17, Y16, Y16
+	VPMOVSXBD    204(AX), X15
+	VPERMD       Y15, Y4, Y15
+	VMOVDQA32    Y6, Y17
+	VPDPBUSD     Y5, Y16, Y17
+	VPMULLD      Y15, Y17, Y17
+	VCVTDQ2PS    Y17, Y17
+	VBROADCASTSS 24(SP), Y5
+	VFMADD231PS  Y5, Y17, Y0
+	VMOVDQU32    224(CX), Y5
+	VPXORD       Y14, Y14, Y14
+	VPDPBUSD     Y5, Y3, Y14
+	VPXORD       Y6, Y6, Y6
+	VPSUBD       Y14, Y6, Y6
+	VMOVDQU32    96(AX), Y16
+	VPSRLW       $0x04, Y16, Y16
+	VPANDD       Y1, Y16, Y16
+	VMOVDQU32    160(AX), Y17
+	VPSRLW       $0x02, Y17, Y17
+	VPANDD       Y2, Y17, Y17
+	VPORD        Y17, Y16, Y16
+	VPMOVSXBD    206(AX), X15
+	VPERMD       Y15, Y4, Y15
+	VMOVDQA32    Y6, Y17
+	VPDPBUSD     Y5, Y16, Y17
+	VPMULLD      Y15, Y17, Y17
+	VCVTDQ2PS    Y17, Y17
+	VBROADCASTSS 28(SP), Y5
+	VFMADD231PS  Y5, Y17, Y0
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         BX
+	JMP          qdotvnniQ6Kx1x1_loop
+
+qdotvnniQ6Kx1x1_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000004, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000001, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ6Kx1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ6Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·qdotvnniQ6Kx1x2(SB), NOSPLIT, $64-80
+qdotvnniQ6Kx1x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x30303030, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x20202020, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU32    q6kidx<>+0(SB), Y5
+	SHRQ         $0x03, SI
+
+qdotvnniQ6Kx1x2_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ6Kx1x2_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4288(AX)
+	PREFETCHNTA  4305(AX)
+	VPBROADCASTW 208(AX), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       (BX), Y6, Y6
+	VMOVUPS      Y6, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4288(AX)(CX*1)
+	PREFETCHNTA  4305(AX)(CX*1)
+	VPBROADCASTW 208(AX)(CX*1), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       (BX), Y6, Y6
+	VMOVUPS      Y6, 32(SP)
+	VMOVDQU32    (DX), Y6
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     Y6, Y4, Y8
+	VPXORD       Y7, Y7, Y7
+	VPSUBD       Y8, Y7, Y7
+	VMOVDQU32    (AX), Y17
+	VPANDD       Y2, Y17, Y17
+	VMOVDQU32    128(AX), Y18
+	VPSLLW       $0x04, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VPORD        Y18, Y17, Y17
+	VPMOVSXBD    192(AX), X16
+	VPERMD       Y16, Y5, Y16
+	VMOVDQA32    Y7, Y18
+	VPDPBUSD     Y6, Y17, Y18
+	VPMULLD      Y16, Y18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VBROADCASTSS (SP), Y17
+	VFMADD231PS  Y17, Y18, Y0
+	VMOVDQU32    (AX)(CX*1), Y17
+	VPANDD       Y2, Y17, Y17
+	VMOVDQU32    128(AX)(CX*1), Y18
+	VPSLLW       $0x04, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VPORD        Y18, Y17, Y17
+	VPMOVSXBD    192(AX)(CX*1), X16
+	VPERMD       Y16, Y5, Y16
+	VMOVDQA32    Y7, Y18
+	VPDPBUSD     Y6, Y17, Y18
+	VPMULLD      Y16, Y18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VBROADCASTSS 32(SP), Y17
+	VFMADD231PS  Y17, Y18, Y1
+	VMOVDQU32    32(DX), Y6
+	VPXORD       Y9, Y9, Y9
+	VPDPBUSD     Y6, Y4, Y9
+	VPXORD       Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU32    32(AX), Y17
+	VPANDD       Y2, Y17, Y17
+	VMOVDQU32    128(AX), Y18
+	VPSLLW       $0x02, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VPORD        Y18, Y17, Y17
+	VPMOVSXBD    194(AX), X16
+	VPERMD       Y16, Y5, Y16
+	VMOVDQA32    Y7, Y18
+	VPDPBUSD     Y6, Y17, Y18
+	VPMULLD      Y16, Y18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VBROADCASTSS 4(SP), Y17
+	VFMADD231PS  Y17, Y18, Y0
+	VMOVDQU32    32(AX)(CX*1), Y17
+	VPANDD       Y2, Y17, Y17
+	VMOVDQU32    128(AX)(CX*1), Y18
+	VPSLLW       $0x02, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VPORD        Y18, Y17, Y17
+	VPMOVSXBD    194(AX)(CX*1), X16
+	VPERMD       Y16, Y5, Y16
+	VMOVDQA32    Y7, Y18
+	VPDPBUSD     Y6, Y17, Y18
+	VPMULLD      Y16, Y18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VBROADCASTSS 36(SP), Y17
+	VFMADD231PS  Y17, Y18, Y1
+	VMOVDQU32    64(DX), Y6
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y6, Y4, Y10
+	VPXORD       Y7, Y7, Y7
+	VPSUBD       Y10, Y7, Y7
+	VMOVDQU32    (AX), Y17
+	VPSRLW       $0x04, Y17, Y17
+	VPANDD       Y2, Y17, Y17
+	VMOVDQU32    128(AX), Y18
+	VPANDD       Y3, Y18, Y18
+	VPORD        Y18, Y17, Y17
+	VPMOVSXBD    196(AX), X16
+	VPERMD       Y16, Y5, Y16
+	VMOVDQA32    Y7, Y18
+	VPDPBUSD     Y6, Y17, Y18
+	VPMULLD      Y16, Y18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VBROADCASTSS 8(SP), Y17
+	VFMADD231PS  Y17, Y18, Y0
+	VMOVDQU32    (AX)(CX*1), Y17
+	VPSRLW       $0x04, Y17, Y17
+	VPANDD       Y2, Y17, Y17
+	VMOVDQU32    128(AX)(CX*1), Y18
+	VPANDD       Y3, Y18, Y18
+	VPORD        Y18, Y17, Y17
+	VPMOVSXBD    196(AX)(CX*1), X16
+	VPERMD       Y16, Y5, Y16
+	VMOVDQA32    Y7, Y18
+	VPDPBUSD     Y6, Y17, Y18
+	VPMULLD      Y16, Y18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VBROADCASTSS 40(SP), Y17
+	VFMADD231PS  Y17, Y18, Y1
+	VMOVDQU32    96(DX), Y6
+	VPXORD       Y11, Y11, Y11
+	VPDPBUSD     Y6, Y4, Y11
+	VPXORD       Y7, Y7, Y7
+	VPSUBD       Y11, Y7, Y7
+	VMOVDQU32    32(AX), Y17
+	VPSRLW       $0x04, Y17, Y17
+	VPANDD       Y2, Y17, Y17
+	VMOVDQU32    128(AX), Y18
+	VPSRLW       $0x02, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VPORD        Y18, Y17, Y17
+	VPMOVSXBD    198(AX), X16
+	VPERMD       Y16, Y5, Y16
+	VMOVDQA32    Y7, Y18
+	VPDPBUSD     Y6, Y17, Y18
+	VPMULLD      Y16, Y18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VBROADCASTSS 12(SP), Y17
+	VFMADD231PS  Y17, Y18, Y0
+	VMOVDQU32    32(AX)(CX*1), Y17
+	VPSRLW       $0x04, Y17, Y17
+	VPANDD       Y2, Y17, Y17
+	VMOVDQU32    128(AX)(CX*1), Y18
+	VPSRLW       $0x02, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VPORD        Y18, Y17, Y17
+	VPMOVSXBD    198(AX)(CX*1), X16
+	VPERMD       Y16, Y5, Y16
+	VMOVDQA32    Y7, Y18
+	VPDPBUSD     Y6, Y17, Y18
+	VPMULLD      Y16, Y18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VBROADCASTSS 44(SP), Y17
+	VFMADD231PS  Y17, Y18, Y1
+	VMOVDQU32    128(DX), Y6
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y6, Y4, Y12
+	VPXORD       Y7, Y7, Y7
+	VPSUBD       Y12, Y7, Y7
+	VMOVDQU32    64(AX), Y17
+	VPANDD       Y2, Y17, Y17
+	VMOVDQU32    160(AX), Y18
+	VPSLLW       $0x04, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VPORD        Y18, Y17, Y17
+	VPMOVSXBD    200(AX), X16
+	VPERMD       Y16, Y5, Y16
+	VMOVDQA32    Y7, Y18
+	VPDPBUSD     Y6, Y17, Y18
+	VPMULLD      Y16, Y18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VBROADCASTSS 16(SP), Y17
+	VFMADD231PS  Y17, Y18, Y0
+	VMOVDQU32    64(AX)(CX*1), Y17
+	VPANDD       Y2, Y17, Y17
+	VMOVDQU32    160(AX)(CX*1), Y18
+	VPSLLW       $0x04, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VPORD        Y18, Y17, Y17
+	VPMOVSXBD    200(AX)(CX*1), X16
+	VPERMD       Y16, Y5, Y16
+	VMOVDQA32    Y7, Y18
+	VPDPBUSD     Y6, Y17, Y18
+	VPMULLD      Y16, Y18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VBROADCASTSS 48(SP), Y17
+	VFMADD231PS  Y17, Y18, Y1
+	VMOVDQU32    160(DX), Y6
+	VPXORD       Y13, Y13, Y13
+	VPDPBUSD     Y6, Y4, Y13
+	VPXORD       Y7, Y7, Y7
+	VPSUBD       Y13, Y7, Y7
+	VMOVDQU32    96(AX), Y17
+	VPANDD       Y2, Y17, Y17
+	VMOVDQU32    160(AX), Y18
+	VPSLLW       $0x02, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VPORD        Y18, Y17, Y17
+	VPMOVSXBD    202(AX), X16
+	VPERMD       Y16, Y5, Y16
+	VMOVDQA32    Y7, Y18
+	VPDPBUSD     Y6, Y17, Y18
+	VPMULLD      Y16, Y18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VBROADCASTSS 20(SP), Y17
+	VFMADD231PS  Y17, Y18, Y0
+	VMOVDQU32    96(AX)(CX*1), Y17
+	VPANDD       Y2, Y17, Y17
+	VMOVDQU32    160(AX)(CX*1), Y18
+	VPSLLW       $0x02, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VPORD        Y18, Y17, Y17
+	VPMOVSXBD    202(AX)(CX*1), X16
+	VPERMD       Y16, Y5, Y16
+	VMOVDQA32    Y7, Y18
+	VPDPBUSD     Y6, Y17, Y18
+	VPMULLD      Y16, Y18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VBROADCASTSS 52(SP), Y17
+	VFMADD231PS  Y17, Y18, Y1
+	VMOVDQU32    192(DX), Y6
+	VPXORD       Y14, Y14, Y14
+	VPDPBUSD     Y6, Y4, Y14
+	VPXORD       Y7, Y7, Y7
+	VPSUBD       Y14, Y7, Y7
+	VMOVDQU32    64(AX), Y17
+	VPSRLW       $0x04, Y17, Y17
+	VPANDD       Y2, Y17, Y17
+	VMOVDQU32    160(AX), Y18
+	VPANDD       Y3, Y18, Y18
+	VPORD        Y18, Y17, Y17
+	VPMOVSXBD    204(AX), X16
+	VPERMD       Y16, Y5, Y16
+	VMOVDQA32    Y7, Y18
+	VPDPBUSD     Y6, Y17, Y18
+	VPMULLD      Y16, Y18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VBROADCASTSS 24(SP), Y17
+	VFMADD231PS  Y17, Y18, Y0
+	VMOVDQU32    64(AX)(CX*1), Y17
+	VPSRLW       $0x04, Y17, Y17
+	VPANDD       Y2, Y17, Y17
+	VMOVDQU32    160(AX)(CX*1), Y18
+	VPANDD       Y3, Y18, Y18
+	VPORD        Y18, Y17, Y17
+	VPMOVSXBD    204(AX)(CX*1), X16
+	VPERMD       Y16, Y5, Y16
+	VMOVDQA32    Y7, Y18
+	VPDPBUSD     Y6, Y17, Y18
+	VPMULLD      Y16, Y18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VBROADCASTSS 56(SP), Y17
+	VFMADD231PS  Y17, Y18, Y1
+	VMOVDQU32    224(DX), Y6
+	VPXORD       Y15, Y15, Y15
+	VPDPBUSD     Y6, Y4, Y15
+	VPXORD       Y7, Y7, Y7
+	VPSUBD       Y15, Y7, Y7
+	VMOVDQU32    96(AX), Y17
+	VPSRLW       $0x04, Y17, Y17
+	VPANDD       Y2, Y17, Y17
+	VMOVDQU32    160(AX), Y18
+	VPSRLW       $0x02, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VPORD        Y18, Y17, Y17
+	VPMOVSXBD    206(AX), X16
+	VPERMD       Y16, Y5, Y16
+	VMOVDQA32    Y7, Y18
+	VPDPBUSD     Y6, Y17, Y18
+	VPMULLD      Y16, Y18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VBROADCASTSS 28(SP), Y17
+	VFMADD231PS  Y17, Y18, Y0
+	VMOVDQU32    96(AX)(CX*1), Y17
+	VPSRLW       $0x04, Y17, Y17
+	VPANDD       Y2, Y17, Y17
+	VMOVDQU32    160(AX)(CX*1), Y18
+	VPSRLW       $0x02, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VPORD        Y18, Y17, Y17
+	VPMOVSXBD    206(AX)(CX*1), X16
+	VPERMD       Y16, Y5, Y16
+	VMOVDQA32    Y7, Y18
+	VPDPBUSD     Y6, Y17, Y18
+	VPMULLD      Y16, Y18, Y18
+	VCVTDQ2PS    Y18, Y18
+	VBROADCASTSS 60(SP), Y17
+	VFMADD231PS  Y17, Y18, Y1
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotvnniQ6Kx1x2_loop
+
+qdotvnniQ6Kx1x2_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VADDPS        X2, X0, X0
+	VPERMILPS     $0x4e, X0, X2
+	VADDPS        X2, X0, X0
+	VPERMILPS     $0xb1, X0, X2
+	VADDSS        X2, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0x4e, X1, X2
+	VADDPS        X2, X1, X1
+	VPERMILPS     $0xb1, X1, X2
+	VADDSS        X2, X1, X1
+	VMOVSS        X1, 4(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000008, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000002, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ6Kx1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ6Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·qdotvnniQ6Kx1x3(SB), NOSPLIT, $96-80
+qdotvnniQ6Kx1x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x30303030, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x20202020, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+	VMOVDQU32    q6kidx<>+0(SB), Y6
+	SHRQ         $0x03, SI
+
+qdotvnniQ6Kx1x3_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ6Kx1x3_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4288(AX)
+	PREFETCHNTA  4305(AX)
+	VPBROADCASTW 208(AX), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       (BX), Y7, Y7
+	VMOVUPS      Y7, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4288(AX)(CX*1)
+	PREFETCHNTA  4305(AX)(CX*1)
+	VPBROADCASTW 208(AX)(CX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       (BX), Y7, Y7
+	VMOVUPS      Y7, 32(SP)
+	PREFETCHNTA  4096(AX)(CX*2)
+	PREFETCHNTA  4160(AX)(CX*2)
+	PREFETCHNTA  4224(AX)(CX*2)
+	PREFETCHNTA  4288(AX)(CX*2)
+	PREFETCHNTA  4305(AX)(CX*2)
+	VPBROADCASTW 208(AX)(CX*2), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       (BX), Y7, Y7
+	VMOVUPS      Y7, 64(SP)
+	VMOVDQU32    (DX), Y7
+	VPXORD       Y9, Y9, Y9
+	VPDPBUSD     Y7, Y5, Y9
+	VPXORD       Y8, Y8, Y8
+	VPSUBD       Y9, Y8, Y8
+	VMOVDQU32    (AX), Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    128(AX), Y19
+	VPSLLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    192(AX), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS (SP), Y18
+	VFMADD231PS  Y18, Y19, Y0
+	VMOVDQU32    (AX)(CX*1), Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    128(AX)(CX*1), Y19
+	VPSLLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    192(AX)(CX*1), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 32(SP), Y18
+	VFMADD231PS  Y18, Y19, Y1
+	VMOVDQU32    (AX)(CX*2), Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    128(AX)(CX*2), Y19
+	VPSLLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    192(AX)(CX*2), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 64(SP), Y18
+	VFMADD231PS  Y18, Y19, Y2
+	VMOVDQU32    32(DX), Y7
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y7, Y5, Y10
+	VPXORD       Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU32    32(AX), Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    128(AX), Y19
+	VPSLLW       $0x02, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    194(AX), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 4(SP), Y18
+	VFMADD231PS  Y18, Y19, Y0
+	VMOVDQU32    32(AX)(CX*1), Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    128(AX)(CX*1), Y19
+	VPSLLW       $0x02, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    194(AX)(CX*1), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 36(SP), Y18
+	VFMADD231PS  Y18, Y19, Y1
+	VMOVDQU32    32(AX)(CX*2), Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    128(AX)(CX*2), Y19
+	VPSLLW       $0x02, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    194(AX)(CX*2), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 68(SP), Y18
+	VFMADD231PS  Y18, Y19, Y2
+	VMOVDQU32    64(DX), Y7
+	VPXORD       Y11, Y11, Y11
+	VPDPBUSD     Y7, Y5, Y11
+	VPXORD       Y8, Y8, Y8
+	VPSUBD       Y11, Y8, Y8
+	VMOVDQU32    (AX), Y18
+	VPSRLW       $0x04, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    128(AX), Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    196(AX), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 8(SP), Y18
+	VFMADD231PS  Y18, Y19, Y0
+	VMOVDQU32    (AX)(CX*1), Y18
+	VPSRLW       $0x04, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    128(AX)(CX*1), Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    196(AX)(CX*1), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 40(SP), Y18
+	VFMADD231PS  Y18, Y19, Y1
+	VMOVDQU32    (AX)(CX*2), Y18
+	VPSRLW       $0x04, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    128(AX)(CX*2), Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    196(AX)(CX*2), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 72(SP), Y18
+	VFMADD231PS  Y18, Y19, Y2
+	VMOVDQU32    96(DX), Y7
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y7, Y5, Y12
+	VPXORD       Y8, Y8, Y8
+	VPSUBD       Y12, Y8, Y8
+	VMOVDQU32    32(AX), Y18
+	VPSRLW       $0x04, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    128(AX), Y19
+	VPSRLW       $0x02, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    198(AX), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 12(SP), Y18
+	VFMADD231PS  Y18, Y19, Y0
+	VMOVDQU32    32(AX)(CX*1), Y18
+	VPSRLW       $0x04, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    128(AX)(CX*1), Y19
+	VPSRLW       $0x02, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    198(AX)(CX*1), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 44(SP), Y18
+	VFMADD231PS  Y18, Y19, Y1
+	VMOVDQU32    32(AX)(CX*2), Y18
+	VPSRLW       $0x04, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    128(AX)(CX*2), Y19
+	VPSRLW       $0x02, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    198(AX)(CX*2), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 76(SP), Y18
+	VFMADD231PS  Y18, Y19, Y2
+	VMOVDQU32    128(DX), Y7
+	VPXORD       Y13, Y13, Y13
+	VPDPBUSD     Y7, Y5, Y13
+	VPXORD       Y8, Y8, Y8
+	VPSUBD       Y13, Y8, Y8
+	VMOVDQU32    64(AX), Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    160(AX), Y19
+	VPSLLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    200(AX), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 16(SP), Y18
+	VFMADD231PS  Y18, Y19, Y0
+	VMOVDQU32    64(AX)(CX*1), Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    160(AX)(CX*1), Y19
+	VPSLLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    200(AX)(CX*1), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 48(SP), Y18
+	VFMADD231PS  Y18, Y19, Y1
+	VMOVDQU32    64(AX)(CX*2), Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    160(AX)(CX*2), Y19
+	VPSLLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    200(AX)(CX*2), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 80(SP), Y18
+	VFMADD231PS  Y18, Y19, Y2
+	VMOVDQU32    160(DX), Y7
+	VPXORD       Y14, Y14, Y14
+	VPDPBUSD     Y7, Y5, Y14
+	VPXORD       Y8, Y8, Y8
+	VPSUBD       Y14, Y8, Y8
+	VMOVDQU32    96(AX), Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    160(AX), Y19
+	VPSLLW       $0x02, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    202(AX), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 20(SP), Y18
+	VFMADD231PS  Y18, Y19, Y0
+	VMOVDQU32    96(AX)(CX*1), Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    160(AX)(CX*1), Y19
+	VPSLLW       $0x02, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    202(AX)(CX*1), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 52(SP), Y18
+	VFMADD231PS  Y18, Y19, Y1
+	VMOVDQU32    96(AX)(CX*2), Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    160(AX)(CX*2), Y19
+	VPSLLW       $0x02, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    202(AX)(CX*2), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 84(SP), Y18
+	VFMADD231PS  Y18, Y19, Y2
+	VMOVDQU32    192(DX), Y7
+	VPXORD       Y15, Y15, Y15
+	VPDPBUSD     Y7, Y5, Y15
+	VPXORD       Y8, Y8, Y8
+	VPSUBD       Y15, Y8, Y8
+	VMOVDQU32    64(AX), Y18
+	VPSRLW       $0x04, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    160(AX), Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    204(AX), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 24(SP), Y18
+	VFMADD231PS  Y18, Y19, Y0
+	VMOVDQU32    64(AX)(CX*1), Y18
+	VPSRLW       $0x04, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    160(AX)(CX*1), Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    204(AX)(CX*1), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 56(SP), Y18
+	VFMADD231PS  Y18, Y19, Y1
+	VMOVDQU32    64(AX)(CX*2), Y18
+	VPSRLW       $0x04, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    160(AX)(CX*2), Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    204(AX)(CX*2), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 88(SP), Y18
+	VFMADD231PS  Y18, Y19, Y2
+	VMOVDQU32    224(DX), Y7
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y7, Y5, Y16
+	VPXORD       Y8, Y8, Y8
+	VPSUBD       Y16, Y8, Y8
+	VMOVDQU32    96(AX), Y18
+	VPSRLW       $0x04, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    160(AX), Y19
+	VPSRLW       $0x02, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    206(AX), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 28(SP), Y18
+	VFMADD231PS  Y18, Y19, Y0
+	VMOVDQU32    96(AX)(CX*1), Y18
+	VPSRLW       $0x04, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    160(AX)(CX*1), Y19
+	VPSRLW       $0x02, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    206(AX)(CX*1), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 60(SP), Y18
+	VFMADD231PS  Y18, Y19, Y1
+	VMOVDQU32    96(AX)(CX*2), Y18
+	VPSRLW       $0x04, Y18, Y18
+	VPANDD       Y3, Y18, Y18
+	VMOVDQU32    160(AX)(CX*2), Y19
+	VPSRLW       $0x02, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VPORD        Y19, Y18, Y18
+	VPMOVSXBD    206(AX)(CX*2), X17
+	VPERMD       Y17, Y6, Y17
+	VMOVDQA32    Y8, Y19
+	VPDPBUSD     Y7, Y18, Y19
+	VPMULLD      Y17, Y19, Y19
+	VCVTDQ2PS    Y19, Y19
+	VBROADCASTSS 92(SP), Y18
+	VFMADD231PS  Y18, Y19, Y2
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotvnniQ6Kx1x3_loop
+
+qdotvnniQ6Kx1x3_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X3
+	VADDPS        X3, X0, X0
+	VPERMILPS     $0x4e, X0, X3
+	VADDPS        X3, X0, X0
+	VPERMILPS     $0xb1, X0, X3
+	VADDSS        X3, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0x4e, X1, X3
+	VADDPS        X3, X1, X1
+	VPERMILPS     $0xb1, X1, X3
+	VADDSS        X3, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0x4e, X2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0xb1, X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, 8(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x0000000c, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000003, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ6Kx1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotvnniQ6Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
+TEXT ·qdotvnniQ6Kx1x4(SB), NOSPLIT, $128-80
+qdotvnniQ6Kx1x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VPXORD       Y0, Y0, Y0
+	VPXORD       Y1, Y1, Y1
+	VPXORD       Y2, Y2, Y2
+	VPXORD       Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x30303030, R8
+	VMOVD        R8, X5
+	VPBROADCASTD X5, Y5
+	MOVL         $0x20202020, R8
+	VMOVD        R8, X6
+	VPBROADCASTD X6, Y6
+	VMOVDQU32    q6kidx<>+0(SB), Y7
+	SHRQ         $0x03, SI
+
+qdotvnniQ6Kx1x4_loop:
+	TESTQ        SI, SI
+	JZ           qdotvnniQ6Kx1x4_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4288(AX)
+	PREFETCHNTA  4305(AX)
+	VPBROADCASTW 208(AX), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       (BX), Y8, Y8
+	VMOVUPS      Y8, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4288(AX)(CX*1)
+	PREFETCHNTA  4305(AX)(CX*1)
+	VPBROADCASTW 208(AX)(CX*1), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       (BX), Y8, Y8
+	VMOVUPS      Y8, 32(SP)
+	PREFETCHNTA  4096(AX)(CX*2)
+	PREFETCHNTA  4160(AX)(CX*2)
+	PREFETCHNTA  4224(AX)(CX*2)
+	PREFETCHNTA  4288(AX)(CX*2)
+	PREFETCHNTA  4305(AX)(CX*2)
+	VPBROADCASTW 208(AX)(CX*2), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       (BX), Y8, Y8
+	VMOVUPS      Y8, 64(SP)
+	PREFETCHNTA  4096(DI)
+	PREFETCHNTA  4160(DI)
+	PREFETCHNTA  4224(DI)
+	PREFETCHNTA  4288(DI)
+	PREFETCHNTA  4305(DI)
+	VPBROADCASTW 208(DI), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       (BX), Y8, Y8
+	VMOVUPS      Y8, 96(SP)
+	VMOVDQU32    (DX), Y8
+	VPXORD       Y10, Y10, Y10
+	VPDPBUSD     Y8, Y6, Y10
+	VPXORD       Y9, Y9, Y9
+	VPSUBD       Y10, Y9, Y9
+	VMOVDQU32    (AX), Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    128(AX), Y20
+	VPSLLW       $0x04, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    192(AX), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS (SP), Y19
+	VFMADD231PS  Y19, Y20, Y0
+	VMOVDQU32    (AX)(CX*1), Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    128(AX)(CX*1), Y20
+	VPSLLW       $0x04, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    192(AX)(CX*1), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 32(SP), Y19
+	VFMADD231PS  Y19, Y20, Y1
+	VMOVDQU32    (AX)(CX*2), Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    128(AX)(CX*2), Y20
+	VPSLLW       $0x04, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    192(AX)(CX*2), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 64(SP), Y19
+	VFMADD231PS  Y19, Y20, Y2
+	VMOVDQU32    (DI), Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    128(DI), Y20
+	VPSLLW       $0x04, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    192(DI), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 96(SP), Y19
+	VFMADD231PS  Y19, Y20, Y3
+	VMOVDQU32    32(DX), Y8
+	VPXORD       Y11, Y11, Y11
+	VPDPBUSD     Y8, Y6, Y11
+	VPXORD       Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU32    32(AX), Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    128(AX), Y20
+	VPSLLW       $0x02, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    194(AX), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 4(SP), Y19
+	VFMADD231PS  Y19, Y20, Y0
+	VMOVDQU32    32(AX)(CX*1), Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    128(AX)(CX*1), Y20
+	VPSLLW       $0x02, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    194(AX)(CX*1), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 36(SP), Y19
+	VFMADD231PS  Y19, Y20, Y1
+	VMOVDQU32    32(AX)(CX*2), Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    128(AX)(CX*2), Y20
+	VPSLLW       $0x02, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    194(AX)(CX*2), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 68(SP), Y19
+	VFMADD231PS  Y19, Y20, Y2
+	VMOVDQU32    32(DI), Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    128(DI), Y20
+	VPSLLW       $0x02, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    194(DI), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 100(SP), Y19
+	VFMADD231PS  Y19, Y20, Y3
+	VMOVDQU32    64(DX), Y8
+	VPXORD       Y12, Y12, Y12
+	VPDPBUSD     Y8, Y6, Y12
+	VPXORD       Y9, Y9, Y9
+	VPSUBD       Y12, Y9, Y9
+	VMOVDQU32    (AX), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    128(AX), Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    196(AX), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 8(SP), Y19
+	VFMADD231PS  Y19, Y20, Y0
+	VMOVDQU32    (AX)(CX*1), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    128(AX)(CX*1), Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    196(AX)(CX*1), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 40(SP), Y19
+	VFMADD231PS  Y19, Y20, Y1
+	VMOVDQU32    (AX)(CX*2), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    128(AX)(CX*2), Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    196(AX)(CX*2), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 72(SP), Y19
+	VFMADD231PS  Y19, Y20, Y2
+	VMOVDQU32    (DI), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    128(DI), Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    196(DI), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 104(SP), Y19
+	VFMADD231PS  Y19, Y20, Y3
+	VMOVDQU32    96(DX), Y8
+	VPXORD       Y13, Y13, Y13
+	VPDPBUSD     Y8, Y6, Y13
+	VPXORD       Y9, Y9, Y9
+	VPSUBD       Y13, Y9, Y9
+	VMOVDQU32    32(AX), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    128(AX), Y20
+	VPSRLW       $0x02, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    198(AX), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 12(SP), Y19
+	VFMADD231PS  Y19, Y20, Y0
+	VMOVDQU32    32(AX)(CX*1), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    128(AX)(CX*1), Y20
+	VPSRLW       $0x02, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    198(AX)(CX*1), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 44(SP), Y19
+	VFMADD231PS  Y19, Y20, Y1
+	VMOVDQU32    32(AX)(CX*2), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    128(AX)(CX*2), Y20
+	VPSRLW       $0x02, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    198(AX)(CX*2), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 76(SP), Y19
+	VFMADD231PS  Y19, Y20, Y2
+	VMOVDQU32    32(DI), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    128(DI), Y20
+	VPSRLW       $0x02, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    198(DI), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 108(SP), Y19
+	VFMADD231PS  Y19, Y20, Y3
+	VMOVDQU32    128(DX), Y8
+	VPXORD       Y14, Y14, Y14
+	VPDPBUSD     Y8, Y6, Y14
+	VPXORD       Y9, Y9, Y9
+	VPSUBD       Y14, Y9, Y9
+	VMOVDQU32    64(AX), Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    160(AX), Y20
+	VPSLLW       $0x04, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    200(AX), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 16(SP), Y19
+	VFMADD231PS  Y19, Y20, Y0
+	VMOVDQU32    64(AX)(CX*1), Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    160(AX)(CX*1), Y20
+	VPSLLW       $0x04, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    200(AX)(CX*1), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 48(SP), Y19
+	VFMADD231PS  Y19, Y20, Y1
+	VMOVDQU32    64(AX)(CX*2), Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    160(AX)(CX*2), Y20
+	VPSLLW       $0x04, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    200(AX)(CX*2), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 80(SP), Y19
+	VFMADD231PS  Y19, Y20, Y2
+	VMOVDQU32    64(DI), Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    160(DI), Y20
+	VPSLLW       $0x04, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    200(DI), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 112(SP), Y19
+	VFMADD231PS  Y19, Y20, Y3
+	VMOVDQU32    160(DX), Y8
+	VPXORD       Y15, Y15, Y15
+	VPDPBUSD     Y8, Y6, Y15
+	VPXORD       Y9, Y9, Y9
+	VPSUBD       Y15, Y9, Y9
+	VMOVDQU32    96(AX), Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    160(AX), Y20
+	VPSLLW       $0x02, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    202(AX), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 20(SP), Y19
+	VFMADD231PS  Y19, Y20, Y0
+	VMOVDQU32    96(AX)(CX*1), Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    160(AX)(CX*1), Y20
+	VPSLLW       $0x02, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    202(AX)(CX*1), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 52(SP), Y19
+	VFMADD231PS  Y19, Y20, Y1
+	VMOVDQU32    96(AX)(CX*2), Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    160(AX)(CX*2), Y20
+	VPSLLW       $0x02, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    202(AX)(CX*2), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 84(SP), Y19
+	VFMADD231PS  Y19, Y20, Y2
+	VMOVDQU32    96(DI), Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    160(DI), Y20
+	VPSLLW       $0x02, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    202(DI), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 116(SP), Y19
+	VFMADD231PS  Y19, Y20, Y3
+	VMOVDQU32    192(DX), Y8
+	VPXORD       Y16, Y16, Y16
+	VPDPBUSD     Y8, Y6, Y16
+	VPXORD       Y9, Y9, Y9
+	VPSUBD       Y16, Y9, Y9
+	VMOVDQU32    64(AX), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    160(AX), Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    204(AX), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 24(SP), Y19
+	VFMADD231PS  Y19, Y20, Y0
+	VMOVDQU32    64(AX)(CX*1), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    160(AX)(CX*1), Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    204(AX)(CX*1), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 56(SP), Y19
+	VFMADD231PS  Y19, Y20, Y1
+	VMOVDQU32    64(AX)(CX*2), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    160(AX)(CX*2), Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    204(AX)(CX*2), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 88(SP), Y19
+	VFMADD231PS  Y19, Y20, Y2
+	VMOVDQU32    64(DI), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    160(DI), Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    204(DI), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 120(SP), Y19
+	VFMADD231PS  Y19, Y20, Y3
+	VMOVDQU32    224(DX), Y8
+	VPXORD       Y17, Y17, Y17
+	VPDPBUSD     Y8, Y6, Y17
+	VPXORD       Y9, Y9, Y9
+	VPSUBD       Y17, Y9, Y9
+	VMOVDQU32    96(AX), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    160(AX), Y20
+	VPSRLW       $0x02, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    206(AX), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 28(SP), Y19
+	VFMADD231PS  Y19, Y20, Y0
+	VMOVDQU32    96(AX)(CX*1), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    160(AX)(CX*1), Y20
+	VPSRLW       $0x02, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    206(AX)(CX*1), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 60(SP), Y19
+	VFMADD231PS  Y19, Y20, Y1
+	VMOVDQU32    96(AX)(CX*2), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    160(AX)(CX*2), Y20
+	VPSRLW       $0x02, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    206(AX)(CX*2), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 92(SP), Y19
+	VFMADD231PS  Y19, Y20, Y2
+	VMOVDQU32    96(DI), Y19
+	VPSRLW       $0x04, Y19, Y19
+	VPANDD       Y4, Y19, Y19
+	VMOVDQU32    160(DI), Y20
+	VPSRLW       $0x02, Y20, Y20
+	VPANDD       Y5, Y20, Y20
+	VPORD        Y20, Y19, Y19
+	VPMOVSXBD    206(DI), X18
+	VPERMD       Y18, Y7, Y18
+	VMOVDQA32    Y9, Y20
+	VPDPBUSD     Y8, Y19, Y20
+	VPMULLD      Y18, Y20, Y20
+	VCVTDQ2PS    Y20, Y20
+	VBROADCASTSS 124(SP), Y19
+	VFMADD231PS  Y19, Y20, Y3
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x000000d2, DI
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotvnniQ6Kx1x4_loop
+
+qdotvnniQ6Kx1x4_done:
+	MOVQ          dst+56(FP), AX
+	MOVQ          ds+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0x4e, X0, X4
+	VADDPS        X4, X0, X0
+	VPERMILPS     $0xb1, X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0x4e, X1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0xb1, X1, X4
+	VADDSS        X4, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0x4e, X2, X4
+	VADDPS        X4, X2, X2
+	VPERMILPS     $0xb1, X2, X4
+	VADDSS        X4, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0x4e, X3, X4
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0xb1, X3, X4
+	VADDSS        X4, X3, X3
+	VMOVSS        X3, 12(AX)
+	MOVQ          dst+56(FP), AX
+	ADDQ          $0x00000010, AX
+	MOVQ          AX, dst+56(FP)
+	MOVQ          w+0(FP), AX
+	MOVQ          ws+8(FP), CX
+	IMUL3Q        $0x00000004, CX, CX
+	ADDQ          CX, AX
+	MOVQ          AX, w+0(FP)
+	MOVQ          groups+72(FP), AX
+	DECQ          AX
+	MOVQ          AX, groups+72(FP)
+	JNZ           qdotvnniQ6Kx1x4_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q8_0x1x1(SB), NOSPLIT, $0-80
+qdotavx2Q8_0x1x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+48(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+qdotavx2Q8_0x1x1_loop:
+	TESTQ        BX, BX
+	JZ           qdotavx2Q8_0x1x1_done
+	VMOVDQU      (CX), Y2
+	VBROADCASTSS (DX), Y3
+	VMOVDQU      2(AX), Y4
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X5
+	VCVTPH2PS    X5, Y5
+	VPSIGNB      Y4, Y2, Y2
+	VPABSB       Y4, Y4
+	VPMADDUBSW   Y2, Y4, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y5, Y3, Y4
+	VFMADD231PS  Y4, Y2, Y1
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	DECQ         BX
+	JMP          qdotavx2Q8_0x1x1_loop
+
+qdotavx2Q8_0x1x1_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q8_0x1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q8_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q8_0x1x2(SB), NOSPLIT, $0-80
+qdotavx2Q8_0x1x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+
+qdotavx2Q8_0x1x2_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q8_0x1x2_done
+	VMOVDQU      (DX), Y3
+	VBROADCASTSS (BX), Y4
+	VMOVDQU      2(AX), Y5
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, Y7
+	VPSIGNB      Y5, Y3, Y6
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y6, Y5, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y7, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y1
+	VMOVDQU      2(AX)(CX*1), Y5
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X6
+	VCVTPH2PS    X6, Y7
+	VPSIGNB      Y5, Y3, Y3
+	VPABSB       Y5, Y5
+	VPMADDUBSW   Y3, Y5, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y7, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y2
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2Q8_0x1x2_loop
+
+qdotavx2Q8_0x1x2_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q8_0x1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q8_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q8_0x1x3(SB), NOSPLIT, $0-80
+qdotavx2Q8_0x1x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+
+qdotavx2Q8_0x1x3_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q8_0x1x3_done
+	VMOVDQU      (DX), Y4
+	VBROADCASTSS (BX), Y5
+	VMOVDQU      2(AX), Y6
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X7
+	VCVTPH2PS    X7, Y8
+	VPSIGNB      Y6, Y4, Y7
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y5, Y6
+	VFMADD231PS  Y6, Y7, Y1
+	VMOVDQU      2(AX)(CX*1), Y6
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X7
+	VCVTPH2PS    X7, Y8
+	VPSIGNB      Y6, Y4, Y7
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y5, Y6
+	VFMADD231PS  Y6, Y7, Y2
+	VMOVDQU      2(AX)(CX*2), Y6
+	PREFETCHNTA  4096(AX)(CX*2)
+	VPBROADCASTW (AX)(CX*2), X7
+	VCVTPH2PS    X7, Y8
+	VPSIGNB      Y6, Y4, Y4
+	VPABSB       Y6, Y6
+	VPMADDUBSW   Y4, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y5, Y6
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2Q8_0x1x3_loop
+
+qdotavx2Q8_0x1x3_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q8_0x1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q8_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q8_0x1x4(SB), NOSPLIT, $0-80
+qdotavx2Q8_0x1x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+
+qdotavx2Q8_0x1x4_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q8_0x1x4_done
+	VMOVDQU      (DX), Y5
+	VBROADCASTSS (BX), Y6
+	VMOVDQU      2(AX), Y7
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, Y9
+	VPSIGNB      Y7, Y5, Y8
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y8, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y9, Y6, Y7
+	VFMADD231PS  Y7, Y8, Y1
+	VMOVDQU      2(AX)(CX*1), Y7
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X8
+	VCVTPH2PS    X8, Y9
+	VPSIGNB      Y7, Y5, Y8
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y8, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y9, Y6, Y7
+	VFMADD231PS  Y7, Y8, Y2
+	VMOVDQU      2(AX)(CX*2), Y7
+	PREFETCHNTA  4096(AX)(CX*2)
+	VPBROADCASTW (AX)(CX*2), X8
+	VCVTPH2PS    X8, Y9
+	VPSIGNB      Y7, Y5, Y8
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y8, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y9, Y6, Y7
+	VFMADD231PS  Y7, Y8, Y3
+	VMOVDQU      2(DI), Y7
+	PREFETCHNTA  4096(DI)
+	VPBROADCASTW (DI), X8
+	VCVTPH2PS    X8, Y9
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y7
+	VPMADDUBSW   Y5, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y9, Y6, Y7
+	VFMADD231PS  Y7, Y8, Y4
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000022, DI
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2Q8_0x1x4_loop
+
+qdotavx2Q8_0x1x4_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q8_0x1x4_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q4_0x1x1(SB), NOSPLIT, $0-80
+qdotavx2Q4_0x1x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+48(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	MOVL         $0x08080808, SI
+	VMOVD        SI, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X3
+	VPBROADCASTD X3, Y3
+
+qdotavx2Q4_0x1x1_loop:
+	TESTQ        BX, BX
+	JZ           qdotavx2Q4_0x1x1_done
+	VMOVDQU      (CX), Y4
+	VBROADCASTSS (DX), Y5
+	VPMADDUBSW   Y4, Y2, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y8, Y6, Y6
+	VMOVDQU      2(AX), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, Y8
+	VPMADDUBSW   Y4, Y7, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPADDD       Y6, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y8, Y5, Y5
+	VFMADD231PS  Y5, Y4, Y1
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	DECQ         BX
+	JMP          qdotavx2Q4_0x1x1_loop
+
+qdotavx2Q4_0x1x1_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4_0x1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q4_0x1x2(SB), NOSPLIT, $0-80
+qdotavx2Q4_0x1x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	MOVL         $0x08080808, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+
+qdotavx2Q4_0x1x2_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q4_0x1x2_done
+	VMOVDQU      (DX), Y5
+	VBROADCASTSS (BX), Y6
+	VPMADDUBSW   Y5, Y3, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      2(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        Y4, Y8, Y8
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X9
+	VCVTPH2PS    X9, Y10
+	VPMADDUBSW   Y5, Y8, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPADDD       Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y6, Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      2(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        Y4, Y8, Y8
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X9
+	VCVTPH2PS    X9, Y10
+	VPMADDUBSW   Y5, Y8, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPADDD       Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y6, Y10
+	VFMADD231PS  Y10, Y9, Y2
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2Q4_0x1x2_loop
+
+qdotavx2Q4_0x1x2_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4_0x1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q4_0x1x3(SB), NOSPLIT, $0-80
+qdotavx2Q4_0x1x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	MOVL         $0x08080808, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+
+qdotavx2Q4_0x1x3_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q4_0x1x3_done
+	VMOVDQU      (DX), Y6
+	VBROADCASTSS (BX), Y7
+	VPMADDUBSW   Y6, Y4, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y10, Y8, Y8
+	VMOVDQU      2(AX), X9
+	VPSRLW       $0x04, X9, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPAND        Y5, Y9, Y9
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X10
+	VCVTPH2PS    X10, Y11
+	VPMADDUBSW   Y6, Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y11, Y7, Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      2(AX)(CX*1), X9
+	VPSRLW       $0x04, X9, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPAND        Y5, Y9, Y9
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X10
+	VCVTPH2PS    X10, Y11
+	VPMADDUBSW   Y6, Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y11, Y7, Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VMOVDQU      2(AX)(CX*2), X9
+	VPSRLW       $0x04, X9, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPAND        Y5, Y9, Y9
+	PREFETCHNTA  4096(AX)(CX*2)
+	VPBROADCASTW (AX)(CX*2), X10
+	VCVTPH2PS    X10, Y11
+	VPMADDUBSW   Y6, Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y11, Y7, Y11
+	VFMADD231PS  Y11, Y10, Y3
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2Q4_0x1x3_loop
+
+qdotavx2Q4_0x1x3_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4_0x1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q4_0x1x4(SB), NOSPLIT, $0-80
+qdotavx2Q4_0x1x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	MOVL         $0x08080808, R8
+	VMOVD        R8, X5
+	VPBROADCASTD X5, Y5
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X6
+	VPBROADCASTD X6, Y6
+
+qdotavx2Q4_0x1x4_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q4_0x1x4_done
+	VMOVDQU      (DX), Y7
+	VBROADCASTSS (BX), Y8
+	VPMADDUBSW   Y7, Y5, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y11, Y9, Y9
+	VMOVDQU      2(AX), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPAND        Y6, Y10, Y10
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X11
+	VCVTPH2PS    X11, Y12
+	VPMADDUBSW   Y7, Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y12, Y8, Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      2(AX)(CX*1), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPAND        Y6, Y10, Y10
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X11
+	VCVTPH2PS    X11, Y12
+	VPMADDUBSW   Y7, Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y12, Y8, Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      2(AX)(CX*2), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPAND        Y6, Y10, Y10
+	PREFETCHNTA  4096(AX)(CX*2)
+	VPBROADCASTW (AX)(CX*2), X11
+	VCVTPH2PS    X11, Y12
+	VPMADDUBSW   Y7, Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y12, Y8, Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      2(DI), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPAND        Y6, Y10, Y10
+	PREFETCHNTA  4096(DI)
+	VPBROADCASTW (DI), X11
+	VCVTPH2PS    X11, Y12
+	VPMADDUBSW   Y7, Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y12, Y8, Y12
+	VFMADD231PS  Y12, Y11, Y4
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000012, DI
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2Q4_0x1x4_loop
+
+qdotavx2Q4_0x1x4_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4_0x1x4_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q4Kx1x1(SB), NOSPLIT, $32-80
+qdotavx2Q4Kx1x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         xs+32(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	SHRQ         $0x03, SI
+
+qdotavx2Q4Kx1x1_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q4Kx1x1_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4239(AX)
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         R9, R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X5
+	VPINSRD      $0x01, R10, X5, X5
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         DI, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R9
+	ANDL         $0x3f3f3f3f, DI
+	VMOVD        DI, X4
+	VPINSRD      $0x01, R9, X4, X4
+	VPMOVZXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VPMOVZXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y4, Y6, Y4
+	VPBROADCASTW 2(AX), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y5, Y6, Y5
+	VMOVUPS      (DX), Y6
+	VCVTDQ2PS    (BX), Y7
+	VMULPS       Y7, Y6, Y7
+	VFMADD231PS  Y7, Y5, Y2
+	VMULPS       Y6, Y4, Y6
+	VMOVUPS      Y6, (SP)
+	VMOVDQU      (CX), Y4
+	VMOVDQU      16(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      32(CX), Y4
+	VMOVDQU      16(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 4(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      64(CX), Y4
+	VMOVDQU      48(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 8(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      96(CX), Y4
+	VMOVDQU      48(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 12(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      128(CX), Y4
+	VMOVDQU      80(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 16(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      160(CX), Y4
+	VMOVDQU      80(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 20(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      192(CX), Y4
+	VMOVDQU      112(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 24(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      224(CX), Y4
+	VMOVDQU      112(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 28(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotavx2Q4Kx1x1_loop
+
+qdotavx2Q4Kx1x1_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VSUBSS       X2, X1, X1
+	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4Kx1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q4Kx1x2(SB), NOSPLIT, $64-80
+qdotavx2Q4Kx1x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         nb+48(FP), DI
+	MOVL         $0x00010001, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X5
+	VPBROADCASTD X5, Y5
+	SHRQ         $0x03, DI
+
+qdotavx2Q4Kx1x2_loop:
+	TESTQ        DI, DI
+	JZ           qdotavx2Q4Kx1x2_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4239(AX)
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R10, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X7
+	VPINSRD      $0x01, R11, X7, X7
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X6
+	VPINSRD      $0x01, R10, X6, X6
+	VPMOVZXBD    X6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y6, Y8, Y6
+	VPBROADCASTW 2(AX), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y7, Y8, Y7
+	VMOVUPS      (BX), Y8
+	VCVTDQ2PS    (SI), Y9
+	VMULPS       Y9, Y8, Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMULPS       Y8, Y6, Y8
+	VMOVUPS      Y8, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4239(AX)(CX*1)
+	MOVL         4(AX)(CX*1), R8
+	MOVL         8(AX)(CX*1), R9
+	MOVL         12(AX)(CX*1), R10
+	MOVL         R10, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X7
+	VPINSRD      $0x01, R11, X7, X7
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X6
+	VPINSRD      $0x01, R10, X6, X6
+	VPMOVZXBD    X6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPBROADCASTW (AX)(CX*1), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y6, Y8, Y6
+	VPBROADCASTW 2(AX)(CX*1), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y7, Y8, Y7
+	VMOVUPS      (BX), Y8
+	VCVTDQ2PS    (SI), Y9
+	VMULPS       Y9, Y8, Y9
+	VFMADD231PS  Y9, Y7, Y4
+	VMULPS       Y8, Y6, Y8
+	VMOVUPS      Y8, 32(SP)
+	VMOVDQU      (DX), Y6
+	VMOVDQU      16(AX), Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      16(AX)(CX*1), Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      32(DX), Y6
+	VMOVDQU      16(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      16(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      64(DX), Y6
+	VMOVDQU      48(AX), Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      48(AX)(CX*1), Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      96(DX), Y6
+	VMOVDQU      48(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      48(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      128(DX), Y6
+	VMOVDQU      80(AX), Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      80(AX)(CX*1), Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      160(DX), Y6
+	VMOVDQU      80(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      80(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      192(DX), Y6
+	VMOVDQU      112(AX), Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      112(AX)(CX*1), Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      224(DX), Y6
+	VMOVDQU      112(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 28(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      112(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 60(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, SI
+	DECQ         DI
+	JMP          qdotavx2Q4Kx1x2_loop
+
+qdotavx2Q4Kx1x2_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VSUBSS       X3, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VSUBSS       X4, X2, X2
+	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4Kx1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q4Kx1x3(SB), NOSPLIT, $96-80
+qdotavx2Q4Kx1x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         nb+48(FP), DI
+	MOVL         $0x00010001, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X7
+	VPBROADCASTD X7, Y7
+	SHRQ         $0x03, DI
+
+qdotavx2Q4Kx1x3_loop:
+	TESTQ        DI, DI
+	JZ           qdotavx2Q4Kx1x3_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4239(AX)
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R10, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X9
+	VPINSRD      $0x01, R11, X9, X9
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X8
+	VPINSRD      $0x01, R10, X8, X8
+	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTW (AX), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y8, Y10, Y8
+	VPBROADCASTW 2(AX), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y9, Y10, Y9
+	VMOVUPS      (BX), Y10
+	VCVTDQ2PS    (SI), Y11
+	VMULPS       Y11, Y10, Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VMULPS       Y10, Y8, Y10
+	VMOVUPS      Y10, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4239(AX)(CX*1)
+	MOVL         4(AX)(CX*1), R8
+	MOVL         8(AX)(CX*1), R9
+	MOVL         12(AX)(CX*1), R10
+	MOVL         R10, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X9
+	VPINSRD      $0x01, R11, X9, X9
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X8
+	VPINSRD      $0x01, R10, X8, X8
+	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTW (AX)(CX*1), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y8, Y10, Y8
+	VPBROADCASTW 2(AX)(CX*1), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y9, Y10, Y9
+	VMOVUPS      (BX), Y10
+	VCVTDQ2PS    (SI), Y11
+	VMULPS       Y11, Y10, Y11
+	VFMADD231PS  Y11, Y9, Y5
+	VMULPS       Y10, Y8, Y10
+	VMOVUPS      Y10, 32(SP)
+	PREFETCHNTA  4096(AX)(CX*2)
+	PREFETCHNTA  4160(AX)(CX*2)
+	PREFETCHNTA  4224(AX)(CX*2)
+	PREFETCHNTA  4239(AX)(CX*2)
+	MOVL         4(AX)(CX*2), R8
+	MOVL         8(AX)(CX*2), R9
+	MOVL         12(AX)(CX*2), R10
+	MOVL         R10, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X9
+	VPINSRD      $0x01, R11, X9, X9
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X8
+	VPINSRD      $0x01, R10, X8, X8
+	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTW (AX)(CX*2), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y8, Y10, Y8
+	VPBROADCASTW 2(AX)(CX*2), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y9, Y10, Y9
+	VMOVUPS      (BX), Y10
+	VCVTDQ2PS    (SI), Y11
+	VMULPS       Y11, Y10, Y11
+	VFMADD231PS  Y11, Y9, Y6
+	VMULPS       Y10, Y8, Y10
+	VMOVUPS      Y10, 64(SP)
+	VMOVDQU      (DX), Y8
+	VMOVDQU      16(AX), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      16(AX)(CX*1), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 32(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      16(AX)(CX*2), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 64(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      32(DX), Y8
+	VMOVDQU      16(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 4(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      16(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 36(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      16(AX)(CX*2), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 68(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      64(DX), Y8
+	VMOVDQU      48(AX), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 8(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      48(AX)(CX*1), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 40(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      48(AX)(CX*2), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 72(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      96(DX), Y8
+	VMOVDQU      48(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 12(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      48(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 44(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      48(AX)(CX*2), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 76(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      128(DX), Y8
+	VMOVDQU      80(AX), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 16(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      80(AX)(CX*1), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 48(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      80(AX)(CX*2), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 80(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      160(DX), Y8
+	VMOVDQU      80(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 20(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      80(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 52(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      80(AX)(CX*2), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 84(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      192(DX), Y8
+	VMOVDQU      112(AX), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 24(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      112(AX)(CX*1), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 56(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      112(AX)(CX*2), Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 88(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      224(DX), Y8
+	VMOVDQU      112(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 28(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      112(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 60(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      112(AX)(CX*2), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 92(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, SI
+	DECQ         DI
+	JMP          qdotavx2Q4Kx1x3_loop
+
+qdotavx2Q4Kx1x3_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VSUBSS       X4, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0x4e, X5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0xb1, X5, X0
+	VADDSS       X0, X5, X5
+	VSUBSS       X5, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VPERMILPS    $0x4e, X6, X0
+	VADDPS       X0, X6, X6
+	VPERMILPS    $0xb1, X6, X0
+	VADDSS       X0, X6, X6
+	VSUBSS       X6, X3, X3
+	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4Kx1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q4Kx1x4(SB), NOSPLIT, $128-80
+qdotavx2Q4Kx1x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         nb+48(FP), DI
+	MOVL         $0x00010001, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), R8
+	ADDQ         CX, R8
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X9
+	VPBROADCASTD X9, Y9
+	SHRQ         $0x03, DI
+
+qdotavx2Q4Kx1x4_loop:
+	TESTQ        DI, DI
+	JZ           qdotavx2Q4Kx1x4_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4239(AX)
+	MOVL         4(AX), R9
+	MOVL         8(AX), R10
+	MOVL         12(AX), R11
+	MOVL         R11, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X11
+	VPINSRD      $0x01, R12, X11, X11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X10
+	VPINSRD      $0x01, R11, X10, X10
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VPBROADCASTW (AX), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y10, Y12, Y10
+	VPBROADCASTW 2(AX), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y11, Y12, Y11
+	VMOVUPS      (BX), Y12
+	VCVTDQ2PS    (SI), Y13
+	VMULPS       Y13, Y12, Y13
+	VFMADD231PS  Y13, Y11, Y5
+	VMULPS       Y12, Y10, Y12
+	VMOVUPS      Y12, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4239(AX)(CX*1)
+	MOVL         4(AX)(CX*1), R9
+	MOVL         8(AX)(CX*1), R10
+	MOVL         12(AX)(CX*1), R11
+	MOVL         R11, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X11
+	VPINSRD      $0x01, R12, X11, X11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X10
+	VPINSRD      $0x01, R11, X10, X10
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VPBROADCASTW (AX)(CX*1), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y10, Y12, Y10
+	VPBROADCASTW 2(AX)(CX*1), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y11, Y12, Y11
+	VMOVUPS      (BX), Y12
+	VCVTDQ2PS    (SI), Y13
+	VMULPS       Y13, Y12, Y13
+	VFMADD231PS  Y13, Y11, Y6
+	VMULPS       Y12, Y10, Y12
+	VMOVUPS      Y12, 32(SP)
+	PREFETCHNTA  4096(AX)(CX*2)
+	PREFETCHNTA  4160(AX)(CX*2)
+	PREFETCHNTA  4224(AX)(CX*2)
+	PREFETCHNTA  4239(AX)(CX*2)
+	MOVL         4(AX)(CX*2), R9
+	MOVL         8(AX)(CX*2), R10
+	MOVL         12(AX)(CX*2), R11
+	MOVL         R11, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X11
+	VPINSRD      $0x01, R12, X11, X11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X10
+	VPINSRD      $0x01, R11, X10, X10
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VPBROADCASTW (AX)(CX*2), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y10, Y12, Y10
+	VPBROADCASTW 2(AX)(CX*2), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y11, Y12, Y11
+	VMOVUPS      (BX), Y12
+	VCVTDQ2PS    (SI), Y13
+	VMULPS       Y13, Y12, Y13
+	VFMADD231PS  Y13, Y11, Y7
+	VMULPS       Y12, Y10, Y12
+	VMOVUPS      Y12, 64(SP)
+	PREFETCHNTA  4096(R8)
+	PREFETCHNTA  4160(R8)
+	PREFETCHNTA  4224(R8)
+	PREFETCHNTA  4239(R8)
+	MOVL         4(R8), R9
+	MOVL         8(R8), R10
+	MOVL         12(R8), R11
+	MOVL         R11, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X11
+	VPINSRD      $0x01, R12, X11, X11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X10
+	VPINSRD      $0x01, R11, X10, X10
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VPBROADCASTW (R8), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y10, Y12, Y10
+	VPBROADCASTW 2(R8), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y11, Y12, Y11
+	VMOVUPS      (BX), Y12
+	VCVTDQ2PS    (SI), Y13
+	VMULPS       Y13, Y12, Y13
+	VFMADD231PS  Y13, Y11, Y8
+	VMULPS       Y12, Y10, Y12
+	VMOVUPS      Y12, 96(SP)
+	VMOVDQU      (DX), Y10
+	VMOVDQU      16(AX), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      16(AX)(CX*1), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 32(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      16(AX)(CX*2), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 64(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      16(R8), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 96(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVDQU      32(DX), Y10
+	VMOVDQU      16(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 4(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      16(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 36(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      16(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 68(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      16(R8), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 100(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVDQU      64(DX), Y10
+	VMOVDQU      48(AX), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 8(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      48(AX)(CX*1), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 40(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      48(AX)(CX*2), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 72(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      48(R8), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 104(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVDQU      96(DX), Y10
+	VMOVDQU      48(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 12(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      48(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 44(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      48(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 76(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      48(R8), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 108(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVDQU      128(DX), Y10
+	VMOVDQU      80(AX), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 16(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      80(AX)(CX*1), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 48(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      80(AX)(CX*2), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 80(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      80(R8), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 112(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVDQU      160(DX), Y10
+	VMOVDQU      80(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 20(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      80(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 52(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      80(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 84(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      80(R8), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 116(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVDQU      192(DX), Y10
+	VMOVDQU      112(AX), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 24(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      112(AX)(CX*1), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 56(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      112(AX)(CX*2), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 88(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      112(R8), Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 120(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVDQU      224(DX), Y10
+	VMOVDQU      112(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 28(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      112(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 60(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      112(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 92(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      112(R8), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 124(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000090, R8
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, SI
+	DECQ         DI
+	JMP          qdotavx2Q4Kx1x4_loop
+
+qdotavx2Q4Kx1x4_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0x4e, X5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0xb1, X5, X0
+	VADDSS       X0, X5, X5
+	VSUBSS       X5, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VPERMILPS    $0x4e, X6, X0
+	VADDPS       X0, X6, X6
+	VPERMILPS    $0xb1, X6, X0
+	VADDSS       X0, X6, X6
+	VSUBSS       X6, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VPERMILPS    $0x4e, X7, X0
+	VADDPS       X0, X7, X7
+	VPERMILPS    $0xb1, X7, X0
+	VADDSS       X0, X7, X7
+	VSUBSS       X7, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X8
+	VPERMILPS    $0x4e, X8, X0
+	VADDPS       X0, X8, X8
+	VPERMILPS    $0xb1, X8, X0
+	VADDSS       X0, X8, X8
+	VSUBSS       X8, X4, X4
+	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4Kx1x4_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q6Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q6Kx1x1(SB), NOSPLIT, $32-80
+qdotavx2Q6Kx1x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+48(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x30303030, SI
+	VMOVD        SI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x20202020, SI
+	VMOVD        SI, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      q6kidx<>+0(SB), Y5
+	SHRQ         $0x03, BX
+
+qdotavx2Q6Kx1x1_loop:
+	TESTQ        BX, BX
+	JZ           qdotavx2Q6Kx1x1_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4288(AX)
+	PREFETCHNTA  4305(AX)
+	VPBROADCASTW 208(AX), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       (DX), Y6, Y6
+	VMOVUPS      Y6, (SP)
+	VMOVDQU      (CX), Y6
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y9, Y8, Y8
+	VMOVDQU      (AX), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMOVSXBD    192(AX), X7
+	VPERMD       Y7, Y5, Y7
+	VPMADDUBSW   Y6, Y9, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y8, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      32(CX), Y6
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y9, Y8, Y8
+	VMOVDQU      32(AX), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMOVSXBD    194(AX), X7
+	VPERMD       Y7, Y5, Y7
+	VPMADDUBSW   Y6, Y9, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y8, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      64(CX), Y6
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y9, Y8, Y8
+	VMOVDQU      (AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMOVSXBD    196(AX), X7
+	VPERMD       Y7, Y5, Y7
+	VPMADDUBSW   Y6, Y9, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y8, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      96(CX), Y6
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y9, Y8, Y8
+	VMOVDQU      32(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMOVSXBD    198(AX), X7
+	VPERMD       Y7, Y5, Y7
+	VPMADDUBSW   Y6, Y9, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y8, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      128(CX), Y6
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y9, Y8, Y8
+	VMOVDQU      64(AX), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX), Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMOVSXBD    200(AX), X7
+	VPERMD       Y7, Y5, Y7
+	VPMADDUBSW   Y6, Y9, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y8, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      160(CX), Y6
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y9, Y8, Y8
+	VMOVDQU      96(AX), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMOVSXBD    202(AX), X7
+	VPERMD       Y7, Y5, Y7
+	VPMADDUBSW   Y6, Y9, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y8, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      192(CX), Y6
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y9, Y8, Y8
+	VMOVDQU      64(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMOVSXBD    204(AX), X7
+	VPERMD       Y7, Y5, Y7
+	VPMADDUBSW   Y6, Y9, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y8, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      224(CX), Y6
+	VPMADDUBSW   Y6, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y9, Y8, Y8
+	VMOVDQU      96(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMOVSXBD    206(AX), X7
+	VPERMD       Y7, Y5, Y7
+	VPMADDUBSW   Y6, Y9, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y8, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 28(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         BX
+	JMP          qdotavx2Q6Kx1x1_loop
+
+qdotavx2Q6Kx1x1_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q6Kx1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q6Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q6Kx1x2(SB), NOSPLIT, $64-80
+qdotavx2Q6Kx1x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x30303030, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x20202020, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+	VMOVDQU      q6kidx<>+0(SB), Y6
+	SHRQ         $0x03, SI
+
+qdotavx2Q6Kx1x2_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q6Kx1x2_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4288(AX)
+	PREFETCHNTA  4305(AX)
+	VPBROADCASTW 208(AX), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       (BX), Y7, Y7
+	VMOVUPS      Y7, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4288(AX)(CX*1)
+	PREFETCHNTA  4305(AX)(CX*1)
+	VPBROADCASTW 208(AX)(CX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       (BX), Y7, Y7
+	VMOVUPS      Y7, 32(SP)
+	VMOVDQU      (DX), Y7
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y10, Y9, Y9
+	VMOVDQU      (AX), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMOVSXBD    192(AX), X8
+	VPERMD       Y8, Y6, Y8
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y9, Y10, Y10
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      (AX)(CX*1), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX)(CX*1), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMOVSXBD    192(AX)(CX*1), X8
+	VPERMD       Y8, Y6, Y8
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y9, Y10, Y10
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 32(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VMOVDQU      32(DX), Y7
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y10, Y9, Y9
+	VMOVDQU      32(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMOVSXBD    194(AX), X8
+	VPERMD       Y8, Y6, Y8
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y9, Y10, Y10
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 4(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      32(AX)(CX*1), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX)(CX*1), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMOVSXBD    194(AX)(CX*1), X8
+	VPERMD       Y8, Y6, Y8
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y9, Y10, Y10
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 36(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VMOVDQU      64(DX), Y7
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y10, Y9, Y9
+	VMOVDQU      (AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX), Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMOVSXBD    196(AX), X8
+	VPERMD       Y8, Y6, Y8
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y9, Y10, Y10
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 8(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      (AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMOVSXBD    196(AX)(CX*1), X8
+	VPERMD       Y8, Y6, Y8
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y9, Y10, Y10
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 40(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VMOVDQU      96(DX), Y7
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y10, Y9, Y9
+	VMOVDQU      32(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMOVSXBD    198(AX), X8
+	VPERMD       Y8, Y6, Y8
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y9, Y10, Y10
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 12(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      32(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      128(AX)(CX*1), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMOVSXBD    198(AX)(CX*1), X8
+	VPERMD       Y8, Y6, Y8
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y9, Y10, Y10
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 44(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VMOVDQU      128(DX), Y7
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y10, Y9, Y9
+	VMOVDQU      64(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMOVSXBD    200(AX), X8
+	VPERMD       Y8, Y6, Y8
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y9, Y10, Y10
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 16(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      64(AX)(CX*1), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX)(CX*1), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMOVSXBD    200(AX)(CX*1), X8
+	VPERMD       Y8, Y6, Y8
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y9, Y10, Y10
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 48(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VMOVDQU      160(DX), Y7
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y10, Y9, Y9
+	VMOVDQU      96(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMOVSXBD    202(AX), X8
+	VPERMD       Y8, Y6, Y8
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y9, Y10, Y10
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 20(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      96(AX)(CX*1), Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX)(CX*1), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMOVSXBD    202(AX)(CX*1), X8
+	VPERMD       Y8, Y6, Y8
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y9, Y10, Y10
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 52(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VMOVDQU      192(DX), Y7
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y10, Y9, Y9
+	VMOVDQU      64(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX), Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMOVSXBD    204(AX), X8
+	VPERMD       Y8, Y6, Y8
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y9, Y10, Y10
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 24(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      64(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMOVSXBD    204(AX)(CX*1), X8
+	VPERMD       Y8, Y6, Y8
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y9, Y10, Y10
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 56(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VMOVDQU      224(DX), Y7
+	VPMADDUBSW   Y7, Y5, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y10, Y9, Y9
+	VMOVDQU      96(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMOVSXBD    206(AX), X8
+	VPERMD       Y8, Y6, Y8
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y9, Y10, Y10
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 28(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMOVDQU      96(AX)(CX*1), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VMOVDQU      160(AX)(CX*1), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMOVSXBD    206(AX)(CX*1), X8
+	VPERMD       Y8, Y6, Y8
+	VPMADDUBSW   Y7, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y9, Y10, Y10
+	VPMULLD      Y8, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 60(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotavx2Q6Kx1x2_loop
+
+qdotavx2Q6Kx1x2_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q6Kx1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q6Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q6Kx1x3(SB), NOSPLIT, $96-80
+qdotavx2Q6Kx1x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x30303030, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+	MOVL         $0x20202020, DI
+	VMOVD        DI, X6
+	VPBROADCASTD X6, Y6
+	VMOVDQU      q6kidx<>+0(SB), Y7
+	SHRQ         $0x03, SI
+
+qdotavx2Q6Kx1x3_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q6Kx1x3_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4288(AX)
+	PREFETCHNTA  4305(AX)
+	VPBROADCASTW 208(AX), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       (BX), Y8, Y8
+	VMOVUPS      Y8, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4288(AX)(CX*1)
+	PREFETCHNTA  4305(AX)(CX*1)
+	VPBROADCASTW 208(AX)(CX*1), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       (BX), Y8, Y8
+	VMOVUPS      Y8, 32(SP)
+	PREFETCHNTA  4096(AX)(CX*2)
+	PREFETCHNTA  4160(AX)(CX*2)
+	PREFETCHNTA  4224(AX)(CX*2)
+	PREFETCHNTA  4288(AX)(CX*2)
+	PREFETCHNTA  4305(AX)(CX*2)
+	VPBROADCASTW 208(AX)(CX*2), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       (BX), Y8, Y8
+	VMOVUPS      Y8, 64(SP)
+	VMOVDQU      (DX), Y8
+	VPMADDUBSW   Y8, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y11, Y10, Y10
+	VMOVDQU      (AX), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    192(AX), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      (AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*1), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    192(AX)(CX*1), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 32(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      (AX)(CX*2), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*2), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    192(AX)(CX*2), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 64(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      32(DX), Y8
+	VPMADDUBSW   Y8, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y11, Y10, Y10
+	VMOVDQU      32(AX), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    194(AX), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 4(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      32(AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*1), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    194(AX)(CX*1), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 36(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      32(AX)(CX*2), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*2), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    194(AX)(CX*2), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 68(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      64(DX), Y8
+	VPMADDUBSW   Y8, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y11, Y10, Y10
+	VMOVDQU      (AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    196(AX), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 8(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      (AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*1), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    196(AX)(CX*1), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 40(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      (AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*2), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    196(AX)(CX*2), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 72(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      96(DX), Y8
+	VPMADDUBSW   Y8, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y11, Y10, Y10
+	VMOVDQU      32(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    198(AX), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 12(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      32(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*1), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    198(AX)(CX*1), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 44(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      32(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      128(AX)(CX*2), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    198(AX)(CX*2), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 76(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      128(DX), Y8
+	VPMADDUBSW   Y8, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y11, Y10, Y10
+	VMOVDQU      64(AX), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    200(AX), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 16(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      64(AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*1), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    200(AX)(CX*1), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 48(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      64(AX)(CX*2), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*2), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    200(AX)(CX*2), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 80(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      160(DX), Y8
+	VPMADDUBSW   Y8, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y11, Y10, Y10
+	VMOVDQU      96(AX), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    202(AX), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 20(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      96(AX)(CX*1), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*1), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    202(AX)(CX*1), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 52(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      96(AX)(CX*2), Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*2), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    202(AX)(CX*2), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 84(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      192(DX), Y8
+	VPMADDUBSW   Y8, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y11, Y10, Y10
+	VMOVDQU      64(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    204(AX), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 24(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      64(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*1), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    204(AX)(CX*1), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 56(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      64(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*2), Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    204(AX)(CX*2), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 88(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      224(DX), Y8
+	VPMADDUBSW   Y8, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y11, Y10, Y10
+	VMOVDQU      96(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    206(AX), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 28(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      96(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*1), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    206(AX)(CX*1), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 60(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      96(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VMOVDQU      160(AX)(CX*2), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMOVSXBD    206(AX)(CX*2), X9
+	VPERMD       Y9, Y7, Y9
+	VPMADDUBSW   Y8, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y10, Y11, Y11
+	VPMULLD      Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 92(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotavx2Q6Kx1x3_loop
+
+qdotavx2Q6Kx1x3_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q6Kx1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q6Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q6Kx1x4(SB), NOSPLIT, $128-80
+qdotavx2Q6Kx1x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X5
+	VPBROADCASTD X5, Y5
+	MOVL         $0x30303030, R8
+	VMOVD        R8, X6
+	VPBROADCASTD X6, Y6
+	MOVL         $0x20202020, R8
+	VMOVD        R8, X7
+	VPBROADCASTD X7, Y7
+	VMOVDQU      q6kidx<>+0(SB), Y8
+	SHRQ         $0x03, SI
+
+qdotavx2Q6Kx1x4_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q6Kx1x4_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4288(AX)
+	PREFETCHNTA  4305(AX)
+	VPBROADCASTW 208(AX), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       (BX), Y9, Y9
+	VMOVUPS      Y9, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4288(AX)(CX*1)
+	PREFETCHNTA  4305(AX)(CX*1)
+	VPBROADCASTW 208(AX)(CX*1), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       (BX), Y9, Y9
+	VMOVUPS      Y9, 32(SP)
+	PREFETCHNTA  4096(AX)(CX*2)
+	PREFETCHNTA  4160(AX)(CX*2)
+	PREFETCHNTA  4224(AX)(CX*2)
+	PREFETCHNTA  4288(AX)(CX*2)
+	PREFETCHNTA  4305(AX)(CX*2)
+	VPBROADCASTW 208(AX)(CX*2), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       (BX), Y9, Y9
+	VMOVUPS      Y9, 64(SP)
+	PREFETCHNTA  4096(DI)
+	PREFETCHNTA  4160(DI)
+	PREFETCHNTA  4224(DI)
+	PREFETCHNTA  4288(DI)
+	PREFETCHNTA  4305(DI)
+	VPBROADCASTW 208(DI), X9
+	VCVTPH2PS    X9, Y9
+	VMULPS       (BX), Y9, Y9
+	VMOVUPS      Y9, 96(SP)
+	VMOVDQU      (DX), Y9
+	VPMADDUBSW   Y9, Y7, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPXOR        Y11, Y11, Y11
+	VPSUBD       Y12, Y11, Y11
+	VMOVDQU      (AX), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX), Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    192(AX), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQU      (AX)(CX*1), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX)(CX*1), Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    192(AX)(CX*1), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 32(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      (AX)(CX*2), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX)(CX*2), Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    192(AX)(CX*2), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 64(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      (DI), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(DI), Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    192(DI), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 96(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVDQU      32(DX), Y9
+	VPMADDUBSW   Y9, Y7, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPXOR        Y11, Y11, Y11
+	VPSUBD       Y12, Y11, Y11
+	VMOVDQU      32(AX), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX), Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    194(AX), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 4(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQU      32(AX)(CX*1), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX)(CX*1), Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    194(AX)(CX*1), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 36(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      32(AX)(CX*2), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX)(CX*2), Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    194(AX)(CX*2), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 68(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      32(DI), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(DI), Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    194(DI), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 100(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVDQU      64(DX), Y9
+	VPMADDUBSW   Y9, Y7, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPXOR        Y11, Y11, Y11
+	VPSUBD       Y12, Y11, Y11
+	VMOVDQU      (AX), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX), Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    196(AX), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 8(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQU      (AX)(CX*1), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX)(CX*1), Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    196(AX)(CX*1), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 40(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      (AX)(CX*2), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX)(CX*2), Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    196(AX)(CX*2), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 72(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      (DI), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(DI), Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    196(DI), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 104(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVDQU      96(DX), Y9
+	VPMADDUBSW   Y9, Y7, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPXOR        Y11, Y11, Y11
+	VPSUBD       Y12, Y11, Y11
+	VMOVDQU      32(AX), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX), Y13
+	VPSRLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    198(AX), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 12(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQU      32(AX)(CX*1), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX)(CX*1), Y13
+	VPSRLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    198(AX)(CX*1), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 44(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      32(AX)(CX*2), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(AX)(CX*2), Y13
+	VPSRLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    198(AX)(CX*2), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 76(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      32(DI), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      128(DI), Y13
+	VPSRLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    198(DI), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 108(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVDQU      128(DX), Y9
+	VPMADDUBSW   Y9, Y7, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPXOR        Y11, Y11, Y11
+	VPSUBD       Y12, Y11, Y11
+	VMOVDQU      64(AX), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX), Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    200(AX), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 16(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQU      64(AX)(CX*1), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX)(CX*1), Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    200(AX)(CX*1), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 48(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      64(AX)(CX*2), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX)(CX*2), Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    200(AX)(CX*2), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 80(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      64(DI), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(DI), Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    200(DI), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 112(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVDQU      160(DX), Y9
+	VPMADDUBSW   Y9, Y7, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPXOR        Y11, Y11, Y11
+	VPSUBD       Y12, Y11, Y11
+	VMOVDQU      96(AX), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX), Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    202(AX), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 20(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQU      96(AX)(CX*1), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX)(CX*1), Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    202(AX)(CX*1), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 52(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      96(AX)(CX*2), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX)(CX*2), Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    202(AX)(CX*2), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 84(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      96(DI), Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(DI), Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    202(DI), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 116(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVDQU      192(DX), Y9
+	VPMADDUBSW   Y9, Y7, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPXOR        Y11, Y11, Y11
+	VPSUBD       Y12, Y11, Y11
+	VMOVDQU      64(AX), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX), Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    204(AX), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 24(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQU      64(AX)(CX*1), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX)(CX*1), Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    204(AX)(CX*1), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 56(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      64(AX)(CX*2), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX)(CX*2), Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    204(AX)(CX*2), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 88(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      64(DI), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(DI), Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    204(DI), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 120(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVDQU      224(DX), Y9
+	VPMADDUBSW   Y9, Y7, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPXOR        Y11, Y11, Y11
+	VPSUBD       Y12, Y11, Y11
+	VMOVDQU      96(AX), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX), Y13
+	VPSRLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    206(AX), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 28(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VMOVDQU      96(AX)(CX*1), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX)(CX*1), Y13
+	VPSRLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    206(AX)(CX*1), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 60(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      96(AX)(CX*2), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(AX)(CX*2), Y13
+	VPSRLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    206(AX)(CX*2), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 92(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      96(DI), Y12
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        Y5, Y12, Y12
+	VMOVDQU      160(DI), Y13
+	VPSRLW       $0x02, Y13, Y13
+	VPAND        Y6, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPMOVSXBD    206(DI), X10
+	VPERMD       Y10, Y8, Y10
+	VPMADDUBSW   Y9, Y12, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y11, Y12, Y12
+	VPMULLD      Y10, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 124(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x000000d2, DI
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotavx2Q6Kx1x4_loop
+
+qdotavx2Q6Kx1x4_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q6Kx1x4_group
+	VZEROUPPER
+	RET
+
+// func quant512Q8(x *float32, q *int8, d *float32, s *int32, nb int)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL
+TEXT ·quant512Q8(SB), NOSPLIT, $0-40
+	MOVQ         x+0(FP), AX
+	MOVQ         q+8(FP), CX
+	MOVQ         d+16(FP), DX
+	MOVQ         s+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	MOVL         $0x7fffffff, DI
+	VPBROADCASTD DI, Z0
+	MOVL         $0x42fe0000, DI
+	VPBROADCASTD DI, Z1
+	MOVL         $0x3f800000, DI
+	VPBROADCASTD DI, Z2
+	VXORPS       X3, X3, X3
+
+q8_loop:
+	TESTQ         SI, SI
+	JZ            q8_done
+	VMOVUPS       (AX), Z4
+	VMOVUPS       64(AX), Z5
+	VANDPS        Z0, Z4, Z6
+	VANDPS        Z0, Z5, Z7
+	VMAXPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y7
+	VMAXPS        Y7, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X7
+	VMAXPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VMAXPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VMAXSS        X7, X6, X6
+	VDIVSS        X1, X6, X6
+	VMOVSS        X6, (DX)
+	VXORPS        Z7, Z7, Z7
+	VUCOMISS      X3, X6
+	JE            q8_zero
+	VDIVSS        X6, X2, X7
+
+q8_zero:
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z4, Z4
+	VMULPS        Z7, Z5, Z5
+	VCVTPS2DQ     Z4, Z4
+	VCVTPS2DQ     Z5, Z5
+	VPMOVSDB      Z4, (CX)
+	VPMOVSDB      Z5, 16(CX)
+	VPADDD        Z5, Z4, Z4
+	VEXTRACTI64X4 $0x01, Z4, Y7
+	VPADDD        Y7, Y4, Y4
+	VEXTRACTI32X4 $0x01, Y4, X7
+	VPADDD        X7, X4, X4
+	VPSHUFD       $0x4e, X4, X7
+	VPADDD        X7, X4, X4
+	VPSHUFD       $0xb1, X4, X7
+	VPADDD        X7, X4, X4
+	VMOVD         X4, (BX)
+	ADDQ          $0x00000080, AX
+	ADDQ          $0x00000020, CX
+	ADDQ          $0x00000004, DX
+	ADDQ          $0x00000004, BX
+	DECQ          SI
+	JMP           q8_loop
+
+q8_done:
+	VZEROUPPER
+	RET
+
+// func silu512(gate *float32, up *float32, n int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·silu512(SB), NOSPLIT, $0-24
+	MOVQ         gate+0(FP), AX
+	MOVQ         up+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVL         $0x3f800000, BX
+	VPBROADCASTD BX, Z0
+
+silu_loop:
+	TESTQ        DX, DX
+	JZ           silu_done
+	VMOVUPS      (AX), Z1
+	VXORPS       Z2, Z2, Z2
+	VSUBPS       Z1, Z2, Z2
+	MOVL         $0x3fb8aa3b, BX
+	VPBROADCASTD BX, Z3
+	VMULPS       Z3, Z2, Z2
+	VRNDSCALEPS  $0x00, Z2, Z3
+	VSUBPS       Z3, Z2, Z2
+	MOVL         $0x39218489, BX
+	VPBROADCASTD BX, Z4
+	VMOVAPS      Z4, Z4
+	MOVL         $0x3aaec3ff, BX
+	VPBROADCASTD BX, Z5
+	VFMADD213PS  Z5, Z2, Z4
+	MOVL         $0x3c1d955b, BX
+	VPBROADCASTD BX, Z5
+	VFMADD213PS  Z5, Z2, Z4
+	MOVL         $0x3d635847, BX
+	VPBROADCASTD BX, Z5
+	VFMADD213PS  Z5, Z2, Z4
+	MOVL         $0x3e75fdf0, BX
+	VPBROADCASTD BX, Z5
+	VFMADD213PS  Z5, Z2, Z4
+	MOVL         $0x3f317218, BX
+	VPBROADCASTD BX, Z5
+	VFMADD213PS  Z5, Z2, Z4
+	MOVL         $0x3f800000, BX
+	VPBROADCASTD BX, Z5
+	VFMADD213PS  Z5, Z2, Z4
+	VSCALEFPS    Z3, Z4, Z4
+	VADDPS       Z0, Z4, Z4
+	VDIVPS       Z4, Z1, Z1
+	VMULPS       (CX), Z1, Z1
+	VMOVUPS      Z1, (AX)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x00000010, DX
+	JMP          silu_loop
+
+silu_done:
 	VZEROUPPER
 	RET

@@ -1,6 +1,7 @@
 // Package quant owns the GGML tensor element types: their block layouts,
-// conversion to float32, quantization from float32, and dot products of a
-// quantized row with a float32 vector.
+// conversion to float32, quantization from float32, dot products of a
+// quantized row with a float32 vector, and the 8-bit quantization of
+// activations that integer matrix products use (QuantizeQ8).
 //
 // Every fast routine here has a plain scalar twin in reference.go; tests
 // check one against the other.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 
 	. "github.com/mmcloughlin/avo/build"
@@ -17,10 +18,19 @@ import (
 //
 // with (m, l) in state and o (head_dim) in memory; the caller divides o by
 // l after the last block. s is 16 floats of scratch. K and V are F32 or F16.
-func attnBlock(f16 bool) {
+func attnBlock(f16 bool) { attnBlockHD(f16, 0) }
+
+// attnBlockHD emits the step for one head width (0: any multiple of 16,
+// read at run time). A fixed width up to 128 keeps the value sums of all
+// its 16-lane columns in registers, key after key, so the columns' chains
+// overlap; each lane still sums o·c + Σ_j p_j v_j in the same order.
+func attnBlockHD(f16 bool, fixed int) {
 	name, kvBytes := "attn512F32", 64
 	if f16 {
 		name, kvBytes = "attn512F16", 32
+	}
+	if fixed > 0 {
+		name = fmt.Sprintf("%sd%d", name, fixed)
 	}
 	TEXT(name, NOSPLIT, "func(q *float32, k, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)")
 	q := Load(Param("q"), GP64())
@@ -41,12 +51,34 @@ func attnBlock(f16 bool) {
 	kr := Load(Param("k"), GP64())
 	j := GP64()
 	XORQ(j, j)
+	cq, ck := GP64(), GP64()
+	if fixed > 0 {
+		qv := make([]VecVirtual, fixed/16)
+		for c := range qv {
+			qv[c] = ZMM()
+			VMOVUPS(Mem{Base: q, Disp: 64 * c}, qv[c])
+		}
+		Label(name + "_frow")
+		CMPQ(j, n)
+		JGE(LabelRef(name + "_scored"))
+		acc := ZMM()
+		VXORPS(acc, acc, acc)
+		for c := range qv {
+			kv := ZMM()
+			load(Mem{Base: kr, Disp: kvBytes * c}, kv)
+			VFMADD231PS(qv[c], kv, acc)
+		}
+		hsum(acc, true)
+		VMOVSS(acc.AsX(), Mem{Base: sp, Index: j, Scale: 4})
+		ADDQ(stride, kr)
+		INCQ(j)
+		JMP(LabelRef(name + "_frow"))
+	}
 	Label(name + "_row")
 	CMPQ(j, n)
 	JGE(LabelRef(name + "_scored"))
 	acc := ZMM()
 	VXORPS(acc, acc, acc)
-	cq, ck := GP64(), GP64()
 	XORQ(cq, cq)
 	XORQ(ck, ck)
 	Label(name + "_dot")
@@ -102,6 +134,33 @@ func attnBlock(f16 bool) {
 	Comment("Values.")
 	o := Load(Param("o"), GP64())
 	v := Load(Param("v"), GP64())
+	if fixed > 0 {
+		cols := fixed / 16
+		ov := make([]VecVirtual, cols)
+		for c := range ov {
+			ov[c] = ZMM()
+			VMULPS(Mem{Base: o, Disp: 64 * c}, corr, ov[c])
+		}
+		XORQ(j, j)
+		Label(name + "_fvrow")
+		CMPQ(j, n)
+		JGE(LabelRef(name + "_fvdone"))
+		pj := ZMM()
+		VBROADCASTSS(Mem{Base: sp, Index: j, Scale: 4}, pj)
+		for c := range ov {
+			vv := ZMM()
+			load(Mem{Base: v, Disp: kvBytes * c}, vv)
+			VFMADD231PS(pj, vv, ov[c])
+		}
+		ADDQ(stride, v)
+		INCQ(j)
+		JMP(LabelRef(name + "_fvrow"))
+		Label(name + "_fvdone")
+		for c := range ov {
+			VMOVUPS(ov[c], Mem{Base: o, Disp: 64 * c})
+		}
+		JMP(LabelRef(name + "_done"))
+	}
 	XORQ(cq, cq)
 	XORQ(ck, ck)
 	Label(name + "_col")
@@ -170,4 +229,31 @@ func vexp(x VecVirtual) VecVirtual {
 	}
 	VSCALEFPS(i, p, p)
 	return p
+}
+
+// siluMul sets g = g·sigmoid(g)·u over n elements (a multiple of 16), with
+// vexp's e^-g: g/(1+e^-g) is -0 where e^-g overflows, as with math.Exp.
+func siluMul() {
+	TEXT("silu512", NOSPLIT, "func(gate, up *float32, n int)")
+	g, u, n := Load(Param("gate"), GP64()), Load(Param("up"), GP64()), Load(Param("n"), GP64())
+	one := constant(math.Float32bits(1))
+	Label("silu_loop")
+	TESTQ(n, n)
+	JZ(LabelRef("silu_done"))
+	x, neg := ZMM(), ZMM()
+	VMOVUPS(Mem{Base: g}, x)
+	VXORPS(neg, neg, neg)
+	VSUBPS(x, neg, neg)
+	e := vexp(neg)
+	VADDPS(one, e, e)
+	VDIVPS(e, x, x)
+	VMULPS(Mem{Base: u}, x, x)
+	VMOVUPS(x, Mem{Base: g})
+	ADDQ(U32(64), g)
+	ADDQ(U32(64), u)
+	SUBQ(U32(16), n)
+	JMP(LabelRef("silu_loop"))
+	Label("silu_done")
+	VZEROUPPER()
+	RET()
 }

@@ -11,6 +11,8 @@
 //     to memory between K chunks and are summed across lanes by one fixed
 //     tree at the end. Every output element therefore sees the same
 //     arithmetic whatever R, C, the batch or the chunking: batch-invariant.
+//   - qdot{vnni,avx2}{Type}xR: integer dot products of R quantized weight
+//     rows with one token's Q8 activations (qdot.go).
 //   - deq512*: AVX-512 decoders of one row chunk of each weight type into
 //     float32 (the panel the tiles read).
 package main
@@ -42,6 +44,9 @@ func main() {
 			tile(rm, rn, false)
 		}
 	}
+	for rn := 1; rn <= widths512[1]; rn++ {
+		tileOf(1, rn, true, true)
+	}
 	deqF16()
 	deqBF16()
 	deqQ8_0()
@@ -50,8 +55,16 @@ func main() {
 	deqQ6K()
 	attnBlock(false)
 	attnBlock(true)
+	for _, hd := range []int{64, 128} {
+		attnBlockHD(false, hd)
+		attnBlockHD(true, hd)
+	}
+	qdots()
+	quantQ8()
+	siluMul()
 	Generate()
 	writeTable()
+	writeQTable()
 }
 
 // writeTable writes the Go table of tile kernels by shape.
@@ -76,6 +89,11 @@ func writeTable() {
 		}
 		b.WriteString("},\n")
 	}
+	b.WriteString("}\n\n// tiles512h[c] multiplies one token by c F16 weight rows (AVX-512).\n")
+	b.WriteString("var tiles512h = [13]tile512hFn{")
+	for rn := 1; rn <= widths512[1]; rn++ {
+		fmt.Fprintf(&b, "%d: tile512h1x%d, ", rn, rn)
+	}
 	b.WriteString("}\n")
 	out, err := format.Source([]byte(b.String()))
 	if err == nil {
@@ -96,21 +114,45 @@ func writeTable() {
 //	dst, ds: outputs, token t row r at dst[t*ds+r]
 //	mode:  bit 0: continue from acc (else start at zero);
 //	       bit 1: last chunk: sum the lanes into dst (else store acc)
-func tile(rm, rn int, z bool) {
+func tile(rm, rn int, z bool) { tileOf(rm, rn, z, false) }
+
+// tileOf emits a tile; half reads F16 weights (w, ws in halves) and widens
+// them in the load, so each output sees exactly the float32 tile's
+// arithmetic on the decoded panel (the widening is exact).
+func tileOf(rm, rn int, z, half bool) {
 	lanes, name, vec := 16, fmt.Sprintf("tile512x%dx%d", rm, rn), ZMM
+	if half {
+		name = fmt.Sprintf("tile512h%dx%d", rm, rn)
+	}
 	tailType := "uint16"
 	if !z {
 		lanes, name, vec = 8, fmt.Sprintf("tile256x%dx%d", rm, rn), YMM
 		tailType = "int"
 	}
 	vbytes := 4 * lanes
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(x *float32, xs int, w *float32, ws int, steps int, tail %s, acc *float32, dst *float32, ds int, mode int)", tailType))
+	sig := fmt.Sprintf("func(x *float32, xs int, w *float32, ws int, steps int, tail %s, acc *float32, dst *float32, ds int, mode int)", tailType)
+	if half {
+		// groups tiles of rn rows one after another down the rows, in one
+		// pass over K each (mode is last): a decode's row loop stays out
+		// of Go. w and dst advance in the argument frame.
+		sig = strings.Replace(sig, "mode int)", "mode int, groups int)", 1)
+	}
+	TEXT(name, NOSPLIT, sig)
+	if half {
+		Label(name + "_group")
+	}
 	x0 := Load(Param("x"), GP64())
 	xs := Load(Param("xs"), GP64())
 	SHLQ(U8(2), xs)
 	w0 := Load(Param("w"), GP64())
 	ws := Load(Param("ws"), GP64())
-	SHLQ(U8(2), ws)
+	wbytes := 4
+	if half {
+		wbytes = 2
+		SHLQ(U8(1), ws)
+	} else {
+		SHLQ(U8(2), ws)
+	}
 	steps := Load(Param("steps"), GP64())
 	accp := Load(Param("acc"), GP64())
 	mode := Load(Param("mode"), GP64())
@@ -166,12 +208,12 @@ func tile(rm, rn int, z bool) {
 		xv[t] = vec()
 	}
 	wv := vec()
-	step := func(load func(m Mem, v VecVirtual)) {
+	step := func(load, wload func(m Mem, v VecVirtual)) {
 		for t := range xv {
 			load(at(xb, xs, t), xv[t])
 		}
 		for r := 0; r < rn; r++ {
-			load(at(wb, ws, r), wv)
+			wload(at(wb, ws, r), wv)
 			for t := range xv {
 				VFMADD231PS(wv, xv[t], acc[t][r])
 			}
@@ -180,8 +222,16 @@ func tile(rm, rn int, z bool) {
 	Label(name + "_loop")
 	TESTQ(steps, steps)
 	JZ(LabelRef(name + "_tail"))
-	step(func(m Mem, v VecVirtual) { VMOVUPS(m, v) })
-	for _, b := range append(append([]Register{}, wb...), xb...) {
+	load := func(m Mem, v VecVirtual) { VMOVUPS(m, v) }
+	wload := load
+	if half {
+		wload = func(m Mem, v VecVirtual) { VCVTPH2PS(m, v) }
+	}
+	step(load, wload)
+	for _, b := range wb {
+		ADDQ(U32(lanes*wbytes), b)
+	}
+	for _, b := range xb {
 		ADDQ(U32(vbytes), b)
 	}
 	DECQ(steps)
@@ -194,7 +244,12 @@ func tile(rm, rn int, z bool) {
 		JZ(LabelRef(name + "_end"))
 		k := K()
 		KMOVW(tail, k)
-		step(func(m Mem, v VecVirtual) { VMOVUPS_Z(m, k, v) })
+		load := func(m Mem, v VecVirtual) { VMOVUPS_Z(m, k, v) }
+		wload := load
+		if half {
+			wload = func(m Mem, v VecVirtual) { VCVTPH2PS_Z(m, k, v) }
+		}
+		step(load, wload)
 	} else {
 		tail := Load(Param("tail"), GP64())
 		TESTQ(tail, tail)
@@ -206,7 +261,8 @@ func tile(rm, rn int, z bool) {
 		SHLQ(U8(2), tail)
 		SUBQ(tail, tbl)
 		VMOVDQU(Mem{Base: tbl}, mask)
-		step(func(m Mem, v VecVirtual) { VMASKMOVPS(m, mask, v) })
+		load := func(m Mem, v VecVirtual) { VMASKMOVPS(m, mask, v) }
+		step(load, load)
 	}
 
 	Label(name + "_end")
@@ -234,6 +290,19 @@ func tile(rm, rn int, z bool) {
 		if t+1 < rm {
 			ADDQ(ds, dst)
 		}
+	}
+	if half {
+		next := Load(Param("dst"), GP64())
+		ADDQ(U32(4*rn), next)
+		Store(next, Param("dst"))
+		w, step := Load(Param("w"), GP64()), Load(Param("ws"), GP64())
+		IMUL3Q(U32(2*rn), step, step)
+		ADDQ(step, w)
+		Store(w, Param("w"))
+		g := Load(Param("groups"), GP64())
+		DECQ(g)
+		Store(g, Param("groups"))
+		JNZ(LabelRef(name + "_group"))
 	}
 	VZEROUPPER()
 	RET()

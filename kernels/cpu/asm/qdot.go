@@ -1,0 +1,667 @@
+package main
+
+import (
+	"fmt"
+	"go/format"
+	"os"
+	"strings"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The integer dot products of quantized weight rows with Q8 activations
+// (see kernels/cpu/qdot.go for the arithmetic, which these follow lane for
+// lane): qdot{vnni,avx2}{Type}x{T}x{R} compute T tokens × R rows, each
+// output with the same instructions whatever T and R (a tile only shares
+// the loads and the weight-side work between outputs).
+//
+// A block's 8 int32 lanes come from VPDPBUSD (AVX-512 VNNI, unsigned
+// weights × signed activations) or VPMADDUBSW + VPMADDWD (AVX2); both give
+// each lane the exact sum of 4 products, so both ISAs produce the same
+// lanes. Weights are made unsigned by an offset whose product with the
+// activations is subtracted exactly: Q8_0 adds 128 (VNNI) or moves its sign
+// onto the activations (AVX2, whose 16-bit pairs would saturate), Q4_0
+// subtracts 8, Q6_K 32; Q4_K's mins are a separate float term.
+
+var qtypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K"}
+
+const qRows = 4
+
+// qPrefetch is how far ahead of its reads (bytes) a kernel asks for each
+// weight row: a decode streams the weights from DRAM.
+const qPrefetch = 4096
+
+// qTokens is the most tokens a tile takes, by ISA and type: VNNI tiles
+// use all 32 vector registers, AVX2 (VEX) has 16.
+func qTokens(typ string, vnni bool) int {
+	switch {
+	case !vnni || typ == "Q6K":
+		return 1
+	case typ == "Q4K":
+		return 2
+	}
+	return 3
+}
+
+var qonly = os.Getenv("QONLY")
+
+func qdots() {
+	for _, vnni := range []bool{true, false} {
+		for _, t := range qtypes {
+			for tk := 1; tk <= qTokens(t, vnni); tk++ {
+				for r := 1; r <= qRows; r++ {
+					if qonly != "" && qonly != qname(t, tk, r, vnni) {
+						continue
+					}
+					qdot(t, tk, r, vnni)
+				}
+			}
+		}
+	}
+}
+
+func qname(t string, tk, r int, vnni bool) string {
+	isa := "avx2"
+	if vnni {
+		isa = "vnni"
+	}
+	return fmt.Sprintf("qdot%s%sx%dx%d", isa, t, tk, r)
+}
+
+// qctx is the state one kernel's generator shares between its helpers.
+type qctx struct {
+	vnni bool
+	ones VecVirtual // AVX2: sixteen-bit ones for VPMADDWD
+	T, R int
+	// row r's weights at wb[r/3] + (r%3)·ws
+	wb []Register
+	ws Register
+	// token t's activations at q + t·sq, its scales and sums at d, s + t·sd
+	q, d, s, sq, sd Register
+}
+
+// The VNNI kernels may be given registers 16-31, which only EVEX
+// encodings reach: these pick the EVEX mnemonic there.
+func (c *qctx) pand(a, b, d Op) {
+	if c.vnni {
+		VPANDD(a, b, d)
+	} else {
+		VPAND(a, b, d)
+	}
+}
+
+func (c *qctx) pxor(a, b, d Op) {
+	if c.vnni {
+		VPXORD(a, b, d)
+	} else {
+		VPXOR(a, b, d)
+	}
+}
+
+func (c *qctx) por(a, b, d Op) {
+	if c.vnni {
+		VPORD(a, b, d)
+	} else {
+		VPOR(a, b, d)
+	}
+}
+
+func (c *qctx) movdqu(a, d Op) {
+	if c.vnni {
+		VMOVDQU32(a, d)
+	} else {
+		VMOVDQU(a, d)
+	}
+}
+
+func (c *qctx) zero(v VecVirtual) { c.pxor(v, v, v) }
+
+func (c *qctx) row(r, disp int) Mem {
+	m := Mem{Base: c.wb[r/3], Disp: disp}
+	if r%3 != 0 {
+		m.Index, m.Scale = c.ws, uint8(r%3)
+	}
+	return m
+}
+
+// prefetch asks for row r's weights qPrefetch+off bytes ahead (non-temporal), in
+// one-token tiles only: a decode reads each weight once from DRAM, while a
+// prefill's rows are already in cache for the tokens after the first.
+func (c *qctx) prefetch(r, off int) {
+	if c.T == 1 {
+		PREFETCHNTA(c.row(r, qPrefetch+off))
+	}
+}
+
+func tokAt(base, stride Register, t, disp int) Mem {
+	if t == 0 {
+		return Mem{Base: base, Disp: disp}
+	}
+	return Mem{Base: base, Index: stride, Scale: uint8(t), Disp: disp}
+}
+
+func (c *qctx) xq(t, disp int) Mem { return tokAt(c.q, c.sq, t, disp) }
+func (c *qctx) xd(t, disp int) Mem { return tokAt(c.d, c.sd, t, disp) }
+func (c *qctx) xs(t, disp int) Mem { return tokAt(c.s, c.sd, t, disp) }
+
+// advance moves the weights by wb bytes and the activations by qb bytes
+// of quants and db bytes of scales (and sums).
+func (c *qctx) advance(wb, qb, db int) {
+	for _, b := range c.wb {
+		ADDQ(U32(wb), b)
+	}
+	ADDQ(U32(qb), c.q)
+	ADDQ(U32(db), c.d)
+	if c.s != nil {
+		ADDQ(U32(db), c.s)
+	}
+}
+
+// idot sets acc = init + the lanes of u·x (u unsigned bytes, x signed).
+// init nil means zero.
+func (c *qctx) idot(acc, init, u, x VecVirtual) {
+	if c.vnni {
+		if init == nil {
+			c.zero(acc)
+		} else {
+			VMOVDQA32(init, acc)
+		}
+		VPDPBUSD(x, u, acc)
+		return
+	}
+	VPMADDUBSW(x, u, acc)
+	VPMADDWD(c.ones, acc, acc)
+	if init != nil {
+		VPADDD(init, acc, acc)
+	}
+}
+
+// negDot sets neg = -(off·x) per lane: the offset's share of a block.
+func (c *qctx) negDot(neg, off, x VecVirtual) {
+	z := YMM()
+	c.idot(z, nil, off, x)
+	c.zero(neg)
+	VPSUBD(z, neg, neg)
+}
+
+func bcastB(c uint8) VecVirtual {
+	r, v := GP32(), YMM()
+	MOVL(U32(uint32(c)*0x01010101), r)
+	VMOVD(r, v.AsX())
+	VPBROADCASTD(v.AsX(), v)
+	return v
+}
+
+// bcastF16 broadcasts the half at m to 8 floats.
+func bcastF16(m Mem) VecVirtual {
+	h, v := XMM(), YMM()
+	VPBROADCASTW(m, h)
+	VCVTPH2PS(h, v)
+	return v
+}
+
+// hsum8 leaves the sum of a's 8 lanes in its lowest, by laneSum8's tree.
+func (c *qctx) hsum8(a VecVirtual) {
+	x, hi := a.AsX(), XMM()
+	if c.vnni {
+		VEXTRACTF32X4(U8(1), a, hi)
+	} else {
+		VEXTRACTF128(U8(1), a, hi)
+	}
+	VADDPS(hi, x, x)
+	VPERMILPS(U8(0x4e), x, hi)
+	VADDPS(hi, x, x)
+	VPERMILPS(U8(0xb1), x, hi)
+	VADDSS(hi, x, x)
+}
+
+func grid(T, R int) [][]VecVirtual {
+	g := make([][]VecVirtual, T)
+	for t := range g {
+		g[t] = make([]VecVirtual, R)
+		for r := range g[t] {
+			g[t][r] = YMM()
+		}
+	}
+	return g
+}
+
+func qdot(typ string, T, R int, vnni bool) {
+	name := qname(typ, T, R, vnni)
+	TEXT(name, NOSPLIT, "func(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)")
+	c := &qctx{vnni: vnni, T: T, R: R}
+	// groups tiles of R consecutive rows each, one after another: the row
+	// loop of a decode stays out of Go. Each group reloads its arguments;
+	// w, dst and groups advance in the argument frame.
+	Label(name + "_group")
+	c.wb = []Register{Load(Param("w"), GP64())}
+	c.ws = Load(Param("ws"), GP64())
+	c.q = Load(Param("x"), GP64())
+	c.d = Load(Param("xd"), GP64())
+	if typ == "Q4K" {
+		c.s = Load(Param("xs"), GP64())
+	}
+	if T > 1 {
+		c.sq = Load(Param("xst"), GP64())
+		c.sd = GP64()
+		MOVQ(c.sq, c.sd)
+		SHRQ(U8(3), c.sd) // 4 bytes per 32-element block
+	}
+	nb := Load(Param("nb"), GP64())
+	if !vnni {
+		r := GP32()
+		MOVL(U32(0x00010001), r)
+		c.ones = YMM()
+		VMOVD(r, c.ones.AsX())
+		VPBROADCASTD(c.ones.AsX(), c.ones)
+	}
+	for i := 3; i < R; i += 3 {
+		b := GP64()
+		LEAQ(Mem{Base: c.wb[len(c.wb)-1], Index: c.ws, Scale: 2}, b)
+		ADDQ(c.ws, b)
+		c.wb = append(c.wb, b)
+	}
+	acc := grid(T, R)
+	for t := range acc {
+		for r := range acc[t] {
+			c.zero(acc[t][r])
+		}
+	}
+	var macc [][]VecVirtual
+	switch typ {
+	case "Q8_0", "Q4_0":
+		q32(c, typ, nb, acc, name)
+	case "Q4K":
+		macc = grid(T, R)
+		for t := range macc {
+			for r := range macc[t] {
+				c.zero(macc[t][r])
+			}
+		}
+		q4k(c, nb, acc, macc, name)
+	case "Q6K":
+		q6k(c, nb, acc, name)
+	}
+	dst := Load(Param("dst"), GP64())
+	ds := Load(Param("ds"), GP64())
+	SHLQ(U8(2), ds)
+	for t := range acc {
+		for r := range acc[t] {
+			a := acc[t][r]
+			c.hsum8(a)
+			if macc != nil {
+				c.hsum8(macc[t][r])
+				VSUBSS(macc[t][r].AsX(), a.AsX(), a.AsX())
+			}
+			VMOVSS(a.AsX(), Mem{Base: dst, Disp: 4 * r})
+		}
+		if t+1 < T {
+			ADDQ(ds, dst)
+		}
+	}
+	next := Load(Param("dst"), GP64())
+	ADDQ(U32(4*R), next)
+	Store(next, Param("dst"))
+	w, step := Load(Param("w"), GP64()), Load(Param("ws"), GP64())
+	IMUL3Q(U32(R), step, step)
+	ADDQ(step, w)
+	Store(w, Param("w"))
+	g := Load(Param("groups"), GP64())
+	DECQ(g)
+	Store(g, Param("groups"))
+	JNZ(LabelRef(name + "_group"))
+	VZEROUPPER()
+	RET()
+}
+
+// q32: Q8_0 (34-byte blocks: d, 32 int8) and Q4_0 (18-byte blocks: d, 16
+// bytes of nibbles, element j low and j+16 high).
+func q32(c *qctx, typ string, nb Register, acc [][]VecVirtual, name string) {
+	size := 34
+	// Q8_0's signed weights: on AVX2, and for one token on VNNI, the sign
+	// moves onto the activations (VPSIGNB, |w| unsigned); VNNI tiles of
+	// several tokens add 128 instead, whose share of each block's lanes is
+	// computed once per token and shared by the rows. Both give the same
+	// exact integer lanes, so the same bits.
+	sign := typ == "Q8_0" && (!c.vnni || c.T == 1)
+	var off, mask VecVirtual
+	switch {
+	case typ == "Q4_0":
+		size, off, mask = 18, bcastB(8), bcastB(15)
+	case !sign:
+		off = bcastB(0x80)
+	}
+	xv, dx, neg := make([]VecVirtual, c.T), make([]VecVirtual, c.T), make([]VecVirtual, c.T)
+	for t := range xv {
+		xv[t], dx[t], neg[t] = YMM(), YMM(), YMM()
+	}
+	u, iv, s := YMM(), YMM(), YMM()
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	for t := range xv {
+		c.movdqu(c.xq(t, 0), xv[t])
+		VBROADCASTSS(c.xd(t, 0), dx[t])
+		if off != nil {
+			c.negDot(neg[t], off, xv[t])
+		}
+	}
+	for r := 0; r < c.R; r++ {
+		var sx VecVirtual
+		if typ == "Q8_0" {
+			c.movdqu(c.row(r, 2), u)
+			if sign {
+				sx = YMM()
+			} else {
+				c.pxor(off, u, u) // w + 128
+			}
+		} else {
+			hi := XMM()
+			c.movdqu(c.row(r, 2), u.AsX())
+			VPSRLW(U8(4), u.AsX(), hi)
+			if c.vnni {
+				VINSERTI32X4(U8(1), hi, u, u)
+			} else {
+				VINSERTI128(U8(1), hi, u, u)
+			}
+			c.pand(mask, u, u)
+		}
+		c.prefetch(r, 0)
+		dw := bcastF16(c.row(r, 0))
+		for t := range xv {
+			switch {
+			case sign:
+				VPSIGNB(u, xv[t], sx) // x·sign(w)
+				VPABSB(u, s)
+				c.idot(iv, nil, s, sx)
+			default:
+				c.idot(iv, neg[t], u, xv[t])
+			}
+			VCVTDQ2PS(iv, iv)
+			VMULPS(dw, dx[t], s)
+			VFMADD231PS(s, iv, acc[t][r])
+		}
+	}
+	c.advance(size, 32, 4)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+}
+
+// q4k: 144-byte super-blocks of 8 sub-blocks: d, dmin, 12 bytes of 6-bit
+// scales and mins, 128 bytes of nibbles (pair p: sub-block 2p low, 2p+1
+// high).
+func q4k(c *qctx, nb Register, acc, macc [][]VecVirtual, name string) {
+	T, R := c.T, c.R
+	scale := AllocLocal(32 * R * T) // (d·sc_j)·dx_j per row, token, sub-block
+	slot := func(r, t, j int) Mem { return scale.Offset(32*(r*T+t) + 4*j) }
+	mask := bcastB(15)
+	SHRQ(U8(3), nb)
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	for r := 0; r < R; r++ {
+		for l := 0; l < 144; l += 64 {
+			c.prefetch(r, l)
+		}
+		c.prefetch(r, 143)
+		// The scales and mins as llama.cpp unpacks them: four words,
+		// sc[0..3] sc[4..7] m[0..3] m[4..7].
+		u0, u1, u2, t1, t2 := GP32(), GP32(), GP32(), GP32(), GP32()
+		MOVL(c.row(r, 4), u0)
+		MOVL(c.row(r, 8), u1)
+		MOVL(c.row(r, 12), u2)
+		scv, mv := YMM(), YMM()
+		// m[4..7] = (u2>>4)&0x0f0f0f0f | ((u1>>6)&0x03030303)<<4
+		MOVL(u2, t1)
+		SHRL(U8(4), t1)
+		ANDL(U32(0x0f0f0f0f), t1)
+		MOVL(u1, t2)
+		SHRL(U8(6), t2)
+		ANDL(U32(0x03030303), t2)
+		SHLL(U8(4), t2)
+		ORL(t2, t1)
+		ANDL(U32(0x3f3f3f3f), u1) // m[0..3]
+		VMOVD(u1, mv.AsX())
+		VPINSRD(U8(1), t1, mv.AsX(), mv.AsX())
+		// sc[4..7] = u2&0x0f0f0f0f | ((u0>>6)&0x03030303)<<4
+		ANDL(U32(0x0f0f0f0f), u2)
+		MOVL(u0, t2)
+		SHRL(U8(6), t2)
+		ANDL(U32(0x03030303), t2)
+		SHLL(U8(4), t2)
+		ORL(t2, u2)
+		ANDL(U32(0x3f3f3f3f), u0) // sc[0..3]
+		VMOVD(u0, scv.AsX())
+		VPINSRD(U8(1), u2, scv.AsX(), scv.AsX())
+		VPMOVZXBD(scv.AsX(), scv)
+		VCVTDQ2PS(scv, scv)
+		VPMOVZXBD(mv.AsX(), mv)
+		VCVTDQ2PS(mv, mv)
+		d := bcastF16(c.row(r, 0))
+		VMULPS(scv, d, scv)
+		dmin := bcastF16(c.row(r, 2))
+		VMULPS(mv, dmin, mv)
+		for t := 0; t < T; t++ {
+			dxv, xsv := YMM(), YMM()
+			VMOVUPS(c.xd(t, 0), dxv)
+			VCVTDQ2PS(c.xs(t, 0), xsv)
+			VMULPS(xsv, dxv, xsv)
+			VFMADD231PS(xsv, mv, macc[t][r])
+			VMULPS(dxv, scv, dxv)
+			VMOVUPS(dxv, slot(r, t, 0))
+		}
+	}
+	xv := make([]VecVirtual, T)
+	for t := range xv {
+		xv[t] = YMM()
+	}
+	u, iv, s := YMM(), YMM(), YMM()
+	for p := 0; p < 4; p++ {
+		for h := 0; h < 2; h++ {
+			j := 2*p + h
+			for t := range xv {
+				c.movdqu(c.xq(t, 32*j), xv[t])
+			}
+			for r := 0; r < R; r++ {
+				c.movdqu(c.row(r, 16+32*p), u)
+				if h == 1 {
+					VPSRLW(U8(4), u, u)
+				}
+				c.pand(mask, u, u)
+				for t := range xv {
+					c.idot(iv, nil, u, xv[t])
+					VCVTDQ2PS(iv, iv)
+					VBROADCASTSS(slot(r, t, j), s)
+					VFMADD231PS(s, iv, acc[t][r])
+				}
+			}
+		}
+	}
+	c.advance(144, 256, 32)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+}
+
+var q6kIdx = func() Mem {
+	m := GLOBL("q6kidx", RODATA|NOPTR)
+	for i := 0; i < 8; i++ {
+		DATA(4*i, U32(uint32(i/4)))
+	}
+	return m
+}()
+
+// q6k: 210-byte super-blocks: ql[128] low nibbles, qh[64] high bit pairs,
+// 16 int8 scales (one per 16 elements), d.
+func q6k(c *qctx, nb Register, acc [][]VecVirtual, name string) {
+	T, R := c.T, c.R
+	scale := AllocLocal(32 * R * T) // d·dx_b per row, token, block
+	slot := func(r, t, b int) Mem { return scale.Offset(32*(r*T+t) + 4*b) }
+	mask, hmask, off := bcastB(15), bcastB(0x30), bcastB(32)
+	idx := YMM()
+	c.movdqu(q6kIdx, idx)
+	SHRQ(U8(3), nb)
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	for r := 0; r < R; r++ {
+		for l := 0; l < 210; l += 64 {
+			c.prefetch(r, l)
+		}
+		c.prefetch(r, 209)
+		d := bcastF16(c.row(r, 208))
+		for t := 0; t < T; t++ {
+			dxv := YMM()
+			VMULPS(c.xd(t, 0), d, dxv)
+			VMOVUPS(dxv, slot(r, t, 0))
+		}
+	}
+	xv, neg := make([]VecVirtual, T), make([]VecVirtual, T)
+	for t := range xv {
+		xv[t], neg[t] = YMM(), YMM()
+	}
+	u, hb, iv, scl, s := YMM(), YMM(), YMM(), YMM(), YMM()
+	for h := 0; h < 2; h++ {
+		for g := 0; g < 4; g++ {
+			b := 4*h + g
+			for t := range xv {
+				c.movdqu(c.xq(t, 32*b), xv[t])
+				c.negDot(neg[t], off, xv[t])
+			}
+			for r := 0; r < R; r++ {
+				c.movdqu(c.row(r, 64*h+32*(g%2)), u)
+				if g >= 2 {
+					VPSRLW(U8(4), u, u)
+				}
+				c.pand(mask, u, u)
+				c.movdqu(c.row(r, 128+32*h), hb)
+				switch {
+				case g < 2:
+					VPSLLW(U8(4-2*g), hb, hb)
+				case g == 3:
+					VPSRLW(U8(2), hb, hb)
+				}
+				c.pand(hmask, hb, hb)
+				c.por(hb, u, u)
+				VPMOVSXBD(c.row(r, 192+8*h+2*g), scl.AsX())
+				VPERMD(scl, idx, scl)
+				for t := range xv {
+					c.idot(iv, neg[t], u, xv[t])
+					VPMULLD(scl, iv, iv)
+					VCVTDQ2PS(iv, iv)
+					VBROADCASTSS(slot(r, t, b), s)
+					VFMADD231PS(s, iv, acc[t][r])
+				}
+			}
+		}
+	}
+	c.advance(210, 256, 32)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+}
+
+// writeQTable writes the Go table of the integer kernels by ISA, type,
+// tokens and rows.
+func writeQTable() {
+	var b strings.Builder
+	b.WriteString("// Code generated by command: go run main.go. DO NOT EDIT.\n\npackage cpu\n\nimport \"jspark/kernels/quant\"\n\n")
+	types := map[string]string{"Q8_0": "quant.Q8_0", "Q4_0": "quant.Q4_0", "Q4K": "quant.Q4_K", "Q6K": "quant.Q6_K"}
+	for _, vnni := range []bool{true, false} {
+		v := "AVX2"
+		if vnni {
+			v = "VNNI"
+		}
+		fmt.Fprintf(&b, "// qkern%s[type][tokens][rows] is the %s integer tile of that shape.\n", v, v)
+		fmt.Fprintf(&b, "var qkern%s = map[quant.Type]*qtiles{\n", v)
+		for _, t := range qtypes {
+			fmt.Fprintf(&b, "\t%s: {", types[t])
+			for tk := 1; tk <= qTokens(t, vnni); tk++ {
+				fmt.Fprintf(&b, "%d: {", tk)
+				for r := 1; r <= qRows; r++ {
+					fmt.Fprintf(&b, "%d: %s, ", r, qname(t, tk, r, vnni))
+				}
+				b.WriteString("}, ")
+			}
+			b.WriteString("},\n")
+		}
+		b.WriteString("}\n\n")
+	}
+	out, err := format.Source([]byte(b.String()))
+	if err != nil {
+		panic(err)
+	}
+	if err := os.WriteFile("../qtiles_amd64.go", out, 0o644); err != nil {
+		panic(err)
+	}
+}
+
+// quantQ8 is quant.QuantizeQ8 on AVX-512, bit for bit: d = amax/127 and
+// id = 1/d in float32, q = x·id rounded to nearest even (VCVTPS2DQ, as
+// math.RoundToEven), s = Σq.
+func quantQ8() {
+	TEXT("quant512Q8", NOSPLIT, "func(x *float32, q *int8, d *float32, s *int32, nb int)")
+	x, q := Load(Param("x"), GP64()), Load(Param("q"), GP64())
+	d, s := Load(Param("d"), GP64()), Load(Param("s"), GP64())
+	nb := Load(Param("nb"), GP64())
+	absMask, c127, one := broadcast(0x7fffffff), broadcast(0x42fe0000), broadcast(0x3f800000)
+	zero := XMM()
+	VXORPS(zero, zero, zero)
+	Label("q8_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef("q8_done"))
+	v0, v1, m := ZMM(), ZMM(), ZMM()
+	VMOVUPS(Mem{Base: x}, v0)
+	VMOVUPS(Mem{Base: x, Disp: 64}, v1)
+	VANDPS(absMask, v0, m)
+	a1 := ZMM()
+	VANDPS(absMask, v1, a1)
+	VMAXPS(a1, m, m)
+	hy := YMM()
+	VEXTRACTF64X4(U8(1), m, hy)
+	VMAXPS(hy, m.AsY(), m.AsY())
+	hx := XMM()
+	VEXTRACTF32X4(U8(1), m.AsY(), hx)
+	VMAXPS(hx, m.AsX(), m.AsX())
+	VPERMILPS(U8(0x4e), m.AsX(), hx)
+	VMAXPS(hx, m.AsX(), m.AsX())
+	VPERMILPS(U8(0xb1), m.AsX(), hx)
+	VMAXSS(hx, m.AsX(), m.AsX())
+	db, id := XMM(), ZMM()
+	VDIVSS(c127.AsX(), m.AsX(), db) // amax/127
+	VMOVSS(db, Mem{Base: d})
+	VXORPS(id, id, id)
+	VUCOMISS(zero, db)
+	JE(LabelRef("q8_zero"))
+	VDIVSS(db, one.AsX(), id.AsX())
+	Label("q8_zero")
+	VBROADCASTSS(id.AsX(), id)
+	VMULPS(id, v0, v0)
+	VMULPS(id, v1, v1)
+	VCVTPS2DQ(v0, v0)
+	VCVTPS2DQ(v1, v1)
+	VPMOVSDB(v0, Mem{Base: q})
+	VPMOVSDB(v1, Mem{Base: q, Disp: 16})
+	VPADDD(v1, v0, v0)
+	VEXTRACTI64X4(U8(1), v0, hy)
+	VPADDD(hy, v0.AsY(), v0.AsY())
+	VEXTRACTI32X4(U8(1), v0.AsY(), hx)
+	VPADDD(hx, v0.AsX(), v0.AsX())
+	VPSHUFD(U8(0x4e), v0.AsX(), hx)
+	VPADDD(hx, v0.AsX(), v0.AsX())
+	VPSHUFD(U8(0xb1), v0.AsX(), hx)
+	VPADDD(hx, v0.AsX(), v0.AsX())
+	VMOVD(v0.AsX(), Mem{Base: s})
+	ADDQ(U32(128), x)
+	ADDQ(U32(32), q)
+	ADDQ(U32(4), d)
+	ADDQ(U32(4), s)
+	DECQ(nb)
+	JMP(LabelRef("q8_loop"))
+	Label("q8_done")
+	VZEROUPPER()
+	RET()
+}

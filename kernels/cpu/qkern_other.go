@@ -1,0 +1,8 @@
+//go:build !amd64
+
+package cpu
+
+import "jspark/kernels/quant"
+
+// qkernels: no assembly here; the portable dots run.
+func qkernels(isa, quant.Type) *qtiles { return nil }
