@@ -279,12 +279,15 @@ var (
 
 // fieldOf names the field of a decoding error by its line (the decoder
 // knows only lines and Go types) and says what is wrong in the recipe's
-// terms: "sampling.temperature: `hot` is not a number".
+// terms: `sampling.temperature: "hot" is not a number`.
 func fieldOf(e *Error, lines map[string]int) *Error {
 	// The deepest key on the line (tasks[0].id, not tasks[0]; max_tokens,
 	// not max_tokens[0] of a flow list).
 	for path, line := range lines {
-		if line == e.Line && path != "" && !strings.HasSuffix(path, "]") && (e.Field == "" || len(path) > len(e.Field)) {
+		// Ties (a flow mapping on one line) go to the first in order, so
+		// the same file always gives the same message.
+		if line == e.Line && path != "" && !strings.HasSuffix(path, "]") &&
+			(e.Field == "" || len(path) > len(e.Field) || len(path) == len(e.Field) && path < e.Field) {
 			e.Field = path
 		}
 	}
