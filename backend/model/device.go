@@ -18,12 +18,16 @@ type device struct {
 	tokens, outRows, tableLen int             // capacities of the buffers below
 	x, h, q, k, v, attn       *kernels.Buffer // F32 (tokens, width)
 	gate, up                  *kernels.Buffer // F32 (tokens, ff)
+	qkv, gateUp               *kernels.Buffer // F32 (tokens, fused rows): fused matmuls' outputs, nil unless some layer fuses
+	qRows, kRows, vRows       *kernels.Buffer // I32: where q, k and v lie in qkv, in units of kv_dim (see split)
+	gateRows, upRows          *kernels.Buffer // I32: where gate and up lie in gateUp, in units of ff
 	last, logits              *kernels.Buffer // F32 (outRows, dim / vocab)
 	ids, pos, seq, slots      *kernels.Buffer // I32 (tokens)
 	rows                      *kernels.Buffer // I32 (outRows) batch indices of the logits rows
 	table                     *kernels.Buffer // I32 (tableLen) block tables, one row a sequence
 
-	att kernels.Attention
+	att                   kernels.Attention
+	fusedQKV, fusedGateUp bool // some layer runs stacked matrices
 
 	// Host staging of the step's inputs and the logits.
 	hIDs, hPos, hSeq, hSlots, hRows, hTable []int32
@@ -36,6 +40,48 @@ type layerBufs struct {
 	attnNorm, ffnNorm   *kernels.Buffer // (dim)
 	qBias, kBias, vBias *kernels.Buffer // (q_dim), (kv_dim) ×2; nil unless qwen2
 	qNorm, kNorm        *kernels.Buffer // (head_dim); nil unless qwen3
+	qkv, gateUp         *kernels.Matrix // Q, K, V and Gate, Up stacked; nil where they cannot be (see stack)
+}
+
+// The matrices that read the same input run as one: a decode step's cost is
+// mostly the fixed cost of each parallel product, so Q, K, V stack into one
+// matrix and Gate, Up into another (rows in that order), and the one output,
+// (n, rows of all parts) row-major, is split back by Gather. Every output
+// element is the same row's dot with the same input as before, so the bits
+// are those of the separate products.
+
+// fuse turns the stacking on (tests turn it off to compare the bits).
+var fuse = true
+
+// stack returns one matrix holding the rows of ws in order, or nil when they
+// differ in type or width. Its bytes are the parts' own when they lie back
+// to back in memory (as a GGUF file writes them) and a copy otherwise; the
+// parts then point into the copy, so one copy of the weights stays in use
+// (of a memory-mapped file, the originals are no longer touched).
+func stack(name string, ws ...*kernels.Matrix) *kernels.Matrix {
+	s := &kernels.Matrix{Name: name, Type: ws[0].Type, Cols: ws[0].Cols}
+	size, adjacent := 0, true
+	for i, w := range ws {
+		if w.Type != s.Type || w.Cols != s.Cols || len(w.Data) == 0 {
+			return nil
+		}
+		if i > 0 && unsafe.Add(unsafe.Pointer(unsafe.SliceData(ws[i-1].Data)), len(ws[i-1].Data)) != unsafe.Pointer(unsafe.SliceData(w.Data)) {
+			adjacent = false
+		}
+		s.Rows += w.Rows
+		size += len(w.Data)
+	}
+	if adjacent {
+		s.Data = unsafe.Slice(unsafe.SliceData(ws[0].Data), size) // the parts keep it alive
+		return s
+	}
+	s.Data = make([]byte, 0, size)
+	for _, w := range ws {
+		n := len(s.Data)
+		s.Data = append(s.Data, w.Data...)
+		w.Data = s.Data[n:len(s.Data):len(s.Data)]
+	}
+	return s
 }
 
 // upload puts every weight on the device. Matrices that share their bytes
@@ -72,14 +118,32 @@ func (m *Model) upload() error {
 	d.layers = make([]layerBufs, len(m.Layers))
 	for i := range m.Layers {
 		l := &m.Layers[i]
-		for _, w := range []*kernels.Matrix{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
+		lb := &d.layers[i]
+		if fuse && l.Q.Rows%l.K.Rows == 0 && l.K.Rows == l.V.Rows {
+			lb.qkv = stack(l.Q.Name+"+k+v", l.Q, l.K, l.V)
+		}
+		if fuse && l.Gate.Rows == l.Up.Rows {
+			lb.gateUp = stack(l.Gate.Name+"+up", l.Gate, l.Up)
+		}
+		ws := []*kernels.Matrix{l.O, l.Down}
+		if lb.qkv == nil {
+			ws = append(ws, l.Q, l.K, l.V)
+		} else {
+			ws = append(ws, lb.qkv)
+			d.fusedQKV = true
+		}
+		if lb.gateUp == nil {
+			ws = append(ws, l.Gate, l.Up)
+		} else {
+			ws = append(ws, lb.gateUp)
+			d.fusedGateUp = true
+		}
+		for _, w := range ws {
 			mat(w)
 		}
-		d.layers[i] = layerBufs{
-			attnNorm: vec(l.AttnNorm), ffnNorm: vec(l.FFNNorm),
-			qBias: vec(l.QBias), kBias: vec(l.KBias), vBias: vec(l.VBias),
-			qNorm: vec(l.QNorm), kNorm: vec(l.KNorm),
-		}
+		lb.attnNorm, lb.ffnNorm = vec(l.AttnNorm), vec(l.FFNNorm)
+		lb.qBias, lb.kBias, lb.vBias = vec(l.QBias), vec(l.KBias), vec(l.VBias)
+		lb.qNorm, lb.kNorm = vec(l.QNorm), vec(l.KNorm)
 	}
 	m.dev = d
 	return errors.Join(errs...)
@@ -112,6 +176,18 @@ func (d *device) reserve(k kernels.Kernels, c Config, n, nl, tableLen int) error
 		for _, b := range []**kernels.Buffer{&d.ids, &d.pos, &d.seq, &d.slots} {
 			alloc(b, quant.I32, t)
 		}
+		if d.fusedQKV {
+			g := qDim / c.KVDim()
+			alloc(&d.qkv, quant.F32, t*(qDim+2*c.KVDim()))
+			partRows(k, alloc, &d.qRows, t, g, g+2, 0)
+			partRows(k, alloc, &d.kRows, t, 1, g+2, g)
+			partRows(k, alloc, &d.vRows, t, 1, g+2, g+1)
+		}
+		if d.fusedGateUp {
+			alloc(&d.gateUp, quant.F32, t*2*c.FF)
+			partRows(k, alloc, &d.gateRows, t, 1, 2, 0)
+			partRows(k, alloc, &d.upRows, t, 1, 2, 1)
+		}
 	}
 	if nl > d.outRows {
 		d.outRows = max(nl, 2*d.outRows)
@@ -125,6 +201,20 @@ func (d *device) reserve(k kernels.Kernels, c Config, n, nl, tableLen int) error
 		alloc(&d.table, quant.I32, d.tableLen)
 	}
 	return errors.Join(errs...)
+}
+
+// partRows makes b the Gather indices of one part of a stacked output, in
+// units of the part's width: for each of t tokens, the per consecutive
+// units from unit first of the token's stride units.
+func partRows(k kernels.Kernels, alloc func(**kernels.Buffer, quant.Type, int), b **kernels.Buffer, t, per, stride, first int) {
+	alloc(b, quant.I32, t*per)
+	idx := make([]int32, 0, t*per)
+	for i := 0; i < t; i++ {
+		for j := 0; j < per; j++ {
+			idx = append(idx, int32(i*stride+first+j))
+		}
+	}
+	k.Write(*b, 0, kernels.I32Bytes(idx))
 }
 
 // stage writes the step's ids, positions, KV slots, block tables and logits

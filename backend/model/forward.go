@@ -88,9 +88,16 @@ func (m *Model) Forward(b *Batch, kv KVStore) ([]float32, error) {
 	for li := range m.Layers {
 		l, lb := &m.Layers[li], &d.layers[li]
 		k.RMSNorm(d.h, d.x, lb.attnNorm, n, c.Dim, c.RMSEps)
-		k.MatMul(d.q, d.h, n, l.Q)
-		k.MatMul(d.k, d.h, n, l.K)
-		k.MatMul(d.v, d.h, n, l.V)
+		if lb.qkv != nil {
+			k.MatMul(d.qkv, d.h, n, lb.qkv)
+			k.Gather(d.q, d.qkv, d.qRows, n*qDim/kvDim, kvDim)
+			k.Gather(d.k, d.qkv, d.kRows, n, kvDim)
+			k.Gather(d.v, d.qkv, d.vRows, n, kvDim)
+		} else {
+			k.MatMul(d.q, d.h, n, l.Q)
+			k.MatMul(d.k, d.h, n, l.K)
+			k.MatMul(d.v, d.h, n, l.V)
+		}
 		if lb.qBias != nil {
 			k.AddBias(d.q, lb.qBias, n, qDim)
 			k.AddBias(d.k, lb.kBias, n, kvDim)
@@ -110,8 +117,14 @@ func (m *Model) Forward(b *Batch, kv KVStore) ([]float32, error) {
 		k.Add(d.x, d.h, n*c.Dim)
 
 		k.RMSNorm(d.h, d.x, lb.ffnNorm, n, c.Dim, c.RMSEps)
-		k.MatMul(d.gate, d.h, n, l.Gate)
-		k.MatMul(d.up, d.h, n, l.Up)
+		if lb.gateUp != nil {
+			k.MatMul(d.gateUp, d.h, n, lb.gateUp)
+			k.Gather(d.gate, d.gateUp, d.gateRows, n, c.FF)
+			k.Gather(d.up, d.gateUp, d.upRows, n, c.FF)
+		} else {
+			k.MatMul(d.gate, d.h, n, l.Gate)
+			k.MatMul(d.up, d.h, n, l.Up)
+		}
 		k.SiLUMul(d.gate, d.up, n*c.FF)
 		k.MatMul(d.h, d.gate, n, l.Down)
 		k.Add(d.x, d.h, n*c.Dim)
