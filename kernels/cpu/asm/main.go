@@ -329,8 +329,14 @@ func hsum(a VecVirtual, z bool) {
 		VEXTRACTF64X4(U8(1), a, hi)
 		VADDPS(hi, y, y)
 	}
-	x, hi := a.AsX(), XMM()
-	if z {
+	hsum8(a, z)
+}
+
+// hsum8 leaves the sum of a's low 8 lanes in its lowest, by laneSum8's
+// tree; evex picks the AVX-512 encoding of the extract.
+func hsum8(a VecVirtual, evex bool) {
+	y, x, hi := a.AsY(), a.AsX(), XMM()
+	if evex {
 		VEXTRACTF32X4(U8(1), y, hi)
 	} else {
 		VEXTRACTF128(U8(1), y, hi)

@@ -202,21 +202,6 @@ func bcastF16(m Mem) VecVirtual {
 	return v
 }
 
-// hsum8 leaves the sum of a's 8 lanes in its lowest, by laneSum8's tree.
-func (c *qctx) hsum8(a VecVirtual) {
-	x, hi := a.AsX(), XMM()
-	if c.vnni {
-		VEXTRACTF32X4(U8(1), a, hi)
-	} else {
-		VEXTRACTF128(U8(1), a, hi)
-	}
-	VADDPS(hi, x, x)
-	VPERMILPS(U8(0x4e), x, hi)
-	VADDPS(hi, x, x)
-	VPERMILPS(U8(0xb1), x, hi)
-	VADDSS(hi, x, x)
-}
-
 func grid(T, R int) [][]VecVirtual {
 	g := make([][]VecVirtual, T)
 	for t := range g {
@@ -290,9 +275,9 @@ func qdot(typ string, T, R int, vnni bool) {
 	for t := range acc {
 		for r := range acc[t] {
 			a := acc[t][r]
-			c.hsum8(a)
+			hsum8(a, c.vnni)
 			if macc != nil {
-				c.hsum8(macc[t][r])
+				hsum8(macc[t][r], c.vnni)
 				VSUBSS(macc[t][r].AsX(), a.AsX(), a.AsX())
 			}
 			VMOVSS(a.AsX(), Mem{Base: dst, Disp: 4 * r})
