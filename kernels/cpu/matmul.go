@@ -97,9 +97,13 @@ func (i isa) width(rm int) int {
 }
 
 // decodeWidth is the weight rows of a one-token AVX-512 tile (any width
-// gives the same bits): fewer concurrent row streams suit the hardware
-// prefetcher (see decodeRows).
-var decodeWidth = 1
+// gives the same bits). Each row is one FMA chain, so one row at a time
+// was bound by the chain's latency once the pool kept both cores busy:
+// 12 rows decoded 110M F16 at 143 tok/s against 101 for one row and 110
+// for four, F32 at 99 against 73 (BenchmarkDecodeBandwidth: 36 against 26
+// GB/s for F16). Software prefetch, which the integer kernels need, made
+// these slower (118 against 137 tok/s).
+var decodeWidth = 12
 
 // matmul is one product in flight; the pool's workers call task.
 type matmul struct {

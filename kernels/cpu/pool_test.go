@@ -1,0 +1,40 @@
+package cpu
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Calls that follow each other closely (helpers spinning), after a pause
+// (helpers parked) and at the edge between the two each run every piece
+// exactly once and return only when all are done.
+func TestPoolParkAndSpin(t *testing.T) {
+	for _, workers := range []int{2, 3, 5} {
+		p := newPool(workers)
+		const pieces = 37
+		var hits [pieces]atomic.Int32
+		var inside atomic.Int32
+		run := funcRunner(func(w, i int) {
+			if w < 0 || w >= workers {
+				t.Errorf("worker %d of %d", w, workers)
+			}
+			inside.Add(1)
+			hits[i].Add(1)
+			inside.Add(-1)
+		})
+		pauses := []time.Duration{0, 0, spinHelper / 2, spinHelper, 2 * spinHelper, time.Millisecond, 0}
+		for call := range 300 {
+			time.Sleep(pauses[call%len(pauses)])
+			p.runSized(pieces, minParallelWork, run)
+			if n := inside.Load(); n != 0 {
+				t.Fatalf("workers=%d call %d: returned with %d pieces running", workers, call, n)
+			}
+			for i := range hits {
+				if n := hits[i].Swap(0); n != 1 {
+					t.Fatalf("workers=%d call %d: piece %d ran %d times", workers, call, i, n)
+				}
+			}
+		}
+	}
+}
