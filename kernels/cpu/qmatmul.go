@@ -62,6 +62,7 @@ type qmm struct {
 	wb      []byte
 	n       int
 	rblocks int
+	rows    int  // weight rows per task
 	quant   bool // the tasks quantize x (phase 1) rather than multiply
 }
 
@@ -84,8 +85,9 @@ func (k *Kernels) qmatmul(dst, x *kernels.Buffer, n int, w *kernels.Matrix) {
 	K := w.Cols
 	k.xq.ensure(n * K)
 	mm := &k.qm
+	rows := taskRows(w.Rows, n, k.pool.workers)
 	*mm = qmm{k: k, dst: kernels.HostF32(dst), x: kernels.HostF32(x), w: w, wb: kernels.HostBytes(w.Buf), n: n,
-		rblocks: (w.Rows + rowBlock - 1) / rowBlock, quant: true}
+		rows: rows, rblocks: (w.Rows + rows - 1) / rows, quant: true}
 	k.pool.runSized(n, n*K*8, mm)
 	mm.quant = false
 	tblocks := (n + tokBlock - 1) / tokBlock
@@ -102,7 +104,7 @@ func (mm *qmm) task(worker, i int) {
 		return
 	}
 	rb, tb := i%mm.rblocks, i/mm.rblocks
-	r0, r1 := rb*rowBlock, min(w.Rows, (rb+1)*rowBlock)
+	r0, r1 := rb*mm.rows, min(w.Rows, (rb+1)*mm.rows)
 	t0, t1 := tb*tokBlock, min(mm.n, (tb+1)*tokBlock)
 	rowBytes := w.Type.RowBytes(K)
 	kern := qkernels(mm.k.isa, w.Type)
