@@ -89,6 +89,11 @@ func runBench(ctx context.Context, o *BenchOptions, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	stopProfile, err := startCPUProfile(o.CPUProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	cfg, err := o.config()
 	if err != nil {
 		return err

@@ -279,7 +279,12 @@ func TestBenchSpeed(t *testing.T) {
 }
 
 func TestBenchConcurrency(t *testing.T) {
-	stdout, res := benchRun(t, "concurrency", "--concurrency", "1-3", "--max-tokens", "16", "--kv-memory", "64")
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	stdout, res := benchRun(t, "concurrency", "--concurrency", "1-3", "--max-tokens", "16", "--kv-memory", "64", "--cpuprofile", prof)
+	// --cpuprofile was accepted and ignored here once
+	if b, err := os.ReadFile(prof); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("profile %s: %v, %d bytes", prof, err, len(b))
+	}
 	tb := table(t, stdout, "Concurrency · C1–C3", "Offered streams", "jspark aggregate tok/s", "jspark mean TTFT")
 	recs := records(res, "jspark", "concurrency", "C3")
 	if len(recs) != 3 {
