@@ -46,14 +46,16 @@ type helper struct {
 
 // spinHelper is how long an idle helper watches for the next call before
 // it parks (the gaps inside a decode step are a few µs), spinCaller how
-// long the caller waits for its helpers before it blocks. Both are short
-// because spinning costs where other processes want the cores: with one
-// busy process beside it on this 2-core machine a 110M F16 decode ran at
-// 0.6-0.9× the parking pool's speed (llama.cpp's spinning threads at
-// 0.28× their own); on quiet cores at 1.25-1.35×.
+// long the caller waits for its helpers before it blocks (a helper ends
+// its last task a few µs after the caller; a blocked caller woke tens of
+// µs late: 5 µs here decoded 110M F32 at 80 tok/s, 50 µs at 106-110).
+// Spinning costs where other processes want the cores: with one busy
+// process beside it on this 2-core machine a 110M F16 decode ran at
+// 0.73-0.86× the parking pool's speed (llama.cpp's spinning threads at
+// 0.28× their own); on quiet cores at 1.4×.
 const (
-	spinHelper = 30 * time.Microsecond
-	spinCaller = 5 * time.Microsecond
+	spinHelper = 100 * time.Microsecond
+	spinCaller = 50 * time.Microsecond
 )
 
 func newPool(workers int) *pool {
