@@ -271,7 +271,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Event, error) {
 		return nil, ErrQueueFull
 	}
 	var ch <-chan Event
-	s.out, ch = newOutbox(ctx)
+	s.out, ch = newOutbox(ctx, e.stats.finished)
 	e.queued++
 	e.incoming = append(e.incoming, s)
 	e.mu.Unlock()

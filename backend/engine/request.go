@@ -156,12 +156,24 @@ func (s *seq) decoding() bool { return s.generated > 0 && s.left() == 1 }
 // without blocking, a pump goroutine delivers in order. A consumer that
 // falls a window behind (a client not reading its stream) pauses its own
 // request: the scheduler skips its decode until it catches up.
+//
+// NOTE: the channel is unbuffered, so an event is delivered exactly when
+// the consumer takes it. That lets the finish be counted as the client saw
+// it: the engine may run a few tokens past a stop string the consumer has
+// not read yet and finish as length, but the consumer stops the request
+// (ErrStopped) before it takes the next event, so when it takes the finish
+// the cause says stop (counted by done).
 type outbox struct {
+	ctx     context.Context
 	mu      sync.Mutex
 	queue   []Event
 	wake    chan struct{}
-	closed  bool
+	closed  bool         // the finish is queued
+	gone    bool         // the consumer is given up on: nothing is queued
 	pending atomic.Int64 // pushed, not yet taken by the consumer's channel
+	// done counts the request's end once the consumer has taken the finish
+	// event, or has been given up on.
+	done func(FinishReason)
 }
 
 // outboxWindow is how many events a consumer may leave untaken before its
@@ -171,35 +183,84 @@ const outboxWindow = 64
 // backlogged reports that the consumer is a window behind.
 func (o *outbox) backlogged() bool { return o.pending.Load() > outboxWindow }
 
-func newOutbox(ctx context.Context) (*outbox, <-chan Event) {
-	o := &outbox{wake: make(chan struct{}, 1)}
-	ch := make(chan Event, 16)
-	go o.pump(ctx, ch)
+func newOutbox(ctx context.Context, done func(FinishReason)) (*outbox, <-chan Event) {
+	o := &outbox{ctx: ctx, wake: make(chan struct{}, 1), done: done}
+	ch := make(chan Event)
+	go o.pump(ch)
 	return o, ch
 }
 
 func (o *outbox) push(e Event) {
 	o.pending.Add(1)
 	o.mu.Lock()
-	o.queue = append(o.queue, e)
+	gone := o.gone
+	if !gone {
+		o.queue = append(o.queue, e)
+	}
 	if e.Finish != "" {
 		o.closed = true
 	}
 	o.mu.Unlock()
+	if gone {
+		if e.Finish != "" {
+			o.finished(e.Finish)
+		}
+		return
+	}
 	select {
 	case o.wake <- struct{}{}:
 	default:
 	}
 }
 
-// discard drops everything from now on (the consumer is gone).
-func (o *outbox) discard() {
-	o.mu.Lock()
-	o.queue = nil
-	o.mu.Unlock()
+// finished counts the end: a stop if the caller had stopped the request
+// by the time it took the finish, else the engine's reason.
+func (o *outbox) finished(r FinishReason) {
+	if errors.Is(context.Cause(o.ctx), ErrStopped) {
+		r = FinishStop
+	}
+	if o.done != nil {
+		o.done(r)
+	}
 }
 
-func (o *outbox) pump(ctx context.Context, ch chan<- Event) {
+// deliver hands e to the consumer. A caller that cancelled to stop early
+// still reads the finish; one that is gone is given up on (false).
+func (o *outbox) deliver(ch chan<- Event, e Event) bool {
+	select {
+	case ch <- e:
+		o.pending.Add(-1)
+		return true
+	case <-o.ctx.Done():
+	}
+	t := time.NewTimer(2 * time.Second)
+	defer t.Stop()
+	select {
+	case ch <- e:
+		o.pending.Add(-1)
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// giveUp drops everything from now on (the consumer is gone); a finish
+// already queued is counted here, a later one when it is pushed.
+func (o *outbox) giveUp() {
+	o.mu.Lock()
+	o.gone = true
+	var finish FinishReason
+	if n := len(o.queue); o.closed && n > 0 {
+		finish = o.queue[n-1].Finish
+	}
+	o.queue = nil
+	o.mu.Unlock()
+	if finish != "" {
+		o.finished(finish)
+	}
+}
+
+func (o *outbox) pump(ch chan<- Event) {
 	defer close(ch)
 	for {
 		o.mu.Lock()
@@ -207,25 +268,16 @@ func (o *outbox) pump(ctx context.Context, ch chan<- Event) {
 		o.queue = nil
 		closed := o.closed
 		o.mu.Unlock()
-		for _, e := range batch {
-			select {
-			case ch <- e:
-				o.pending.Add(-1)
-				continue
-			case <-ctx.Done():
-			}
-			// Cancelled: a caller that cancelled to stop early still reads
-			// the finish; a caller that is gone is given up on.
-			t := time.NewTimer(2 * time.Second)
-			select {
-			case ch <- e:
-				t.Stop()
-			case <-t.C:
-				if closed {
-					return
-				}
-				o.discard()
+		for i, e := range batch {
+			if !o.deliver(ch, e) {
+				o.mu.Lock()
+				o.queue = append(batch[i:], o.queue...)
+				o.mu.Unlock()
+				o.giveUp()
 				return
+			}
+			if e.Finish != "" {
+				o.finished(e.Finish)
 			}
 		}
 		if closed {

@@ -458,7 +458,6 @@ func (e *Engine) finish(s *seq, reason FinishReason, err error) {
 	e.mu.Lock()
 	e.queued--
 	e.mu.Unlock()
-	e.stats.finished(reason)
 	now := time.Now()
 	s.usage.Timing = s.clock.stop(now)
 	s.out.push(Event{Token: -1, Step: e.step, Time: now, Finish: reason, Err: err, Usage: s.usage})
