@@ -34,7 +34,11 @@ type pool struct {
 	next    atomic.Int64
 	gen     atomic.Uint64 // bumped once per parallel call
 	pending atomic.Int32  // helpers yet to finish the current call
-	waiting atomic.Bool   // the caller has blocked on done
+	// waiting is the generation whose caller has blocked on done (0: none).
+	// NOTE: a generation, not a flag: a helper descheduled between its
+	// last decrement of one call and its signal could otherwise wake the
+	// caller of the next call while helpers still run that call's tasks.
+	waiting atomic.Uint64
 	done    chan struct{}
 }
 
@@ -80,11 +84,20 @@ func (p *pool) helperLoop(h int) {
 		}
 		seen = g
 		p.drain(h + 1)
-		if p.pending.Add(-1) == 0 && p.waiting.CompareAndSwap(true, false) {
+		last := p.pending.Add(-1) == 0
+		if beforeSignal != nil {
+			beforeSignal()
+		}
+		if last && p.waiting.CompareAndSwap(g, 0) {
 			p.done <- struct{}{}
 		}
 	}
 }
+
+// beforeSignal, set by tests, runs in a helper between its decrement of
+// pending and its signal to a blocked caller: where a descheduled helper
+// would be.
+var beforeSignal func()
 
 // await returns the next generation after seen: spinning first, then
 // parked on the helper's channel.
@@ -148,7 +161,7 @@ func (p *pool) runSized(total, work int, r runner) {
 	p.r, p.total = r, int64(total)
 	p.next.Store(0)
 	p.pending.Store(int32(len(p.helpers)))
-	p.gen.Add(1)
+	g := p.gen.Add(1)
 	for h := range p.helpers {
 		if me := &p.helpers[h]; me.parked.Load() && me.parked.CompareAndSwap(true, false) {
 			me.wake <- struct{}{}
@@ -156,8 +169,8 @@ func (p *pool) runSized(total, work int, r runner) {
 	}
 	p.drain(0)
 	if !spinUntil(spinCaller, func() bool { return p.pending.Load() == 0 }) {
-		p.waiting.Store(true)
-		if p.pending.Load() == 0 && p.waiting.CompareAndSwap(true, false) {
+		p.waiting.Store(g)
+		if p.pending.Load() == 0 && p.waiting.CompareAndSwap(g, 0) {
 			// the last helper finished before it could see waiting
 		} else {
 			<-p.done

@@ -38,3 +38,39 @@ func TestPoolParkAndSpin(t *testing.T) {
 		}
 	}
 }
+
+// A helper held up between finishing one call and signalling its caller
+// (descheduled on a busy machine) must not end the next call early: the
+// caller of that call has blocked, and the late signal is not for it.
+func TestPoolLateSignal(t *testing.T) {
+	var held atomic.Int32
+	beforeSignal = func() {
+		if held.Add(1)%2 == 1 {
+			time.Sleep(3 * spinCaller)
+		}
+	}
+	defer func() { beforeSignal = nil }()
+	p := newPool(2)
+	const pieces = 8
+	var hits [pieces]atomic.Int32
+	var inside atomic.Int32
+	run := funcRunner(func(w, i int) {
+		inside.Add(1)
+		if w != 0 {
+			time.Sleep(20 * time.Microsecond) // the helper's pieces end late
+		}
+		hits[i].Add(1)
+		inside.Add(-1)
+	})
+	for call := range 200 {
+		p.runSized(pieces, minParallelWork, run)
+		if n := inside.Load(); n != 0 {
+			t.Fatalf("call %d: returned with %d pieces running", call, n)
+		}
+		for i := range hits {
+			if n := hits[i].Swap(0); n != 1 {
+				t.Fatalf("call %d: piece %d ran %d times", call, i, n)
+			}
+		}
+	}
+}
