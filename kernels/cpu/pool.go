@@ -40,10 +40,32 @@ type pool struct {
 	// caller of the next call while helpers still run that call's tasks.
 	waiting atomic.Uint64
 	done    chan struct{}
+	// pause, set by tests, holds a goroutine at a point where a busy
+	// machine may deschedule it.
+	pause func(at pausePoint)
+}
+
+type pausePoint int
+
+const (
+	pauseBeforeSignal pausePoint = iota // a helper: decremented pending, not yet signalled
+	pauseAfterPark                      // a helper: marked parked, gen not yet checked
+	pauseBeforeWake                     // the caller: saw a helper parked, not yet claimed it
+)
+
+func (p *pool) hold(at pausePoint) {
+	if p.pause != nil {
+		p.pause(at)
+	}
 }
 
 type helper struct {
-	parked atomic.Bool
+	// parked is 1 + the generation a parked helper has done (0: not
+	// parked): the caller of generation g wakes only a helper parked at
+	// g-1. NOTE: a generation, not a flag: a helper could otherwise run a
+	// whole call and park again between the caller's look and its wake,
+	// and the wake meant for the call it already did would run it twice.
+	parked atomic.Uint64
 	wake   chan struct{}
 	_      [48]byte // its own cache line: the caller and it both write parked
 }
@@ -62,8 +84,10 @@ const (
 	spinCaller = 50 * time.Microsecond
 )
 
-func newPool(workers int) *pool {
-	p := &pool{workers: workers, done: make(chan struct{}, 1)}
+func newPool(workers int) *pool { return startPool(workers, nil) }
+
+func startPool(workers int, pause func(pausePoint)) *pool {
+	p := &pool{workers: workers, done: make(chan struct{}, 1), pause: pause}
 	if workers > 1 {
 		p.helpers = make([]helper, workers-1)
 	}
@@ -85,19 +109,12 @@ func (p *pool) helperLoop(h int) {
 		seen = g
 		p.drain(h + 1)
 		last := p.pending.Add(-1) == 0
-		if beforeSignal != nil {
-			beforeSignal()
-		}
+		p.hold(pauseBeforeSignal)
 		if last && p.waiting.CompareAndSwap(g, 0) {
 			p.done <- struct{}{}
 		}
 	}
 }
-
-// beforeSignal, set by tests, runs in a helper between its decrement of
-// pending and its signal to a blocked caller: where a descheduled helper
-// would be.
-var beforeSignal func()
 
 // await returns the next generation after seen: spinning first, then
 // parked on the helper's channel.
@@ -105,8 +122,9 @@ func (p *pool) await(me *helper, seen uint64) uint64 {
 	if spinUntil(spinHelper, func() bool { return p.gen.Load() != seen }) {
 		return p.gen.Load()
 	}
-	me.parked.Store(true)
-	if p.gen.Load() != seen && me.parked.CompareAndSwap(true, false) {
+	me.parked.Store(seen + 1)
+	p.hold(pauseAfterPark)
+	if p.gen.Load() != seen && me.parked.CompareAndSwap(seen+1, 0) {
 		return p.gen.Load() // a call came while we decided to park
 	}
 	<-me.wake
@@ -163,7 +181,12 @@ func (p *pool) runSized(total, work int, r runner) {
 	p.pending.Store(int32(len(p.helpers)))
 	g := p.gen.Add(1)
 	for h := range p.helpers {
-		if me := &p.helpers[h]; me.parked.Load() && me.parked.CompareAndSwap(true, false) {
+		me := &p.helpers[h]
+		if me.parked.Load() != g {
+			continue
+		}
+		p.hold(pauseBeforeWake)
+		if me.parked.CompareAndSwap(g, 0) {
 			me.wake <- struct{}{}
 		}
 	}

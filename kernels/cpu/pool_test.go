@@ -44,13 +44,11 @@ func TestPoolParkAndSpin(t *testing.T) {
 // caller of that call has blocked, and the late signal is not for it.
 func TestPoolLateSignal(t *testing.T) {
 	var held atomic.Int32
-	beforeSignal = func() {
-		if held.Add(1)%2 == 1 {
+	p := startPool(2, func(at pausePoint) {
+		if at == pauseBeforeSignal && held.Add(1)%2 == 1 {
 			time.Sleep(3 * spinCaller)
 		}
-	}
-	defer func() { beforeSignal = nil }()
-	p := newPool(2)
+	})
 	const pieces = 8
 	var hits [pieces]atomic.Int32
 	var inside atomic.Int32
@@ -72,5 +70,45 @@ func TestPoolLateSignal(t *testing.T) {
 				t.Fatalf("call %d: piece %d ran %d times", call, i, n)
 			}
 		}
+	}
+}
+
+// A caller that sees a helper parked, then is held up while that helper
+// notices the call on its own, runs it and parks again, must not wake it:
+// the wake would make the helper run the same call twice (counted twice,
+// so a later call's caller waited forever: a hang seen under -race).
+func TestPoolWakeIsForOneCall(t *testing.T) {
+	atWake, reparked := make(chan struct{}), make(chan struct{})
+	var parks atomic.Int32
+	p := startPool(2, func(at pausePoint) {
+		switch at {
+		case pauseAfterPark:
+			switch parks.Add(1) {
+			case 1: // parked before the first call: let the caller see it
+				<-atWake
+			case 2: // parked again after running it
+				close(reparked)
+			}
+		case pauseBeforeWake:
+			atWake <- struct{}{}
+			<-reparked
+		}
+	})
+	time.Sleep(3 * spinHelper) // the helper parks
+	var hits atomic.Int32
+	run := funcRunner(func(w, i int) { hits.Add(1) })
+	done := make(chan struct{})
+	go func() {
+		p.runSized(4, minParallelWork, run)
+		time.Sleep(3 * spinHelper) // a second run of the call would show now
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not end")
+	}
+	if n, g := p.pending.Load(), p.gen.Load(); n != 0 || g != 1 || hits.Load() != 4 {
+		t.Fatalf("after one call: pending %d (want 0), generation %d, %d of 4 pieces run", n, g, hits.Load())
 	}
 }
