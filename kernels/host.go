@@ -21,7 +21,32 @@ func (HostMemory) Alloc(t quant.Type, n int) (*Buffer, error) {
 	}
 	// Allocated as words so that every view is aligned.
 	words := make([]uint32, (t.RowBytes(n)+3)/4)
-	return NewHostBuffer(t, n, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), t.RowBytes(n))), nil
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), t.RowBytes(n))
+	if len(b) >= hugeMin {
+		hugePages(b)
+	}
+	return NewHostBuffer(t, n, b), nil
+}
+
+// hugeMin is the allocation size from which Alloc asks for huge pages.
+const hugeMin = 4 << 20
+
+// Prefault maps the pages of b now, on a device that keeps b in host
+// memory (elsewhere it does nothing): a buffer's first writer otherwise
+// takes a page fault per page, inside whatever step first writes it.
+func Prefault(m Memory, b *Buffer) {
+	if _, ok := m.(interface{ hostMemory() }); ok && b != nil {
+		prefault(b.host)
+	}
+}
+
+func (HostMemory) hostMemory() {}
+
+// touch writes a zero to each page of b, zeroed memory.
+func touch(b []byte) {
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 0
+	}
 }
 
 func (HostMemory) Upload(t quant.Type, n int, data []byte) (*Buffer, error) {

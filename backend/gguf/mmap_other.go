@@ -1,0 +1,8 @@
+//go:build !linux
+
+package gguf
+
+import "syscall"
+
+// mmapFlags maps the file shared; its pages fault in on first use.
+const mmapFlags = syscall.MAP_SHARED
