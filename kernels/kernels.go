@@ -69,7 +69,7 @@ import (
 type Buffer struct {
 	Type quant.Type
 	Len  int
-	Dev  any // the device's own handle (a device pointer); nil on host devices
+	Dev  any // the device's own handle (a device pointer); on host devices nil, or a weight matrix's own layout (cpu)
 
 	host []byte
 	f32  []float32 // views of host for host kernels; nil when the type differs
@@ -147,6 +147,14 @@ type Memory interface {
 	Read(dst []byte, src *Buffer, off int)
 	// Free releases b.
 	Free(b *Buffer)
+}
+
+// Preparer is a device that keeps weight matrices in a layout of its own
+// for its products: Prepare makes w's (already uploaded) now, at load,
+// rather than at its first product. Products of an unprepared matrix
+// still work.
+type Preparer interface {
+	Prepare(w *Matrix) error
 }
 
 // Kernels is the compute interface the models use. Shapes are row-major:

@@ -112,8 +112,16 @@ func (m *Model) upload() error {
 		errs = append(errs, err)
 		w.Buf, seen[key] = b, b
 	}
+	// prod uploads a matrix that products use, in the device's own layout
+	// where it has one (token_embd is only read row by row, unless tied).
+	prod := func(w *kernels.Matrix) {
+		mat(w)
+		if p, ok := k.(kernels.Preparer); ok && w.Buf != nil {
+			errs = append(errs, p.Prepare(w))
+		}
+	}
 	mat(m.TokenEmbd)
-	mat(m.Output)
+	prod(m.Output)
 	d.outputNorm = vec(m.OutputNorm)
 	d.layers = make([]layerBufs, len(m.Layers))
 	for i := range m.Layers {
@@ -139,7 +147,7 @@ func (m *Model) upload() error {
 			d.fusedGateUp = true
 		}
 		for _, w := range ws {
-			mat(w)
+			prod(w)
 		}
 		lb.attnNorm, lb.ffnNorm = vec(l.AttnNorm), vec(l.FFNNorm)
 		lb.qBias, lb.kBias, lb.vBias = vec(l.QBias), vec(l.KBias), vec(l.VBias)

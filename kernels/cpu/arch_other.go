@@ -2,6 +2,8 @@
 
 package cpu
 
+import "jspark/kernels/quant"
+
 // The assembly kernels are amd64 only; elsewhere the portable tiles run.
 const hasAsm = false
 
@@ -45,3 +47,10 @@ func attn512F16d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16
 }
 
 func silu512(gate, up *float32, n int) { panic("cpu: no assembly") }
+
+var (
+	pkFloatTiles map[quant.Type]*pkFloatShapes
+	pkIntTiles   map[quant.Type]*pkIntShapes
+)
+
+func quant512Q8R(x *float32, r *byte, nb int, c int32, halves bool) { panic("cpu: no assembly") }

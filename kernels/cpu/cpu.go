@@ -20,6 +20,7 @@ type Kernels struct {
 	isa         isa
 	mm          matmul
 	qm          qmm
+	pm          pmm
 	xq          qscratch // quantized activations of the current product
 	at          attend
 	ag          attendGo

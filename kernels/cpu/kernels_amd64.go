@@ -253,3 +253,237 @@ func qdotavx2Q6Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, 
 func quant512Q8(x *float32, q *int8, d *float32, s *int32, nb int)
 
 func silu512(gate *float32, up *float32, n int)
+
+func pk512F32x1x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x1x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x1x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x1x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x2x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x2x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x2x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x2x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x3x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x3x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x3x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x3x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x4x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x4x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x4x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x4x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x5x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x5x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x5x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x5x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x6x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x6x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x6x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x6x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x1x5(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x1x6(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x1x7(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F32x1x8(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x1x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x1x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x1x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x1x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x2x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x2x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x2x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x2x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x3x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x3x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x3x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x3x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x4x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x4x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x4x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x4x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x5x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x5x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x5x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x5x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x6x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x6x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x6x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x6x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x1x5(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x1x6(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x1x7(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512F16x1x8(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x1x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x1x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x1x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x1x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x2x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x2x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x2x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x2x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x3x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x3x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x3x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x3x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x4x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x4x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x4x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x4x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x5x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x5x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x5x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x5x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x6x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x6x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x6x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x6x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x1x5(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x1x6(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x1x7(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk512BF16x1x8(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pkvnniQ8_0x1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ8_0x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ8_0x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ8_0x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ8_0x5(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ8_0x6(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ8_0x7(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ8_0x8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4_0x1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4_0x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4_0x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4_0x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4_0x5(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4_0x6(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4_0x7(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4_0x8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4Kx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4Kx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4Kx5(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4Kx6(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4Kx7(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4Kx8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ6Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ6Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ6Kx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ6Kx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ6Kx5(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ6Kx6(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ6Kx7(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ6Kx8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func quant512Q8R(x *float32, r *byte, nb int, c int32, halves bool)

@@ -137,6 +137,14 @@ func (k *Kernels) MatMul(dst, x *kernels.Buffer, n int, w *kernels.Matrix) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.usePacked(w.Type) {
+		p, err := k.packedOf(w)
+		if err != nil {
+			panic("cpu: packing " + w.Name + ": " + err.Error())
+		}
+		k.pmatmul(dst, x, n, p)
+		return
+	}
 	if intPath(w.Type) {
 		k.qmatmul(dst, x, n, w)
 		return

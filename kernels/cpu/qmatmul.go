@@ -68,9 +68,10 @@ type qmm struct {
 
 // qscratch holds the quantized activations of one call, grown on demand.
 type qscratch struct {
-	q []int8
-	d []float32
-	s []int32
+	q   []int8
+	d   []float32
+	s   []int32
+	rec []byte // activation records of the packed kernels (packed.go)
 }
 
 func (q *qscratch) ensure(elems int) {

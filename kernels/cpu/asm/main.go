@@ -62,9 +62,11 @@ func main() {
 	qdots()
 	quantQ8()
 	siluMul()
+	packedKernels()
 	Generate()
 	writeTable()
 	writeQTable()
+	writePackedTable()
 }
 
 // writeTable writes the Go table of tile kernels by shape.

@@ -1,0 +1,345 @@
+package cpu
+
+import (
+	"sync"
+
+	"jspark/kernels"
+	"jspark/kernels/quant"
+)
+
+// On AVX-512 every weight matrix is multiplied in a packed layout, made
+// once (Prepare, or the first product): groups of 16 rows whose values for
+// one step of K lie side by side, so that one vector load holds a step of
+// 16 rows, each lane accumulates one row's output, and a one-token product
+// reads each group as one stream.
+//
+// Rows past the last full group are left zero: their outputs, whatever
+// they come to, are never stored.
+//
+// Float types (F32, F16, BF16): a group is K steps of 16 values (64 or 32
+// bytes). An output is one FMA chain over K in order:
+//
+//	out = fma(x[k], w[k], out)   for k = 0 … K-1
+//
+// Integer types multiply 32-element blocks of activations quantized as
+// quant.QuantizeQ8 (d_x, q_x) by the packed weights as exact integer dot
+// products, 4 bytes a lane per VPDPBUSD (unsigned weights, signed
+// activations), scaled to float in block order:
+//
+//	Q8_0 (544 bytes a block: 8 steps × 16 rows × 4 bytes of w+128, then 16
+//	halves d_w):  out = fma(float(Σ(w+128)·q_x − 128·Σq_x), d_w·d_x, out)
+//	Q4_0 (288: 4 loads × 16 rows × 4 bytes, low nibbles steps 0-3, high
+//	steps 4-7, then d_w):  out = fma(float(Σq·q_x − 8·Σq_x), d_w·d_x, out)
+//	Q4_K (2368 a super-block: d, dmin, then scales and mins [8][16] bytes,
+//	then 8 sub-blocks as Q4_0's nibbles): per sub-block j,
+//	  out = fma(float(Σq·q_x), (d·sc_j)·d_x, out)
+//	  out = fma(−(dmin·m_j), d_x·Σq_x, out)
+//	Q6_K (3360: d, scales [16][16] int8, then per block 4 loads of low
+//	nibbles and 2 of 2-bit highs, step 4h+f of load h at bits 2f):
+//	  out = fma(float(sc_A·(Σ_A u·q_x − 32·Σ_A q_x) + sc_B·(…B…)), d·d_x, out)
+//	with u = q+32 in 0…63 and A, B the block's two 16-element halves.
+//
+// NOTE: an output's arithmetic depends only on K and the type: the same in
+// every tile shape, for any batch, thread count or chunking, so greedy
+// outputs stay batch-invariant. Other instruction sets keep the unpacked
+// kernels (matmul.go, qmatmul.go), whose arithmetic differs.
+type packed struct {
+	typ        quant.Type
+	rows, cols int
+	groups     int
+	groupBytes int
+	buf        *kernels.Buffer // holds data, in the device's memory
+	data       []byte
+}
+
+const groupRows = 16
+
+// usePacked reports whether products of type t run packed on this ISA.
+func (k *Kernels) usePacked(t quant.Type) bool {
+	if k.isa != isaAVX512 {
+		return false
+	}
+	if pkFloatTiles[t] != nil {
+		return true
+	}
+	return hasVNNI && pkIntTiles[t] != nil
+}
+
+// Prepare packs w now (at load) rather than at its first product.
+func (k *Kernels) Prepare(w *kernels.Matrix) error {
+	if k.usePacked(w.Type) {
+		_, err := k.packedOf(w)
+		return err
+	}
+	return nil
+}
+
+var packMu sync.Mutex // guards the packed forms kept in weight buffers
+
+// packedOf returns w's packed form, kept in its buffer's Dev.
+func (k *Kernels) packedOf(w *kernels.Matrix) (*packed, error) {
+	packMu.Lock()
+	defer packMu.Unlock()
+	if p, ok := w.Buf.Dev.(*packed); ok {
+		return p, nil
+	}
+	p, err := k.pack(w)
+	if err != nil {
+		return nil, err
+	}
+	w.Buf.Dev = p
+	return p, nil
+}
+
+func (k *Kernels) pack(w *kernels.Matrix) (*packed, error) {
+	p := &packed{typ: w.Type, rows: w.Rows, cols: w.Cols, groups: (w.Rows + groupRows - 1) / groupRows}
+	K := w.Cols
+	switch w.Type {
+	case quant.F32:
+		p.groupBytes = 64 * K
+	case quant.F16, quant.BF16:
+		p.groupBytes = 32 * K
+	case quant.Q8_0:
+		p.groupBytes = K / 32 * 544
+	case quant.Q4_0:
+		p.groupBytes = K / 32 * 288
+	case quant.Q4_K:
+		p.groupBytes = K / quant.QK_K * 2368
+	case quant.Q6_K:
+		p.groupBytes = K / quant.QK_K * 3360
+	}
+	size := p.groups * p.groupBytes
+	buf, err := k.Alloc(quant.F32, size/4)
+	if err != nil {
+		return nil, err
+	}
+	p.buf, p.data = buf, kernels.HostBytes(buf)
+	src := kernels.HostBytes(w.Buf)
+	rowBytes := w.Type.RowBytes(K)
+	for g := 0; g < p.groups; g++ {
+		dst := p.data[g*p.groupBytes : (g+1)*p.groupBytes]
+		for i := 0; i < groupRows; i++ {
+			r := g*groupRows + i
+			if r >= w.Rows {
+				break
+			}
+			packRow(w.Type, dst, i, src[r*rowBytes:(r+1)*rowBytes], K)
+		}
+	}
+	return p, nil
+}
+
+// packRow writes row i of a group (src: the row as the file encodes it).
+func packRow(t quant.Type, dst []byte, i int, src []byte, K int) {
+	switch t {
+	case quant.F32:
+		for k := 0; k < K; k++ {
+			copy(dst[64*k+4*i:][:4], src[4*k:])
+		}
+	case quant.F16, quant.BF16:
+		for k := 0; k < K; k++ {
+			copy(dst[32*k+2*i:][:2], src[2*k:])
+		}
+	case quant.Q8_0:
+		for b := 0; b < K/32; b++ {
+			blk, out := src[34*b:34*b+34], dst[544*b:]
+			for e := 0; e < 32; e++ {
+				out[64*(e/4)+4*i+e%4] = blk[2+e] ^ 0x80 // int8 w + 128
+			}
+			copy(out[512+2*i:][:2], blk[:2])
+		}
+	case quant.Q4_0:
+		for b := 0; b < K/32; b++ {
+			blk, out := src[18*b:18*b+18], dst[288*b:]
+			var q [32]uint8
+			for j := 0; j < 16; j++ {
+				q[j], q[j+16] = blk[2+j]&15, blk[2+j]>>4
+			}
+			putNibbles(out, i, q[:])
+			copy(out[256+2*i:][:2], blk[:2])
+		}
+	case quant.Q4_K:
+		for sb := 0; sb < K/quant.QK_K; sb++ {
+			blk, out := src[144*sb:144*sb+144], dst[2368*sb:]
+			copy(out[2*i:][:2], blk[0:2])
+			copy(out[32+2*i:][:2], blk[2:4])
+			sc, m := scalesK4(blk[4:16])
+			qs := blk[16:]
+			for j := 0; j < 8; j++ {
+				out[64+16*j+i], out[192+16*j+i] = sc[j], m[j]
+				var q [32]uint8
+				for e := range q {
+					if j%2 == 0 {
+						q[e] = qs[32*(j/2)+e] & 15
+					} else {
+						q[e] = qs[32*(j/2)+e] >> 4
+					}
+				}
+				putNibbles(out[320+256*j:], i, q[:])
+			}
+		}
+	case quant.Q6_K:
+		for sb := 0; sb < K/quant.QK_K; sb++ {
+			blk, out := src[210*sb:210*sb+210], dst[3360*sb:]
+			copy(out[2*i:][:2], blk[208:210])
+			for s := 0; s < 16; s++ {
+				out[32+16*s+i] = blk[192+s]
+			}
+			u := q6Values(blk)
+			for b := 0; b < 8; b++ {
+				var lo [32]uint8
+				for e := range lo {
+					lo[e] = u[32*b+e] & 15
+				}
+				putNibbles(out[288+256*b:], i, lo[:])
+				for h := 0; h < 2; h++ {
+					for e := 0; e < 4; e++ {
+						var v uint8
+						for f := 0; f < 4; f++ {
+							v |= (u[32*b+4*(4*h+f)+e] >> 4) << (2 * f)
+						}
+						out[2336+128*b+64*h+4*i+e] = v
+					}
+				}
+			}
+		}
+	}
+}
+
+// putNibbles writes a block's 32 four-bit values for row i: load c (of 4)
+// holds steps c (low nibbles) and c+4 (high).
+func putNibbles(out []byte, i int, q []uint8) {
+	for c := 0; c < 4; c++ {
+		for e := 0; e < 4; e++ {
+			out[64*c+4*i+e] = q[4*c+e] | q[16+4*c+e]<<4
+		}
+	}
+}
+
+// q6Values decodes a Q6_K block's 256 six-bit values (q+32, in 0…63) in
+// element order, as ggml's dequantize_row_q6_K walks them.
+func q6Values(blk []byte) [256]uint8 {
+	var u [256]uint8
+	ql, qh := blk[:128], blk[128:192]
+	for n := 0; n < 2; n++ {
+		l0, h0, y := ql[64*n:], qh[32*n:], u[128*n:]
+		for l := 0; l < 32; l++ {
+			y[l] = l0[l]&15 | (h0[l]&3)<<4
+			y[l+32] = l0[l+32]&15 | (h0[l]>>2&3)<<4
+			y[l+64] = l0[l]>>4 | (h0[l]>>4&3)<<4
+			y[l+96] = l0[l+32]>>4 | (h0[l]>>6&3)<<4
+		}
+	}
+	return u
+}
+
+type (
+	pkFloatFn func(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+	pkIntFn   func(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+)
+
+// pmm is one packed product in flight.
+type pmm struct {
+	k       *Kernels
+	p       *packed
+	dst, x  []float32
+	n       int
+	gblocks int // group blocks
+	gper    int // groups per task
+	quant   bool
+}
+
+// groupsPerTask: a one-token product's tasks are ~8 per thread of
+// contiguous groups (one stream each); a batch's are 4 groups (64 rows).
+func groupsPerTask(groups, n, workers int) int {
+	if n != 1 {
+		return pkGroups
+	}
+	return min(max(1, groups/(8*workers)), 32)
+}
+
+func (k *Kernels) pmatmul(dst, x *kernels.Buffer, n int, p *packed) {
+	mm := &k.pm
+	*mm = pmm{k: k, p: p, dst: kernels.HostF32(dst), x: kernels.HostF32(x), n: n}
+	mm.gper = groupsPerTask(p.groups, n, k.pool.workers)
+	mm.gblocks = (p.groups + mm.gper - 1) / mm.gper
+	if pkIntTiles[p.typ] != nil {
+		nb := p.cols / quant.Q8Block
+		k.xq.ensureRecords(n * nb * recBytes)
+		mm.quant = true
+		k.pool.runSized(n, n*p.cols*8, mm)
+		mm.quant = false
+	}
+	tblocks := (n + tokBlock - 1) / tokBlock
+	k.pool.runSized(mm.gblocks*tblocks, n*p.rows*p.cols, mm)
+	*mm = pmm{}
+}
+
+// lastMask is the row mask of group g's store.
+func (p *packed) lastMask(g int) uint16 {
+	if g == p.groups-1 && p.rows%groupRows != 0 {
+		return uint16(1)<<(p.rows%groupRows) - 1
+	}
+	return 0xffff
+}
+
+// recordOffsets are quant512Q8R's offset multiplier and halves by type.
+var recordOffsets = map[quant.Type]struct {
+	c      int32
+	halves bool
+}{quant.Q8_0: {-128, false}, quant.Q4_0: {-8, false}, quant.Q4_K: {0, false}, quant.Q6_K: {-32, true}}
+
+func (mm *pmm) task(worker, i int) {
+	p, K := mm.p, mm.p.cols
+	nb := K / quant.Q8Block
+	rs := nb * recBytes
+	if mm.quant {
+		o := recordOffsets[p.typ]
+		quant512Q8R(&mm.x[i*K], &mm.k.xq.rec[i*rs], nb, o.c, o.halves)
+		return
+	}
+	gb, tb := i%mm.gblocks, i/mm.gblocks
+	g0, g1 := gb*mm.gper, min(p.groups, (gb+1)*mm.gper)
+	t0, t1 := tb*tokBlock, min(mm.n, (tb+1)*tokBlock)
+	R := p.rows
+	if tiles := pkIntTiles[p.typ]; tiles != nil {
+		rec := mm.k.xq.rec
+		if t1-t0 == 1 {
+			tiles[1](&p.data[g0*p.groupBytes], &rec[t0*rs], rs, nb, &mm.dst[t0*R+g0*groupRows], R, p.lastMask(g1-1), g1-g0)
+			return
+		}
+		for g := g0; g < g1; g++ {
+			for t := t0; t < t1; {
+				tn := min(pkIntTokens, t1-t)
+				tiles[tn](&p.data[g*p.groupBytes], &rec[t*rs], rs, nb, &mm.dst[t*R+g*groupRows], R, p.lastMask(g), 1)
+				t += tn
+			}
+		}
+		return
+	}
+	tiles := pkFloatTiles[p.typ]
+	width := pkGroups
+	if t1-t0 == 1 {
+		width = pkDecodeGroups
+	}
+	for g := g0; g < g1; {
+		gn := min(width, g1-g)
+		for t := t0; t < t1; {
+			tn := min(pkTokens, t1-t)
+			m := gn
+			if tn > 1 {
+				m = min(gn, pkGroups)
+			}
+			tiles[tn][m](&mm.x[t*K], K, &p.data[g*p.groupBytes], p.groupBytes, K, &mm.dst[t*R+g*groupRows], R, p.lastMask(g+m-1))
+			t += tn
+		}
+		g += gn
+	}
+}
+
+// ensureRecords grows the activation records to n bytes.
+func (q *qscratch) ensureRecords(n int) {
+	if len(q.rec) < n {
+		q.rec = make([]byte, n)
+	}
+}
