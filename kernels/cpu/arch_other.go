@@ -7,18 +7,7 @@ import "jspark/kernels/quant"
 // The assembly kernels are amd64 only; elsewhere the portable tiles run.
 const hasAsm = false
 
-var (
-	tiles512  [5][13]tile512Fn
-	tiles256  [3][7]tile256Fn
-	tiles512h [13]tile512hFn
-)
-
-func deq512F16(dst *float32, src *byte, n int)  { panic("cpu: no assembly") }
-func deq512BF16(dst *float32, src *byte, n int) { panic("cpu: no assembly") }
-func deq512Q8_0(dst *float32, src *byte, n int) { panic("cpu: no assembly") }
-func deq512Q4_0(dst *float32, src *byte, n int) { panic("cpu: no assembly") }
-func deq512Q4K(dst *float32, src *byte, n int)  { panic("cpu: no assembly") }
-func deq512Q6K(dst *float32, src *byte, n int)  { panic("cpu: no assembly") }
+var tiles256 [3][7]tile256Fn
 
 func attn512F32(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
 	panic("cpu: no assembly")

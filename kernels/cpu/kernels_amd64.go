@@ -2,78 +2,6 @@
 
 package cpu
 
-func tile512x1x1(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x1x2(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x1x3(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x1x4(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x1x5(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x1x6(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x1x7(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x1x8(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x1x9(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x1x10(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x1x11(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x1x12(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x2x1(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x2x2(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x2x3(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x2x4(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x2x5(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x2x6(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x2x7(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x2x8(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x2x9(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x2x10(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x2x11(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x2x12(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x3x1(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x3x2(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x3x3(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x3x4(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x3x5(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x3x6(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x4x1(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x4x2(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x4x3(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x4x4(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x4x5(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
-func tile512x4x6(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int)
-
 func tile256x1x1(x *float32, xs int, w *float32, ws int, steps int, tail int, acc *float32, dst *float32, ds int, mode int)
 
 func tile256x1x2(x *float32, xs int, w *float32, ws int, steps int, tail int, acc *float32, dst *float32, ds int, mode int)
@@ -98,42 +26,6 @@ func tile256x2x5(x *float32, xs int, w *float32, ws int, steps int, tail int, ac
 
 func tile256x2x6(x *float32, xs int, w *float32, ws int, steps int, tail int, acc *float32, dst *float32, ds int, mode int)
 
-func tile512h1x1(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
-
-func tile512h1x2(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
-
-func tile512h1x3(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
-
-func tile512h1x4(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
-
-func tile512h1x5(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
-
-func tile512h1x6(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
-
-func tile512h1x7(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
-
-func tile512h1x8(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
-
-func tile512h1x9(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
-
-func tile512h1x10(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
-
-func tile512h1x11(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
-
-func tile512h1x12(x *float32, xs int, w *float32, ws int, steps int, tail uint16, acc *float32, dst *float32, ds int, mode int, groups int)
-
-func deq512F16(dst *float32, src *byte, n int)
-
-func deq512BF16(dst *float32, src *byte, n int)
-
-func deq512Q8_0(dst *float32, src *byte, blocks int)
-
-func deq512Q4_0(dst *float32, src *byte, blocks int)
-
-func deq512Q4K(dst *float32, src *byte, blocks int)
-
-func deq512Q6K(dst *float32, src *byte, blocks int)
-
 func attn512F32(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
 
 func attn512F16(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
@@ -145,78 +37,6 @@ func attn512F16d64(q *float32, k *byte, v *byte, stride int, n int, mask uint16,
 func attn512F32d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
 
 func attn512F16d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
-
-func qdotvnniQ8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x3x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x3x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x3x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ8_0x3x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x3x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x3x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x3x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4_0x3x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4Kx2x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4Kx2x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4Kx2x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ4Kx2x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ6Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ6Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ6Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
-
-func qdotvnniQ6Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 
 func qdotavx2Q8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 

@@ -5,14 +5,15 @@ import (
 	"jspark/kernels/quant"
 )
 
-// The quantized product, llama.cpp's way: each token's activations are
-// quantized once per call to 8-bit blocks of 32 (quant.QuantizeQ8), then
-// every output is an integer dot product per block against the packed
-// weights (VPDPBUSD on AVX-512 VNNI), scaled to float and accumulated over
-// K in one fixed order (qdot.go states it). Tasks are (row block × token
-// block) as for the float product; inside one, groups of up to qRows
-// weight rows stay in L1 while the block's tokens pass over them in tiles
-// of up to qTokens; a lone token runs the block's rows in one call.
+// The unpacked quantized product (AVX2 and portable; AVX-512 with VNNI
+// runs packed.go), llama.cpp's way: each token's activations are quantized
+// once per call to 8-bit blocks of 32 (quant.QuantizeQ8), then every
+// output is an integer dot product per block against the weight rows as
+// the file encodes them (VPMADDUBSW and VPMADDWD on AVX2), scaled to float
+// and accumulated over K in one fixed order (qdot.go states it). Tasks are
+// (row block × token block) as for the float product; inside one, groups
+// of up to qRows weight rows stay in L1 while the block's tokens pass over
+// them one at a time; a lone token runs the block's rows in one call.
 //
 // NOTE: every batch size takes this path for these types (decode and
 // prefill alike), and an output's arithmetic depends only on K and the
@@ -21,16 +22,17 @@ import (
 // within about 1e-2 relative instead of 1e-6.
 
 // qRows is the most weight rows a tile takes (decodeRows picks for one
-// token), qTokens the most tokens.
+// token), qTokens the most tokens (AVX2 has registers for one).
 const (
 	qRows   = 4
-	qTokens = 3
+	qTokens = 1
 )
 
-// decodeRows is the rows of a one-token tile, by type (at most qRows). Measured on an AVX-512 EPYC streaming weights from DRAM:
-// fewer concurrent row streams suit the hardware prefetcher better than
-// more, and Q8_0's light blocks run fastest one row at a time (22 GB/s
-// against 8 GB/s for 12 rows).
+// decodeRows is the rows of a one-token tile, by type (at most qRows),
+// measured with the former VNNI tiles on an AVX-512 EPYC streaming
+// weights from DRAM: fewer concurrent row streams suit the hardware
+// prefetcher better than more, and Q8_0's light blocks ran fastest one
+// row at a time (22 GB/s against 8 GB/s for 12 rows).
 var decodeRows = map[quant.Type]int{quant.Q8_0: 1, quant.Q4_0: 1, quant.Q4_K: 4, quant.Q6_K: 1}
 
 // qkernFn computes a tile of T tokens × R rows (the table's indices):
@@ -40,19 +42,8 @@ var decodeRows = map[quant.Type]int{quant.Q8_0: 1, quant.Q4_0: 1, quant.Q4_K: 4,
 // advance by R rows).
 type qkernFn func(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 
-// qtiles holds the kernels of one type and ISA by [tokens][rows]; a type
-// may stop at fewer tokens (nil entries).
+// qtiles holds the kernels of one type and ISA by [tokens][rows].
 type qtiles [qTokens + 1][qRows + 1]qkernFn
-
-// tokens is the largest token count with kernels, up to n.
-func (q *qtiles) tokens(n int) int {
-	for t := min(n, qTokens); t > 1; t-- {
-		if q[t][1] != nil {
-			return t
-		}
-	}
-	return 1
-}
 
 // qmm is one quantized product in flight.
 type qmm struct {
@@ -135,10 +126,8 @@ func (mm *qmm) task(worker, i int) {
 	}
 	for r := r0; r < r1; r += qRows {
 		rn := min(qRows, r1-r)
-		for t := t0; t < t1; {
-			tn := kern.tokens(t1 - t)
-			call(r, rn, t, tn, 1)
-			t += tn
+		for t := t0; t < t1; t++ {
+			call(r, rn, t, 1, 1)
 		}
 	}
 }

@@ -4,15 +4,8 @@ package cpu
 
 import "jspark/kernels/quant"
 
-// qkernVNNI[type][tokens][rows] is the VNNI integer tile of that shape.
-var qkernVNNI = map[quant.Type]*qtiles{
-	quant.Q8_0: {1: {1: qdotvnniQ8_0x1x1, 2: qdotvnniQ8_0x1x2, 3: qdotvnniQ8_0x1x3, 4: qdotvnniQ8_0x1x4}, 2: {1: qdotvnniQ8_0x2x1, 2: qdotvnniQ8_0x2x2, 3: qdotvnniQ8_0x2x3, 4: qdotvnniQ8_0x2x4}, 3: {1: qdotvnniQ8_0x3x1, 2: qdotvnniQ8_0x3x2, 3: qdotvnniQ8_0x3x3, 4: qdotvnniQ8_0x3x4}},
-	quant.Q4_0: {1: {1: qdotvnniQ4_0x1x1, 2: qdotvnniQ4_0x1x2, 3: qdotvnniQ4_0x1x3, 4: qdotvnniQ4_0x1x4}, 2: {1: qdotvnniQ4_0x2x1, 2: qdotvnniQ4_0x2x2, 3: qdotvnniQ4_0x2x3, 4: qdotvnniQ4_0x2x4}, 3: {1: qdotvnniQ4_0x3x1, 2: qdotvnniQ4_0x3x2, 3: qdotvnniQ4_0x3x3, 4: qdotvnniQ4_0x3x4}},
-	quant.Q4_K: {1: {1: qdotvnniQ4Kx1x1, 2: qdotvnniQ4Kx1x2, 3: qdotvnniQ4Kx1x3, 4: qdotvnniQ4Kx1x4}, 2: {1: qdotvnniQ4Kx2x1, 2: qdotvnniQ4Kx2x2, 3: qdotvnniQ4Kx2x3, 4: qdotvnniQ4Kx2x4}},
-	quant.Q6_K: {1: {1: qdotvnniQ6Kx1x1, 2: qdotvnniQ6Kx1x2, 3: qdotvnniQ6Kx1x3, 4: qdotvnniQ6Kx1x4}},
-}
-
-// qkernAVX2[type][tokens][rows] is the AVX2 integer tile of that shape.
+// qkernAVX2[type][tokens][rows] is the AVX2 integer tile of that shape
+// (one token: AVX2 has 16 vector registers).
 var qkernAVX2 = map[quant.Type]*qtiles{
 	quant.Q8_0: {1: {1: qdotavx2Q8_0x1x1, 2: qdotavx2Q8_0x1x2, 3: qdotavx2Q8_0x1x3, 4: qdotavx2Q8_0x1x4}},
 	quant.Q4_0: {1: {1: qdotavx2Q4_0x1x1, 2: qdotavx2Q4_0x1x2, 3: qdotavx2Q4_0x1x3, 4: qdotavx2Q4_0x1x4}},

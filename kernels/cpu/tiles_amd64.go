@@ -2,19 +2,8 @@
 
 package cpu
 
-// tiles512[r][c] multiplies r tokens by c weight rows (AVX-512).
-var tiles512 = [5][13]tile512Fn{
-	1: {1: tile512x1x1, 2: tile512x1x2, 3: tile512x1x3, 4: tile512x1x4, 5: tile512x1x5, 6: tile512x1x6, 7: tile512x1x7, 8: tile512x1x8, 9: tile512x1x9, 10: tile512x1x10, 11: tile512x1x11, 12: tile512x1x12},
-	2: {1: tile512x2x1, 2: tile512x2x2, 3: tile512x2x3, 4: tile512x2x4, 5: tile512x2x5, 6: tile512x2x6, 7: tile512x2x7, 8: tile512x2x8, 9: tile512x2x9, 10: tile512x2x10, 11: tile512x2x11, 12: tile512x2x12},
-	3: {1: tile512x3x1, 2: tile512x3x2, 3: tile512x3x3, 4: tile512x3x4, 5: tile512x3x5, 6: tile512x3x6},
-	4: {1: tile512x4x1, 2: tile512x4x2, 3: tile512x4x3, 4: tile512x4x4, 5: tile512x4x5, 6: tile512x4x6},
-}
-
 // tiles256[r][c] multiplies r tokens by c weight rows (AVX2).
 var tiles256 = [3][7]tile256Fn{
 	1: {1: tile256x1x1, 2: tile256x1x2, 3: tile256x1x3, 4: tile256x1x4, 5: tile256x1x5, 6: tile256x1x6},
 	2: {1: tile256x2x1, 2: tile256x2x2, 3: tile256x2x3, 4: tile256x2x4, 5: tile256x2x5, 6: tile256x2x6},
 }
-
-// tiles512h[c] multiplies one token by c F16 weight rows (AVX-512).
-var tiles512h = [13]tile512hFn{1: tile512h1x1, 2: tile512h1x2, 3: tile512h1x3, 4: tile512h1x4, 5: tile512h1x5, 6: tile512h1x6, 7: tile512h1x7, 8: tile512h1x8, 9: tile512h1x9, 10: tile512h1x10, 11: tile512h1x11, 12: tile512h1x12}

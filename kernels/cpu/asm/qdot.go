@@ -11,18 +11,17 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// The integer dot products of quantized weight rows with Q8 activations
-// (see kernels/cpu/qdot.go for the arithmetic, which these follow lane for
-// lane): qdot{vnni,avx2}{Type}x{T}x{R} compute T tokens × R rows, each
-// output with the same instructions whatever T and R (a tile only shares
-// the loads and the weight-side work between outputs).
+// The AVX2 integer dot products of quantized weight rows with Q8
+// activations (see kernels/cpu/qdot.go for the arithmetic, which these
+// follow lane for lane): qdotavx2{Type}x1x{R} compute one token × R rows,
+// each output with the same instructions whatever R (a tile only shares
+// the loads and the weight-side work between outputs). AVX-512 with VNNI
+// multiplies packed weights instead (packed.go).
 //
-// A block's 8 int32 lanes come from VPDPBUSD (AVX-512 VNNI, unsigned
-// weights × signed activations) or VPMADDUBSW + VPMADDWD (AVX2); both give
-// each lane the exact sum of 4 products, so both ISAs produce the same
-// lanes. Weights are made unsigned by an offset whose product with the
-// activations is subtracted exactly: Q8_0 adds 128 (VNNI) or moves its sign
-// onto the activations (AVX2, whose 16-bit pairs would saturate), Q4_0
+// A block's 8 int32 lanes come from VPMADDUBSW + VPMADDWD, each lane the
+// exact sum of 4 products. Weights are made unsigned by an offset whose
+// product with the activations is subtracted exactly: Q8_0 moves its sign
+// onto the activations (16-bit pairs of w+128 would saturate), Q4_0
 // subtracts 8, Q6_K 32; Q4_K's mins are a separate float term.
 
 var qtypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K"}
@@ -33,88 +32,37 @@ const qRows = 4
 // weight row: a decode streams the weights from DRAM.
 const qPrefetch = 4096
 
-// qTokens is the most tokens a tile takes, by ISA and type: VNNI tiles
-// use all 32 vector registers, AVX2 (VEX) has 16.
-func qTokens(typ string, vnni bool) int {
-	switch {
-	case !vnni || typ == "Q6K":
-		return 1
-	case typ == "Q4K":
-		return 2
-	}
-	return 3
-}
-
 var qonly = os.Getenv("QONLY")
 
 func qdots() {
-	for _, vnni := range []bool{true, false} {
-		for _, t := range qtypes {
-			for tk := 1; tk <= qTokens(t, vnni); tk++ {
-				for r := 1; r <= qRows; r++ {
-					if qonly != "" && qonly != qname(t, tk, r, vnni) {
-						continue
-					}
-					qdot(t, tk, r, vnni)
-				}
+	for _, t := range qtypes {
+		for r := 1; r <= qRows; r++ {
+			if qonly != "" && qonly != qname(t, 1, r) {
+				continue
 			}
+			qdot(t, 1, r)
 		}
 	}
 }
 
-func qname(t string, tk, r int, vnni bool) string {
-	isa := "avx2"
-	if vnni {
-		isa = "vnni"
-	}
-	return fmt.Sprintf("qdot%s%sx%dx%d", isa, t, tk, r)
-}
+func qname(t string, tk, r int) string { return fmt.Sprintf("qdotavx2%sx%dx%d", t, tk, r) }
 
 // qctx is the state one kernel's generator shares between its helpers.
 type qctx struct {
-	vnni bool
 	ones VecVirtual // AVX2: sixteen-bit ones for VPMADDWD
 	T, R int
 	// row r's weights at wb[r/3] + (r%3)·ws
 	wb []Register
 	ws Register
-	// token t's activations at q + t·sq, its scales and sums at d, s + t·sd
-	q, d, s, sq, sd Register
+	// the token's activations at q, its scales and sums at d, s (T is 1:
+	// token t > 0 would sit a stride further)
+	q, d, s Register
 }
 
-// The VNNI kernels may be given registers 16-31, which only EVEX
-// encodings reach: these pick the EVEX mnemonic there.
-func (c *qctx) pand(a, b, d Op) {
-	if c.vnni {
-		VPANDD(a, b, d)
-	} else {
-		VPAND(a, b, d)
-	}
-}
-
-func (c *qctx) pxor(a, b, d Op) {
-	if c.vnni {
-		VPXORD(a, b, d)
-	} else {
-		VPXOR(a, b, d)
-	}
-}
-
-func (c *qctx) por(a, b, d Op) {
-	if c.vnni {
-		VPORD(a, b, d)
-	} else {
-		VPOR(a, b, d)
-	}
-}
-
-func (c *qctx) movdqu(a, d Op) {
-	if c.vnni {
-		VMOVDQU32(a, d)
-	} else {
-		VMOVDQU(a, d)
-	}
-}
+func (c *qctx) pand(a, b, d Op) { VPAND(a, b, d) }
+func (c *qctx) pxor(a, b, d Op) { VPXOR(a, b, d) }
+func (c *qctx) por(a, b, d Op)  { VPOR(a, b, d) }
+func (c *qctx) movdqu(a, d Op)  { VMOVDQU(a, d) }
 
 func (c *qctx) zero(v VecVirtual) { c.pxor(v, v, v) }
 
@@ -135,16 +83,16 @@ func (c *qctx) prefetch(r, off int) {
 	}
 }
 
-func tokAt(base, stride Register, t, disp int) Mem {
-	if t == 0 {
-		return Mem{Base: base, Disp: disp}
+func tokAt(base Register, t, disp int) Mem {
+	if t != 0 {
+		panic("asm: AVX2 integer tiles take one token")
 	}
-	return Mem{Base: base, Index: stride, Scale: uint8(t), Disp: disp}
+	return Mem{Base: base, Disp: disp}
 }
 
-func (c *qctx) xq(t, disp int) Mem { return tokAt(c.q, c.sq, t, disp) }
-func (c *qctx) xd(t, disp int) Mem { return tokAt(c.d, c.sd, t, disp) }
-func (c *qctx) xs(t, disp int) Mem { return tokAt(c.s, c.sd, t, disp) }
+func (c *qctx) xq(t, disp int) Mem { return tokAt(c.q, t, disp) }
+func (c *qctx) xd(t, disp int) Mem { return tokAt(c.d, t, disp) }
+func (c *qctx) xs(t, disp int) Mem { return tokAt(c.s, t, disp) }
 
 // advance moves the weights by wb bytes and the activations by qb bytes
 // of quants and db bytes of scales (and sums).
@@ -162,15 +110,6 @@ func (c *qctx) advance(wb, qb, db int) {
 // idot sets acc = init + the lanes of u·x (u unsigned bytes, x signed).
 // init nil means zero.
 func (c *qctx) idot(acc, init, u, x VecVirtual) {
-	if c.vnni {
-		if init == nil {
-			c.zero(acc)
-		} else {
-			VMOVDQA32(init, acc)
-		}
-		VPDPBUSD(x, u, acc)
-		return
-	}
 	VPMADDUBSW(x, u, acc)
 	VPMADDWD(c.ones, acc, acc)
 	if init != nil {
@@ -213,10 +152,10 @@ func grid(T, R int) [][]VecVirtual {
 	return g
 }
 
-func qdot(typ string, T, R int, vnni bool) {
-	name := qname(typ, T, R, vnni)
+func qdot(typ string, T, R int) {
+	name := qname(typ, T, R)
 	TEXT(name, NOSPLIT, "func(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)")
-	c := &qctx{vnni: vnni, T: T, R: R}
+	c := &qctx{T: T, R: R}
 	// groups tiles of R consecutive rows each, one after another: the row
 	// loop of a decode stays out of Go. Each group reloads its arguments;
 	// w, dst and groups advance in the argument frame.
@@ -228,20 +167,12 @@ func qdot(typ string, T, R int, vnni bool) {
 	if typ == "Q4K" {
 		c.s = Load(Param("xs"), GP64())
 	}
-	if T > 1 {
-		c.sq = Load(Param("xst"), GP64())
-		c.sd = GP64()
-		MOVQ(c.sq, c.sd)
-		SHRQ(U8(3), c.sd) // 4 bytes per 32-element block
-	}
 	nb := Load(Param("nb"), GP64())
-	if !vnni {
-		r := GP32()
-		MOVL(U32(0x00010001), r)
-		c.ones = YMM()
-		VMOVD(r, c.ones.AsX())
-		VPBROADCASTD(c.ones.AsX(), c.ones)
-	}
+	r := GP32()
+	MOVL(U32(0x00010001), r)
+	c.ones = YMM()
+	VMOVD(r, c.ones.AsX())
+	VPBROADCASTD(c.ones.AsX(), c.ones)
 	for i := 3; i < R; i += 3 {
 		b := GP64()
 		LEAQ(Mem{Base: c.wb[len(c.wb)-1], Index: c.ws, Scale: 2}, b)
@@ -275,9 +206,9 @@ func qdot(typ string, T, R int, vnni bool) {
 	for t := range acc {
 		for r := range acc[t] {
 			a := acc[t][r]
-			hsum8(a, c.vnni)
+			hsum8(a, false)
 			if macc != nil {
-				hsum8(macc[t][r], c.vnni)
+				hsum8(macc[t][r], false)
 				VSUBSS(macc[t][r].AsX(), a.AsX(), a.AsX())
 			}
 			VMOVSS(a.AsX(), Mem{Base: dst, Disp: 4 * r})
@@ -305,18 +236,12 @@ func qdot(typ string, T, R int, vnni bool) {
 // bytes of nibbles, element j low and j+16 high).
 func q32(c *qctx, typ string, nb Register, acc [][]VecVirtual, name string) {
 	size := 34
-	// Q8_0's signed weights: on AVX2, and for one token on VNNI, the sign
-	// moves onto the activations (VPSIGNB, |w| unsigned); VNNI tiles of
-	// several tokens add 128 instead, whose share of each block's lanes is
-	// computed once per token and shared by the rows. Both give the same
-	// exact integer lanes, so the same bits.
-	sign := typ == "Q8_0" && (!c.vnni || c.T == 1)
+	// Q8_0's signed weights: the sign moves onto the activations
+	// (VPSIGNB, |w| unsigned).
+	sign := typ == "Q8_0"
 	var off, mask VecVirtual
-	switch {
-	case typ == "Q4_0":
+	if typ == "Q4_0" {
 		size, off, mask = 18, bcastB(8), bcastB(15)
-	case !sign:
-		off = bcastB(0x80)
 	}
 	xv, dx, neg := make([]VecVirtual, c.T), make([]VecVirtual, c.T), make([]VecVirtual, c.T)
 	for t := range xv {
@@ -335,22 +260,14 @@ func q32(c *qctx, typ string, nb Register, acc [][]VecVirtual, name string) {
 	}
 	for r := 0; r < c.R; r++ {
 		var sx VecVirtual
-		if typ == "Q8_0" {
+		if sign {
 			c.movdqu(c.row(r, 2), u)
-			if sign {
-				sx = YMM()
-			} else {
-				c.pxor(off, u, u) // w + 128
-			}
+			sx = YMM()
 		} else {
 			hi := XMM()
 			c.movdqu(c.row(r, 2), u.AsX())
 			VPSRLW(U8(4), u.AsX(), hi)
-			if c.vnni {
-				VINSERTI32X4(U8(1), hi, u, u)
-			} else {
-				VINSERTI128(U8(1), hi, u, u)
-			}
+			VINSERTI128(U8(1), hi, u, u)
 			c.pand(mask, u, u)
 		}
 		c.prefetch(r, 0)
@@ -549,32 +466,22 @@ func q6k(c *qctx, nb Register, acc [][]VecVirtual, name string) {
 	Label(name + "_done")
 }
 
-// writeQTable writes the Go table of the integer kernels by ISA, type,
-// tokens and rows.
+// writeQTable writes the Go table of the AVX2 integer kernels by type and
+// rows.
 func writeQTable() {
 	var b strings.Builder
 	b.WriteString("// Code generated by command: go run main.go. DO NOT EDIT.\n\npackage cpu\n\nimport \"jspark/kernels/quant\"\n\n")
 	types := map[string]string{"Q8_0": "quant.Q8_0", "Q4_0": "quant.Q4_0", "Q4K": "quant.Q4_K", "Q6K": "quant.Q6_K"}
-	for _, vnni := range []bool{true, false} {
-		v := "AVX2"
-		if vnni {
-			v = "VNNI"
+	b.WriteString("// qkernAVX2[type][tokens][rows] is the AVX2 integer tile of that shape\n// (one token: AVX2 has 16 vector registers).\n")
+	b.WriteString("var qkernAVX2 = map[quant.Type]*qtiles{\n")
+	for _, t := range qtypes {
+		fmt.Fprintf(&b, "\t%s: {1: {", types[t])
+		for r := 1; r <= qRows; r++ {
+			fmt.Fprintf(&b, "%d: %s, ", r, qname(t, 1, r))
 		}
-		fmt.Fprintf(&b, "// qkern%s[type][tokens][rows] is the %s integer tile of that shape.\n", v, v)
-		fmt.Fprintf(&b, "var qkern%s = map[quant.Type]*qtiles{\n", v)
-		for _, t := range qtypes {
-			fmt.Fprintf(&b, "\t%s: {", types[t])
-			for tk := 1; tk <= qTokens(t, vnni); tk++ {
-				fmt.Fprintf(&b, "%d: {", tk)
-				for r := 1; r <= qRows; r++ {
-					fmt.Fprintf(&b, "%d: %s, ", r, qname(t, tk, r, vnni))
-				}
-				b.WriteString("}, ")
-			}
-			b.WriteString("},\n")
-		}
-		b.WriteString("}\n\n")
+		b.WriteString("}},\n")
 	}
+	b.WriteString("}\n")
 	out, err := format.Source([]byte(b.String()))
 	if err != nil {
 		panic(err)
