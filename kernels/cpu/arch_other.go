@@ -43,3 +43,5 @@ var (
 )
 
 func quant512Q8R(x *float32, r *byte, nb int, c int32, halves bool) { panic("cpu: no assembly") }
+
+func read512(p *byte, stride int, n int) uint32 { panic("cpu: no assembly") }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -367,4 +368,29 @@ func TestExpf(t *testing.T) {
 	if expf(-100) != 0 || expf(0) != 1 {
 		t.Errorf("edges: %g %g", expf(-100), expf(0))
 	}
+}
+
+// BenchmarkReadBandwidth: the machine's read bandwidth as the kernels see
+// it, what decode's weight streaming is measured against: read512 (zmm
+// loads from 4 streams a thread, nothing else) over 256 MiB on huge pages
+// (as packed weights are), far past the caches, in 16 MiB pieces across
+// the pool's threads.
+func BenchmarkReadBandwidth(b *testing.B) {
+	if !hasAsm {
+		b.Skip("no assembly here")
+	}
+	const size, pieces = 256 << 20, 16
+	k := New(0)
+	b32, _ := k.Alloc(quant.F32, size/4) // on huge pages, as packed weights are
+	buf := kernels.HostBytes(b32)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	var sink atomic.Uint32
+	const piece = size / pieces
+	run := funcRunner(func(w, i int) { sink.Add(read512(&buf[i*piece], piece/4, piece/4)) })
+	for b.Loop() {
+		k.pool.runSized(pieces, size, run)
+	}
+	b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }

@@ -307,3 +307,5 @@ func pkvnniQ6Kx7(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask ui
 func pkvnniQ6Kx8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
 func quant512Q8R(x *float32, r *byte, nb int, c int32, halves bool)
+
+func read512(p *byte, stride int, n int) uint32

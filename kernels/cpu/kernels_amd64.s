@@ -34857,3 +34857,36 @@ q8r_next:
 q8r_done:
 	VZEROUPPER
 	RET
+
+// func read512(p *byte, stride int, n int) uint32
+// Requires: AVX, AVX512F
+TEXT ·read512(SB), NOSPLIT, $0-28
+	MOVQ   p+0(FP), AX
+	MOVQ   stride+8(FP), CX
+	MOVQ   n+16(FP), DX
+	LEAQ   (AX)(CX*2), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+
+read_loop:
+	TESTQ DX, DX
+	JZ    read_done
+	VPORD (AX), Z0, Z0
+	VPORD (AX)(CX*1), Z1, Z1
+	VPORD (BX), Z0, Z0
+	VPORD (BX)(CX*1), Z1, Z1
+	VPORD 64(AX), Z0, Z0
+	VPORD 64(AX)(CX*1), Z1, Z1
+	VPORD 64(BX), Z0, Z0
+	VPORD 64(BX)(CX*1), Z1, Z1
+	ADDQ  $0x00000080, AX
+	ADDQ  $0x00000080, BX
+	SUBQ  $0x00000080, DX
+	JMP   read_loop
+
+read_done:
+	VPORD Z1, Z0, Z0
+	VMOVD X0, AX
+	MOVL  AX, ret+24(FP)
+	VZEROUPPER
+	RET
