@@ -19,21 +19,9 @@ func attn512F16(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd
 
 func quant512Q8(x *float32, q *int8, d *float32, s *int32, nb int) { panic("cpu: no assembly") }
 
-func attn512F32d64(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
-	panic("cpu: no assembly")
-}
 
-func attn512F16d64(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
-	panic("cpu: no assembly")
-}
 
-func attn512F32d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
-	panic("cpu: no assembly")
-}
 
-func attn512F16d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
-	panic("cpu: no assembly")
-}
 
 func silu512(gate, up *float32, n int) { panic("cpu: no assembly") }
 
@@ -45,3 +33,5 @@ var (
 func quant512Q8R(x *float32, r *byte, nb int, c int32, halves bool) { panic("cpu: no assembly") }
 
 func read512(p *byte, stride int, n int) uint32 { panic("cpu: no assembly") }
+
+var attnChunks map[attnKey]attnSteps

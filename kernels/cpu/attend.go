@@ -7,11 +7,19 @@ import (
 	"jspark/kernels/quant"
 )
 
-// attend is one fused attention call in flight: each task is one (query
-// token, head) pair walking its sequence's blocks in order with an online
-// softmax (attn512*: scores, running max and sum, and the value sum for up
-// to 16 slots per call), so no score row is materialised. A token's result
+// attend is one fused attention call in flight: each query token of a
+// head walks its sequence's blocks in order with an online softmax
+// (attn512*: scores, running max and sum, and the value sum for up to 16
+// slots per call), so no score row is materialised. A token's result
 // depends only on its own sequence's keys and values, in position order.
+//
+// A task is one head of a run of up to qBlock consecutive tokens of one
+// sequence (a prefill chunk's): chunk by chunk of keys, every token of the
+// run that sees the chunk takes its step while the chunk's keys and values
+// are in L1, instead of each token streaming the whole context from L3
+// (at 4,000 tokens attention was 64% of a prefill, at 0.5 instructions a
+// cycle). Each token still takes the same steps in the same order, so its
+// bits do not depend on the run it falls in.
 type attend struct {
 	k        *Kernels
 	a        *kernels.Attention
@@ -19,59 +27,115 @@ type attend struct {
 	kv       [2][]byte
 	pos, seq []int32
 	tables   []int32
+	runs     []qrun // reused across calls
 }
 
-type attnFn func(q *float32, k, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+// qrun is tokens [from, to) of one sequence at consecutive positions.
+type qrun struct{ from, to int32 }
 
-type attnKey struct {
-	f16 bool
-	hd  int // 0: any
-}
+// qBlock is the most tokens of a run: their states and outputs (qBlock ×
+// head_dim floats) stay in L1 beside a chunk's keys and values.
+const qBlock = 32
 
-// attnBlocks are the attention steps by KV type and head width.
-var attnBlocks = map[attnKey]attnFn{
-	{false, 0}: attn512F32, {true, 0}: attn512F16,
-	{false, 64}: attn512F32d64, {true, 64}: attn512F16d64,
-	{false, 128}: attn512F32d128, {true, 128}: attn512F16d128,
-}
+type (
+	// attnFn is one query's step over n ≤ 16 slots, any head width.
+	attnFn func(q *float32, k, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+	// attnStepFn is the step of a fixed head width for some queries (qs
+	// floats apart; states, value sums and scratch side by side).
+	attnStepFn func(q *float32, qs int, k, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+	attnSteps  struct {
+		one, many attnStepFn
+		queries   int // of many
+	}
+	attnKey struct {
+		f16 bool
+		hd  int
+	}
+)
 
 func (at *attend) task(worker, i int) {
 	a := at.a
 	hd := a.HeadDim
-	tok, h := i/a.Heads, i%a.Heads
+	// The heaviest runs (latest positions) first, so that the threads end
+	// together.
+	run, h := at.runs[len(at.runs)-1-i/a.Heads], i%a.Heads
 	dim, kvDim := a.Heads*hd, a.KVHeads*hd
 	kvOff := (h / (a.Heads / a.KVHeads)) * hd
 	elem := a.K.Type.RowBytes(1)
 	s := &at.k.scratch[worker]
-	if len(s.o) < hd {
-		s.o = make([]float32, hd)
+	nq := int(run.to - run.from)
+	if len(s.o) < qBlock*hd {
+		s.o = make([]float32, qBlock*hd)
 	}
-	o := s.o[:hd]
+	o := s.o[:nq*hd]
 	clear(o)
-	state := &s.state // in scratch: a local would escape to the assembly
-	*state = [2]float32{-1e30, 0}
-	q := at.q[tok*dim+h*hd:][:hd]
-	n := int(at.pos[tok]) + 1
-	table := at.tables[int(at.seq[tok])*a.TableStride:][:a.TableStride]
+	states := s.states[:nq] // in scratch: locals would escape to the assembly
+	for t := range states {
+		states[t] = [2]float32{-1e30, 0}
+	}
+	first := int(run.from)
+	table := at.tables[int(at.seq[first])*a.TableStride:][:a.TableStride]
 	bs := a.BlockSize
-	block := attnBlocks[attnKey{a.K.Type == quant.F16, hd}]
-	if block == nil {
-		block = attnBlocks[attnKey{a.K.Type == quant.F16, 0}]
+	f16 := a.K.Type == quant.F16
+	steps, fixed := attnChunks[attnKey{f16, hd}]
+	generic := attn512F32
+	if f16 {
+		generic = attn512F16
 	}
 	kb, vb := at.kv[0], at.kv[1]
-	for p0 := 0; p0 < n; p0 += bs {
+	stride := kvDim * elem
+	q := func(t int) *float32 { return &at.q[(first+t)*dim+h*hd] }
+	last := int(at.pos[run.to-1]) + 1 // keys the run's last token sees
+	for p0 := 0; p0 < last; p0 += bs {
 		base := int(table[p0/bs]) * bs
-		m := min(bs, n-p0)
-		for j0 := 0; j0 < m; j0 += 16 {
-			nn := min(16, m-j0)
+		for j0 := 0; j0 < min(bs, last-p0); j0 += 16 {
 			off := ((base+j0)*kvDim + kvOff) * elem
-			block(&q[0], &kb[off], &vb[off], kvDim*elem, nn, uint16(1<<nn-1), hd, a.Scale, state, &o[0], &s.s16)
+			k, v := &kb[off], &vb[off]
+			full := min(16, bs-j0) // slots of the chunk a token past it sees
+			for t := 0; t < nq; {
+				n := int(at.pos[first+t]) + 1
+				if p0+j0 >= n {
+					t++
+					continue // the chunk lies past this token
+				}
+				nn := min(16, min(bs, n-p0)-j0)
+				mask := uint16(1<<nn - 1)
+				switch {
+				case !fixed:
+					generic(q(t), k, v, stride, nn, mask, hd, a.Scale, &states[t], &o[t*hd], (*[16]float32)(s.s64[:16]))
+					t++
+				case nn == full && nq-t >= steps.queries:
+					// Tokens are in position order: from here on all see the
+					// whole chunk.
+					steps.many(q(t), dim, k, v, stride, nn, mask, a.Scale, &states[t], &o[t*hd], &s.s64[0])
+					t += steps.queries
+				default:
+					steps.one(q(t), dim, k, v, stride, nn, mask, a.Scale, &states[t], &o[t*hd], &s.s64[0])
+					t++
+				}
+			}
 		}
 	}
-	out := at.out[tok*dim+h*hd:][:hd]
-	inv := 1 / state[1]
-	for d, v := range o {
-		out[d] = v * inv
+	for t := range nq {
+		out := at.out[(first+t)*dim+h*hd:][:hd]
+		inv := 1 / states[t][1]
+		for d, v := range o[t*hd : (t+1)*hd] {
+			out[d] = v * inv
+		}
+	}
+}
+
+// splitRuns cuts the batch's tokens into runs: consecutive tokens of one
+// sequence at consecutive positions, at most qBlock each.
+func (at *attend) splitRuns(n int) {
+	at.runs = at.runs[:0]
+	for i := 0; i < n; {
+		j := i + 1
+		for j < n && j-i < qBlock && at.seq[j] == at.seq[i] && at.pos[j] == at.pos[j-1]+1 {
+			j++
+		}
+		at.runs = append(at.runs, qrun{int32(i), int32(j)})
+		i = j
 	}
 }
 
@@ -82,9 +146,11 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 		at := &k.at
 		*at = attend{k: k, a: a, q: kernels.HostF32(a.Q), out: kernels.HostF32(a.Out),
 			kv:  [2][]byte{kernels.HostBytes(a.K), kernels.HostBytes(a.V)},
-			pos: kernels.HostI32(a.Pos), seq: kernels.HostI32(a.Seq), tables: kernels.HostI32(a.Table)}
-		k.pool.runSized(a.N*a.Heads, a.N*a.Heads*a.HeadDim*2*(a.MaxPos+1), at)
-		*at = attend{}
+			pos: kernels.HostI32(a.Pos), seq: kernels.HostI32(a.Seq), tables: kernels.HostI32(a.Table),
+			runs: at.runs}
+		at.splitRuns(a.N)
+		k.pool.runSized(len(at.runs)*a.Heads, a.N*a.Heads*a.HeadDim*2*(a.MaxPos+1), at)
+		*at = attend{runs: at.runs[:0]}
 		return
 	}
 	if a.K.Type != quant.F32 {

@@ -34,8 +34,8 @@ type scratch struct {
 	acc    [tokBlock * rowBlock * maxLanes]float32
 	scores []float32
 	o      []float32 // one head's output accumulator
-	s16    [16]float32
-	state  [2]float32 // attention's running max and sum
+	s64    [64]float32 // attention scores (16 per query)
+	states [qBlock][2]float32 // attention's running max and sum, a token each
 	rope   []float32  // one token's RoPE cosines and sines
 }
 

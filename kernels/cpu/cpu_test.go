@@ -172,7 +172,7 @@ func TestAttendMatchesReference(t *testing.T) {
 	for _, is := range isas() {
 		for _, c := range []struct{ n, heads, kvHeads, headDim, bs int }{
 			{50, 8, 2, 16, 16}, {77, 8, 8, 8, 16}, {33, 4, 2, 8, 5}, {40, 4, 1, 64, 16},
-			{70, 4, 2, 128, 32}, {21, 2, 2, 64, 7}, {19, 3, 1, 24, 16},
+			{70, 4, 2, 128, 32}, {21, 2, 2, 64, 7}, {19, 3, 1, 24, 16}, {45, 2, 1, 96, 16}, {38, 2, 2, 32, 24},
 		} {
 			for _, kv := range []quant.Type{quant.F32, quant.F16} {
 				a := attention(r, c.n, c.heads, c.kvHeads, c.headDim, c.bs)
@@ -194,21 +194,37 @@ func TestAttendMatchesReference(t *testing.T) {
 // a batch with other queries of its sequence.
 func TestAttendBatchInvariant(t *testing.T) {
 	r := rand.New(rand.NewPCG(4, 4))
-	a := attention(r, 40, 4, 2, 64, 16)
-	k := New(2)
-	k.Attend(a)
-	all := append([]float32(nil), kernels.HostF32(a.Out)...)
-	dim := a.Heads * a.HeadDim
-	for _, tok := range []int{0, 17, 39} {
-		one := *a
-		one.N, one.MaxPos = 1, tok
-		one.Q = f32(kernels.HostF32(a.Q)[tok*dim : (tok+1)*dim])
-		one.Out = f32(make([]float32, dim))
-		one.Pos, one.Seq = i32([]int32{int32(tok)}), i32([]int32{0})
-		k.Attend(&one)
-		for d, v := range kernels.HostF32(one.Out) {
-			if v != all[tok*dim+d] {
-				t.Fatalf("token %d dim %d: %v alone, %v in batch", tok, d, v, all[tok*dim+d])
+	// Head widths with one-query and several-query steps (64: 4 at once,
+	// 128: 2) and the any-width step (24, 8); blocks that hold a 16-slot
+	// chunk, and 7 and 24 that cut chunks short; runs longer than one
+	// qBlock; F32 and F16 keys and values.
+	for _, c := range []struct{ n, heads, kvHeads, hd, bs int }{
+		{40, 4, 2, 64, 16}, {77, 2, 1, 128, 24}, {50, 2, 2, 64, 7}, {45, 3, 1, 24, 16}, {33, 2, 2, 8, 16}, {70, 2, 2, 96, 32},
+	} {
+		for _, kv := range []quant.Type{quant.F32, quant.F16} {
+			a := attention(r, c.n, c.heads, c.kvHeads, c.hd, c.bs)
+			if kv == quant.F16 {
+				a.K, a.V = toF16(a.K), toF16(a.V)
+			}
+			k := New(2)
+			k.Attend(a)
+			all := append([]float32(nil), kernels.HostF32(a.Out)...)
+			dim := a.Heads * a.HeadDim
+			for _, tok := range []int{0, 17, 31, 32, 33, c.n - 1} {
+				if tok >= c.n {
+					continue
+				}
+				one := *a
+				one.N, one.MaxPos = 1, tok
+				one.Q = f32(kernels.HostF32(a.Q)[tok*dim : (tok+1)*dim])
+				one.Out = f32(make([]float32, dim))
+				one.Pos, one.Seq = i32([]int32{int32(tok)}), i32([]int32{0})
+				k.Attend(&one)
+				for d, v := range kernels.HostF32(one.Out) {
+					if v != all[tok*dim+d] {
+						t.Fatalf("%+v %v token %d dim %d: %v alone, %v in batch", c, kv, tok, d, v, all[tok*dim+d])
+					}
+				}
 			}
 		}
 	}

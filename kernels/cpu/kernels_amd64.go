@@ -30,13 +30,61 @@ func attn512F32(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd
 
 func attn512F16(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
 
-func attn512F32d64(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+func attn512F32d32x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
 
-func attn512F16d64(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+func attn512F32d32x4(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
 
-func attn512F32d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+func attn512F32d48x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
 
-func attn512F16d128(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+func attn512F32d48x4(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F32d64x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F32d64x4(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F32d80x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F32d80x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F32d96x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F32d96x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F32d112x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F32d112x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F32d128x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F32d128x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F16d32x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F16d32x4(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F16d48x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F16d48x4(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F16d64x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F16d64x4(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F16d80x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F16d80x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F16d96x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F16d96x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F16d112x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F16d112x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F16d128x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn512F16d128x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
 
 func qdotavx2Q8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 

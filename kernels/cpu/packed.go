@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"sync"
+	"unsafe"
 
 	"jspark/kernels"
 	"jspark/kernels/quant"
@@ -133,12 +134,14 @@ func (k *Kernels) pack(w *kernels.Matrix) (*packed, error) {
 func packRow(t quant.Type, dst []byte, i int, src []byte, K int) {
 	switch t {
 	case quant.F32:
-		for k := 0; k < K; k++ {
-			copy(dst[64*k+4*i:][:4], src[4*k:])
+		d, s := words32(dst), words32(src[:4*K])
+		for k, v := range s {
+			d[groupRows*k+i] = v
 		}
 	case quant.F16, quant.BF16:
-		for k := 0; k < K; k++ {
-			copy(dst[32*k+2*i:][:2], src[2*k:])
+		d, s := words16(dst), words16(src[:2*K])
+		for k, v := range s {
+			d[groupRows*k+i] = v
 		}
 	case quant.Q8_0:
 		for b := 0; b < K/32; b++ {
@@ -342,4 +345,14 @@ func (q *qscratch) ensureRecords(n int) {
 	if len(q.rec) < n {
 		q.rec = make([]byte, n)
 	}
+}
+
+// words32 and words16 view little-endian bytes as words (amd64 only runs
+// the packed kernels).
+func words32(b []byte) []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
+func words16(b []byte) []uint16 {
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/2)
 }

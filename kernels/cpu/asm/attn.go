@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -18,19 +19,12 @@ import (
 //
 // with (m, l) in state and o (head_dim) in memory; the caller divides o by
 // l after the last block. s is 16 floats of scratch. K and V are F32 or F16.
-func attnBlock(f16 bool) { attnBlockHD(f16, 0) }
-
-// attnBlockHD emits the step for one head width (0: any multiple of 16,
-// read at run time). A fixed width up to 128 keeps the value sums of all
-// its 16-lane columns in registers, key after key, so the columns' chains
-// overlap; each lane still sums o·c + Σ_j p_j v_j in the same order.
-func attnBlockHD(f16 bool, fixed int) {
+// This one reads the head width at run time; attnChunk's fixed widths
+// keep rows in registers and take several queries at once.
+func attnBlock(f16 bool) {
 	name, kvBytes := "attn512F32", 64
 	if f16 {
 		name, kvBytes = "attn512F16", 32
-	}
-	if fixed > 0 {
-		name = fmt.Sprintf("%sd%d", name, fixed)
 	}
 	TEXT(name, NOSPLIT, "func(q *float32, k, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)")
 	q := Load(Param("q"), GP64())
@@ -52,28 +46,6 @@ func attnBlockHD(f16 bool, fixed int) {
 	j := GP64()
 	XORQ(j, j)
 	cq, ck := GP64(), GP64()
-	if fixed > 0 {
-		qv := make([]VecVirtual, fixed/16)
-		for c := range qv {
-			qv[c] = ZMM()
-			VMOVUPS(Mem{Base: q, Disp: 64 * c}, qv[c])
-		}
-		Label(name + "_frow")
-		CMPQ(j, n)
-		JGE(LabelRef(name + "_scored"))
-		acc := ZMM()
-		VXORPS(acc, acc, acc)
-		for c := range qv {
-			kv := ZMM()
-			load(Mem{Base: kr, Disp: kvBytes * c}, kv)
-			VFMADD231PS(qv[c], kv, acc)
-		}
-		hsum(acc)
-		VMOVSS(acc.AsX(), Mem{Base: sp, Index: j, Scale: 4})
-		ADDQ(stride, kr)
-		INCQ(j)
-		JMP(LabelRef(name + "_frow"))
-	}
 	Label(name + "_row")
 	CMPQ(j, n)
 	JGE(LabelRef(name + "_scored"))
@@ -134,33 +106,6 @@ func attnBlockHD(f16 bool, fixed int) {
 	Comment("Values.")
 	o := Load(Param("o"), GP64())
 	v := Load(Param("v"), GP64())
-	if fixed > 0 {
-		cols := fixed / 16
-		ov := make([]VecVirtual, cols)
-		for c := range ov {
-			ov[c] = ZMM()
-			VMULPS(Mem{Base: o, Disp: 64 * c}, corr, ov[c])
-		}
-		XORQ(j, j)
-		Label(name + "_fvrow")
-		CMPQ(j, n)
-		JGE(LabelRef(name + "_fvdone"))
-		pj := ZMM()
-		VBROADCASTSS(Mem{Base: sp, Index: j, Scale: 4}, pj)
-		for c := range ov {
-			vv := ZMM()
-			load(Mem{Base: v, Disp: kvBytes * c}, vv)
-			VFMADD231PS(pj, vv, ov[c])
-		}
-		ADDQ(stride, v)
-		INCQ(j)
-		JMP(LabelRef(name + "_fvrow"))
-		Label(name + "_fvdone")
-		for c := range ov {
-			VMOVUPS(ov[c], Mem{Base: o, Disp: 64 * c})
-		}
-		JMP(LabelRef(name + "_done"))
-	}
 	XORQ(cq, cq)
 	XORQ(ck, ck)
 	Label(name + "_col")
@@ -189,6 +134,73 @@ func attnBlockHD(f16 bool, fixed int) {
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
+}
+
+// scores16 leaves in s[j] (j < 16) the dot product of q (head_dim/16
+// registers) with key row j at k + j·stride, each summed as hsum does:
+// lanes over the row in column order, then halves, quarters, pairs. The
+// 16 sums are not reduced one by one but by one transposing tree (its
+// levels are hsum's), key j accumulated in vector 4·(j%4) + j/4 so that
+// its sum lands in lane j. Rows past n repeat row n-1 (they stay in the
+// block; the caller masks their lanes).
+func scores16(qv []VecVirtual, k, stride, n Register, kvBytes int, f16 bool, sp Register, disp int) {
+	acc := make([]VecVirtual, 16)
+	for i := range acc {
+		acc[i] = ZMM()
+	}
+	r, next := GP64(), GP64()
+	MOVQ(k, r)
+	kv := ZMM()
+	for j := 0; j < 16; j++ {
+		if j > 0 {
+			LEAQ(Mem{Base: r, Index: stride, Scale: 1}, next)
+			CMPQ(n, U32(j))
+			CMOVQGT(next, r) // r = row min(j, n-1)
+		}
+		a := acc[4*(j%4)+j/4]
+		VXORPS(a, a, a)
+		for c := range qv {
+			m := Mem{Base: r, Disp: kvBytes * c}
+			if f16 {
+				VCVTPH2PS(m, kv)
+				VFMADD231PS(qv[c], kv, a)
+			} else {
+				VFMADD231PS(m, qv[c], a)
+			}
+		}
+	}
+	// halves: lanes k and k+8 of each row
+	half := make([]VecVirtual, 8)
+	for i := range half {
+		lo, hi := ZMM(), ZMM()
+		VSHUFF32X4(U8(0x44), acc[2*i+1], acc[2*i], lo)
+		VSHUFF32X4(U8(0xee), acc[2*i+1], acc[2*i], hi)
+		half[i] = lo
+		VADDPS(hi, lo, lo)
+	}
+	// quarters: lanes m and m+4 of the halves
+	quarter := make([]VecVirtual, 4)
+	for i := range quarter {
+		lo, hi := ZMM(), ZMM()
+		VSHUFF32X4(U8(0x88), half[2*i+1], half[2*i], lo)
+		VSHUFF32X4(U8(0xdd), half[2*i+1], half[2*i], hi)
+		quarter[i] = lo
+		VADDPS(hi, lo, lo)
+	}
+	// pairs: elements 0+2 and 1+3 of each 4
+	pair := make([]VecVirtual, 2)
+	for i := range pair {
+		lo, hi := ZMM(), ZMM()
+		VUNPCKLPD(quarter[2*i+1], quarter[2*i], lo)
+		VUNPCKHPD(quarter[2*i+1], quarter[2*i], hi)
+		pair[i] = lo
+		VADDPS(hi, lo, lo)
+	}
+	lo, hi := ZMM(), ZMM()
+	VSHUFPS(U8(0x88), pair[1], pair[0], lo)
+	VSHUFPS(U8(0xdd), pair[1], pair[0], hi)
+	VADDPS(hi, lo, lo)
+	VMOVUPS(lo, Mem{Base: sp, Disp: disp})
 }
 
 func constant(bits uint32) VecVirtual {
@@ -256,4 +268,154 @@ func siluMul() {
 	Label("silu_done")
 	VZEROUPPER()
 	RET()
+}
+
+// attnQueries is the most queries one fixed-width step takes, by head
+// width: their value sums stay in registers (4 or 8 per query).
+func attnQueries(hd int) int {
+	if hd > 64 {
+		return 2
+	}
+	return 4
+}
+
+// attnChunk emits attnBlock's step for B queries of one fixed head width
+// over the same n ≤ 16 slots: attn512{F32,F16}d{hd}x{B}. Query b's
+// vector is at q + b·qs (floats), its state at state[b], its value sums at
+// o + b·hd, its scratch at s + 16b. Each query takes exactly the
+// instructions of a one-query step (scores16, the same softmax, the same
+// value chains in key order); several at once interleave their chains,
+// which alone wait on the FMA latency (16 keys one after another).
+func attnChunk(f16 bool, hd, B int) {
+	name, kvBytes := "attn512F32", 64
+	if f16 {
+		name, kvBytes = "attn512F16", 32
+	}
+	name = fmt.Sprintf("%sd%dx%d", name, hd, B)
+	TEXT(name, NOSPLIT, "func(q *float32, qs int, k, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)")
+	cols := hd / 16
+	q := Load(Param("q"), GP64())
+	qs := Load(Param("qs"), GP64())
+	SHLQ(U8(2), qs)
+	stride := Load(Param("stride"), GP64())
+	n := Load(Param("n"), GP64())
+	sp := Load(Param("s"), GP64())
+	kr := Load(Param("k"), GP64())
+
+	Comment("Scores.")
+	for b := 0; b < B; b++ {
+		qv := make([]VecVirtual, cols)
+		for c := range qv {
+			qv[c] = ZMM()
+			VMOVUPS(Mem{Base: q, Disp: 64 * c}, qv[c])
+		}
+		scores16(qv, kr, stride, n, kvBytes, f16, sp, 64*b)
+		if b+1 < B {
+			ADDQ(qs, q)
+		}
+	}
+
+	Comment("Online softmax.")
+	mk := K()
+	KMOVW(Load(Param("mask"), GP32()), mk)
+	sc := ZMM()
+	VBROADCASTSS(Load(Param("scale"), XMM()), sc)
+	st := Load(Param("state"), GP64())
+	corr := make([]VecVirtual, B)
+	for b := 0; b < B; b++ {
+		sv, sb := constant(math.Float32bits(-1e30)), ZMM()
+		VMULPS_Z(Mem{Base: sp, Disp: 64 * b}, sc, mk, sb) // lanes past n: 0, then replaced
+		VMOVAPS(sb, mk, sv)                               // lanes past n: -1e30
+		bm, tmp := ZMM(), ZMM()
+		VMOVAPS(sv, tmp)
+		hmax(tmp, bm)
+		mOld, mNew := ZMM(), ZMM()
+		VBROADCASTSS(Mem{Base: st, Disp: 8 * b}, mOld)
+		VMAXPS(bm, mOld, mNew)
+		d := ZMM()
+		VSUBPS(mNew, mOld, d)
+		corr[b] = vexp(d)
+		VSUBPS(mNew, sv, sv)
+		p := vexp(sv)
+		VMOVAPS_Z(p, mk, p)
+		VMOVUPS(p, Mem{Base: sp, Disp: 64 * b})
+		ps := ZMM()
+		VMOVAPS(p, ps)
+		hsum(ps)
+		l := XMM()
+		VMOVSS(Mem{Base: st, Disp: 8*b + 4}, l)
+		VMULSS(corr[b].AsX(), l, l)
+		VADDSS(ps.AsX(), l, l)
+		VMOVSS(mNew.AsX(), Mem{Base: st, Disp: 8 * b})
+		VMOVSS(l, Mem{Base: st, Disp: 8*b + 4})
+	}
+
+	Comment("Values.")
+	o := Load(Param("o"), GP64())
+	v := Load(Param("v"), GP64())
+	ov := make([][]VecVirtual, B)
+	for b := range ov {
+		ov[b] = make([]VecVirtual, cols)
+		for c := range ov[b] {
+			ov[b][c] = ZMM()
+			VMULPS(Mem{Base: o, Disp: 4 * (b*hd + 16*c)}, corr[b], ov[b][c])
+		}
+	}
+	j := GP64()
+	XORQ(j, j)
+	Label(name + "_vrow")
+	CMPQ(j, n)
+	JGE(LabelRef(name + "_vdone"))
+	vv := make([]VecVirtual, cols)
+	for c := range vv {
+		vv[c] = ZMM()
+		if f16 {
+			VCVTPH2PS(Mem{Base: v, Disp: kvBytes * c}, vv[c])
+		}
+	}
+	for b := range ov {
+		pj := ZMM()
+		VBROADCASTSS(Mem{Base: sp, Index: j, Scale: 4, Disp: 64 * b}, pj)
+		for c := range ov[b] {
+			if f16 {
+				VFMADD231PS(pj, vv[c], ov[b][c])
+			} else {
+				VFMADD231PS(Mem{Base: v, Disp: kvBytes * c}, pj, ov[b][c])
+			}
+		}
+	}
+	ADDQ(stride, v)
+	INCQ(j)
+	JMP(LabelRef(name + "_vrow"))
+	Label(name + "_vdone")
+	for b := range ov {
+		for c := range ov[b] {
+			VMOVUPS(ov[b][c], Mem{Base: o, Disp: 4 * (b*hd + 16*c)})
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// attnWidths are the head widths with attnChunk steps.
+var attnWidths = []int{32, 48, 64, 80, 96, 112, 128}
+
+// writeAttnTable writes the Go table of the fixed-width attention steps.
+func writeAttnTable() {
+	var b strings.Builder
+	b.WriteString("// Code generated by command: go run main.go. DO NOT EDIT.\n\npackage cpu\n\n")
+	b.WriteString("// attnChunks are the fixed-width attention steps by KV type and head\n// width: one query, and the most queries at once.\n")
+	b.WriteString("var attnChunks = map[attnKey]attnSteps{\n")
+	for _, f16 := range []bool{false, true} {
+		t := "F32"
+		if f16 {
+			t = "F16"
+		}
+		for _, hd := range attnWidths {
+			q := attnQueries(hd)
+			fmt.Fprintf(&b, "\t{%v, %d}: {attn512%sd%dx1, attn512%sd%dx%d, %d},\n", f16, hd, t, hd, t, hd, q, q)
+		}
+	}
+	b.WriteString("}\n")
+	writeGo("../attn_amd64.go", b.String())
 }

@@ -41,9 +41,11 @@ func main() {
 	}
 	attnBlock(false)
 	attnBlock(true)
-	for _, hd := range []int{64, 128} {
-		attnBlockHD(false, hd)
-		attnBlockHD(true, hd)
+	for _, f16 := range []bool{false, true} {
+		for _, hd := range attnWidths {
+			attnChunk(f16, hd, 1)
+			attnChunk(f16, hd, attnQueries(hd))
+		}
 	}
 	qdots()
 	quantQ8()
@@ -54,6 +56,7 @@ func main() {
 	writeTable()
 	writeQTable()
 	writePackedTable()
+	writeAttnTable()
 }
 
 // writeTable writes the Go table of tile kernels by shape.
