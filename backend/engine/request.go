@@ -177,8 +177,9 @@ type outbox struct {
 }
 
 // outboxWindow is how many events a consumer may leave untaken before its
-// request pauses.
-const outboxWindow = 64
+// request pauses: 80, as when the channel buffered 16 beyond a window of 64
+// (an event now counts as taken only when the consumer receives it).
+const outboxWindow = 80
 
 // backlogged reports that the consumer is a window behind.
 func (o *outbox) backlogged() bool { return o.pending.Load() > outboxWindow }
