@@ -29,6 +29,7 @@ type scripted struct {
 	replies []func(w http.ResponseWriter, req openai.ChatCompletionRequest)
 	got     []openai.ChatCompletionRequest
 	session []string // each request's X-Session-Id
+	keys    []string // each request's Idempotency-Key
 }
 
 func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -37,6 +38,7 @@ func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.got = append(s.got, req)
 	s.session = append(s.session, r.Header.Get("X-Session-Id"))
+	s.keys = append(s.keys, r.Header.Get("Idempotency-Key"))
 	n := len(s.got) - 1
 	s.mu.Unlock()
 	if n >= len(s.replies) {
@@ -131,10 +133,16 @@ func TestSessionRunsToolsUntilTheCut(t *testing.T) {
 	if len(s.Requests) != 7 || !s.Requests[6].Cut {
 		t.Fatalf("%d requests: %+v", len(s.Requests), s.Requests)
 	}
+	keys := map[string]bool{}
 	for i, id := range b.session {
 		if id != "one/s0-a" {
 			t.Errorf("request %d: X-Session-Id %q, want round/session one/s0-a", i, id)
 		}
+		// Each request its own key: a dropped keep-alive is resent (session.go).
+		if k := b.keys[i]; k == "" || keys[k] {
+			t.Errorf("request %d: Idempotency-Key %q, want a new one", i, k)
+		}
+		keys[b.keys[i]] = true
 	}
 	if q := s.Requests[0]; q.Timing != nil || q.ToolsSec <= 0 {
 		t.Errorf("a backend without usage.jspark: timing %+v, tools %.3f s", q.Timing, q.ToolsSec)

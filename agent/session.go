@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"sync/atomic"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -415,8 +417,21 @@ type sessionHeader struct {
 func (h sessionHeader) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context()) // a RoundTripper must not modify the request
 	req.Header.Set("X-Session-Id", h.id)
+	if req.Header.Get("Idempotency-Key") == "" {
+		req.Header.Set("Idempotency-Key", IdempotencyKey())
+	}
 	return h.next.RoundTrip(req)
 }
+
+var keySeq atomic.Uint64
+
+// IdempotencyKey is a key unique within the process for one request, as
+// OpenAI's SDKs send with each request they may retry. NOTE: it makes a
+// POST replayable, so that Go resends it when the reused keep-alive
+// connection it went out on had been closed by the server before any
+// answer (llama-server closes one after 5 requests: the runner counted an
+// API error, the bench lost the request); the server saw nothing of it.
+func IdempotencyKey() string { return fmt.Sprintf("jspark-%d-%d", os.Getpid(), keySeq.Add(1)) }
 
 // engineTiming reads usage.jspark.timing from a chunk that carries usage:
 // nil when the backend sends none (any endpoint but jspark serve).

@@ -1,14 +1,18 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,5 +215,57 @@ func TestLoadReferencesNamesTheLine(t *testing.T) {
 	}
 	if _, err := LoadReferences("../../testdata/refs/stories260K-greedy.jsonl"); err != nil {
 		t.Error(err)
+	}
+}
+
+// oneRequestServer serves one request per connection as a keep-alive
+// answer (no Connection: close) and closes the connection when the next
+// request arrives on it, as a server that drops idle keep-alive
+// connections (llama-server after 5 requests) does at the worst moment.
+func oneRequestServer(t *testing.T) (addr string, served *atomic.Int32) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	served = new(atomic.Int32)
+	body := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				req, err := http.ReadRequest(r)
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				served.Add(1)
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+				http.ReadRequest(r) // the next request on this connection: dropped unanswered
+			}()
+		}
+	}()
+	return "http://" + l.Addr().String(), served
+}
+
+// TestClientResendsOnADroppedKeepAlive: a request that went out on a
+// reused connection the server then closed unanswered is sent again on a
+// new one (it carries an Idempotency-Key), not lost to EOF.
+func TestClientResendsOnADroppedKeepAlive(t *testing.T) {
+	url, served := oneRequestServer(t)
+	c := &client{url: url, http: &http.Client{}, zero: time.Now()}
+	for i := range 4 {
+		var rec Record
+		if err := c.stream(context.Background(), "/chat/completions", chat("", "hi", 8), &rec, nil); err != nil || rec.Text != "ok" {
+			t.Fatalf("request %d: %v (text %q)", i, err, rec.Text)
+		}
+	}
+	if n := served.Load(); n != 4 {
+		t.Fatalf("the server answered %d requests, want 4", n)
 	}
 }

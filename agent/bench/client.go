@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"jspark/agent"
 )
 
 // Record is one request as the bench saw it. Sent and End are seconds from
@@ -104,6 +106,12 @@ func (c *client) stream(ctx context.Context, path string, body map[string]any, r
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// Replayable: Go resends a request whose reused keep-alive connection
+	// the server had closed before answering (llama-server closes one
+	// after 5 requests; the bench lost requests to EOF), which it does
+	// only for requests marked idempotent. The server saw nothing of the
+	// first try.
+	req.Header.Set("Idempotency-Key", agent.IdempotencyKey())
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}

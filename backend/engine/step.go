@@ -64,6 +64,9 @@ func (e *Engine) stepOnce() bool {
 		e.step--
 		return false
 	}
+	// The gauges say what this step runs before its tokens count: a reader
+	// never sees a request's first token while it is not yet running.
+	e.setLoad()
 	logits, err := e.m.Forward(&p.batch, e.kv)
 	if err != nil {
 		for _, en := range p.entries {
