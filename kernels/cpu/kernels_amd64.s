@@ -24478,31 +24478,32 @@ q8_loop:
 	VMAXPS        X7, X6, X6
 	VPERMILPS     $0xb1, X6, X7
 	VMAXSS        X7, X6, X6
-	VDIVSS        X1, X6, X6
-	VMOVSS        X6, (DX)
-	VXORPS        Z7, Z7, Z7
-	VUCOMISS      X3, X6
+	VDIVSS        X1, X6, X7
+	VMOVSS        X7, (DX)
+	VXORPS        Z6, Z6, Z6
+	VUCOMISS      X3, X7
 	JE            q8_zero
-	VDIVSS        X6, X2, X7
+	VDIVSS        X7, X2, X6
 
 q8_zero:
-	VBROADCASTSS  X7, Z7
-	VMULPS        Z7, Z4, Z4
-	VMULPS        Z7, Z5, Z5
+	VBROADCASTSS  X6, Z6
+	VMULPS        Z6, Z4, Z4
+	VMULPS        Z6, Z5, Z5
 	VCVTPS2DQ     Z4, Z4
 	VCVTPS2DQ     Z5, Z5
 	VPMOVSDB      Z4, (CX)
 	VPMOVSDB      Z5, 16(CX)
 	VPADDD        Z5, Z4, Z4
-	VEXTRACTI64X4 $0x01, Z4, Y7
-	VPADDD        Y7, Y4, Y4
-	VEXTRACTI32X4 $0x01, Y4, X7
-	VPADDD        X7, X4, X4
-	VPSHUFD       $0x4e, X4, X7
-	VPADDD        X7, X4, X4
-	VPSHUFD       $0xb1, X4, X7
-	VPADDD        X7, X4, X4
-	VMOVD         X4, (BX)
+	VEXTRACTI64X4 $0x01, Z4, Y5
+	VPADDD        Y5, Y4, Y5
+	VEXTRACTI32X4 $0x01, Y5, X4
+	VPADDD        X4, X5, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VMOVD         X4, DI
+	MOVL          DI, (BX)
 	ADDQ          $0x00000080, AX
 	ADDQ          $0x00000020, CX
 	ADDQ          $0x00000004, DX
@@ -52449,29 +52450,29 @@ q8r_loop:
 	VMAXPS        X7, X6, X6
 	VPERMILPS     $0xb1, X6, X7
 	VMAXSS        X7, X6, X6
-	VDIVSS        X1, X6, X6
-	VMOVSS        X6, 32(CX)
-	VXORPS        Z7, Z7, Z7
-	VUCOMISS      X3, X6
+	VDIVSS        X1, X6, X7
+	VMOVSS        X7, 32(CX)
+	VXORPS        Z6, Z6, Z6
+	VUCOMISS      X3, X7
 	JE            q8r_zero
-	VDIVSS        X6, X2, X7
+	VDIVSS        X7, X2, X6
 
 q8r_zero:
-	VBROADCASTSS  X7, Z7
-	VMULPS        Z7, Z4, Z4
-	VMULPS        Z7, Z5, Z5
+	VBROADCASTSS  X6, Z6
+	VMULPS        Z6, Z4, Z4
+	VMULPS        Z6, Z5, Z5
 	VCVTPS2DQ     Z4, Z4
 	VCVTPS2DQ     Z5, Z5
 	VPMOVSDB      Z4, (CX)
 	VPMOVSDB      Z5, 16(CX)
-	VEXTRACTI64X4 $0x01, Z4, Y7
-	VPADDD        Y7, Y4, Y7
-	VEXTRACTI32X4 $0x01, Y7, X4
-	VPADDD        X4, X7, X4
-	VPSHUFD       $0x4e, X4, X7
-	VPADDD        X7, X4, X4
-	VPSHUFD       $0xb1, X4, X7
-	VPADDD        X7, X4, X4
+	VEXTRACTI64X4 $0x01, Z4, Y6
+	VPADDD        Y6, Y4, Y6
+	VEXTRACTI32X4 $0x01, Y6, X4
+	VPADDD        X4, X6, X4
+	VPSHUFD       $0x4e, X4, X6
+	VPADDD        X6, X4, X4
+	VPSHUFD       $0xb1, X4, X6
+	VPADDD        X6, X4, X4
 	VMOVD         X4, BX
 	VEXTRACTI64X4 $0x01, Z5, Y4
 	VPADDD        Y4, Y5, Y4
@@ -52487,7 +52488,7 @@ q8r_zero:
 	MOVL          BX, R9
 	ADDL          SI, R9
 	VCVTSI2SSL    R9, X8, X8
-	VMULSS        X6, X8, X8
+	VMULSS        X7, X8, X8
 	VMOVSS        X8, 44(CX)
 	TESTB         R8, R8
 	JNZ           q8r_halves

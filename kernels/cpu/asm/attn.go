@@ -169,38 +169,34 @@ func scores16(qv []VecVirtual, k, stride, n Register, kvBytes int, f16 bool, sp 
 			}
 		}
 	}
-	// halves: lanes k and k+8 of each row
-	half := make([]VecVirtual, 8)
-	for i := range half {
-		lo, hi := ZMM(), ZMM()
-		VSHUFF32X4(U8(0x44), acc[2*i+1], acc[2*i], lo)
-		VSHUFF32X4(U8(0xee), acc[2*i+1], acc[2*i], hi)
-		half[i] = lo
-		VADDPS(hi, lo, lo)
+	shuf := func(op func(...Op), imm uint8) func(b, a, dst VecVirtual) {
+		return func(b, a, dst VecVirtual) { op(U8(imm), b, a, dst) }
 	}
-	// quarters: lanes m and m+4 of the halves
-	quarter := make([]VecVirtual, 4)
-	for i := range quarter {
-		lo, hi := ZMM(), ZMM()
-		VSHUFF32X4(U8(0x88), half[2*i+1], half[2*i], lo)
-		VSHUFF32X4(U8(0xdd), half[2*i+1], half[2*i], hi)
-		quarter[i] = lo
-		VADDPS(hi, lo, lo)
+	unpack := func(op func(...Op)) func(b, a, dst VecVirtual) {
+		return func(b, a, dst VecVirtual) { op(b, a, dst) }
 	}
-	// pairs: elements 0+2 and 1+3 of each 4
-	pair := make([]VecVirtual, 2)
-	for i := range pair {
-		lo, hi := ZMM(), ZMM()
-		VUNPCKLPD(quarter[2*i+1], quarter[2*i], lo)
-		VUNPCKHPD(quarter[2*i+1], quarter[2*i], hi)
-		pair[i] = lo
-		VADDPS(hi, lo, lo)
-	}
-	lo, hi := ZMM(), ZMM()
-	VSHUFPS(U8(0x88), pair[1], pair[0], lo)
-	VSHUFPS(U8(0xdd), pair[1], pair[0], hi)
-	VADDPS(hi, lo, lo)
+	// halves (lanes k and k+8 of each row), quarters (m and m+4), pairs
+	// (elements 0+2 and 1+3 of each 4), then 0+1.
+	v := treeLevel(acc, shuf(VSHUFF32X4, 0x44), shuf(VSHUFF32X4, 0xee))
+	v = treeLevel(v, shuf(VSHUFF32X4, 0x88), shuf(VSHUFF32X4, 0xdd))
+	v = treeLevel(v, unpack(VUNPCKLPD), unpack(VUNPCKHPD))
+	v = treeLevel(v, shuf(VSHUFPS, 0x88), shuf(VSHUFPS, 0xdd))
+	lo := v[0]
 	VMOVUPS(lo, Mem{Base: sp, Disp: disp})
+}
+
+// treeLevel adds each pair of vectors' two shuffles: out[i] =
+// lo(in[2i], in[2i+1]) + hi(in[2i], in[2i+1]), half as many vectors.
+func treeLevel(in []VecVirtual, lo, hi func(b, a, dst VecVirtual)) []VecVirtual {
+	out := make([]VecVirtual, len(in)/2)
+	for i := range out {
+		l, h := ZMM(), ZMM()
+		lo(in[2*i+1], in[2*i], l)
+		hi(in[2*i+1], in[2*i], h)
+		VADDPS(h, l, l)
+		out[i] = l
+	}
+	return out
 }
 
 func constant(bits uint32) VecVirtual {

@@ -470,49 +470,18 @@ func pkQ6K(name string, w, n Register, acc []VecVirtual, rec func(t, off int) Me
 }
 
 // quantRecords is quant512Q8 writing activation records: per 32-element
-// block the 32 quants, the scale d, and with s0, s1 the sums of the two
-// halves' quants, o0 = c·(s0+s1) (or c·s0 and o1 = c·s1 when halves) and
-// a = d·(s0+s1). d and q are quant.QuantizeQ8's, bit for bit.
+// block the 32 quants, the scale d (quantBlock), and with s0, s1 the sums
+// of the two halves' quants, o0 = c·(s0+s1) (or c·s0 and o1 = c·s1 when
+// halves) and a = d·(s0+s1).
 func quantRecords() {
 	TEXT("quant512Q8R", NOSPLIT, "func(x *float32, r *byte, nb int, c int32, halves bool)")
 	x, r := Load(Param("x"), GP64()), Load(Param("r"), GP64())
 	nb := Load(Param("nb"), GP64())
-	absMask, c127, one := broadcast(0x7fffffff), broadcast(0x42fe0000), broadcast(0x3f800000)
-	zero := XMM()
-	VXORPS(zero, zero, zero)
+	cq := newQ8Consts()
 	Label("q8r_loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef("q8r_done"))
-	v0, v1, m := ZMM(), ZMM(), ZMM()
-	VMOVUPS(Mem{Base: x}, v0)
-	VMOVUPS(Mem{Base: x, Disp: 64}, v1)
-	VANDPS(absMask, v0, m)
-	a1 := ZMM()
-	VANDPS(absMask, v1, a1)
-	VMAXPS(a1, m, m)
-	hy := YMM()
-	VEXTRACTF64X4(U8(1), m, hy)
-	VMAXPS(hy, m.AsY(), m.AsY())
-	hx := XMM()
-	VEXTRACTF32X4(U8(1), m.AsY(), hx)
-	VMAXPS(hx, m.AsX(), m.AsX())
-	VPERMILPS(U8(0x4e), m.AsX(), hx)
-	VMAXPS(hx, m.AsX(), m.AsX())
-	VPERMILPS(U8(0xb1), m.AsX(), hx)
-	VMAXSS(hx, m.AsX(), m.AsX())
-	db, id := XMM(), ZMM()
-	VDIVSS(c127.AsX(), m.AsX(), db) // amax/127
-	VMOVSS(db, Mem{Base: r, Disp: recD})
-	VXORPS(id, id, id)
-	VUCOMISS(zero, db)
-	JE(LabelRef("q8r_zero"))
-	VDIVSS(db, one.AsX(), id.AsX())
-	Label("q8r_zero")
-	VBROADCASTSS(id.AsX(), id)
-	VMULPS(id, v0, v0)
-	VMULPS(id, v1, v1)
-	VCVTPS2DQ(v0, v0)
-	VCVTPS2DQ(v1, v1)
+	db, v0, v1 := quantBlock(cq, Mem{Base: x}, Mem{Base: r, Disp: recD}, "q8r_zero")
 	VPMOVSDB(v0, Mem{Base: r})
 	VPMOVSDB(v1, Mem{Base: r, Disp: 16})
 	s0, s1 := GP32(), GP32()

@@ -491,26 +491,28 @@ func writeQTable() {
 	}
 }
 
-// quantQ8 is quant.QuantizeQ8 on AVX-512, bit for bit: d = amax/127 and
-// id = 1/d in float32, q = x·id rounded to nearest even (VCVTPS2DQ, as
-// math.RoundToEven), s = Σq.
-func quantQ8() {
-	TEXT("quant512Q8", NOSPLIT, "func(x *float32, q *int8, d *float32, s *int32, nb int)")
-	x, q := Load(Param("x"), GP64()), Load(Param("q"), GP64())
-	d, s := Load(Param("d"), GP64()), Load(Param("s"), GP64())
-	nb := Load(Param("nb"), GP64())
-	absMask, c127, one := broadcast(0x7fffffff), broadcast(0x42fe0000), broadcast(0x3f800000)
-	zero := XMM()
-	VXORPS(zero, zero, zero)
-	Label("q8_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef("q8_done"))
-	v0, v1, m := ZMM(), ZMM(), ZMM()
-	VMOVUPS(Mem{Base: x}, v0)
-	VMOVUPS(Mem{Base: x, Disp: 64}, v1)
-	VANDPS(absMask, v0, m)
+// q8Consts are quantBlock's constants, made once per kernel.
+type q8Consts struct{ absMask, c127, one, zero VecVirtual }
+
+func newQ8Consts() q8Consts {
+	c := q8Consts{absMask: broadcast(0x7fffffff), c127: broadcast(0x42fe0000), one: broadcast(0x3f800000), zero: XMM()}
+	VXORPS(c.zero, c.zero, c.zero)
+	return c
+}
+
+// quantBlock quantizes the 32 floats at x as quant.QuantizeQ8 does, bit
+// for bit: d = amax/127 (stored at dm) and id = 1/d in float32, q = x·id
+// rounded to nearest even (VCVTPS2DQ, as math.RoundToEven). It returns d
+// and the quants as int32 lanes: elements 0-15 in v0, 16-31 in v1. label
+// names its branch target.
+func quantBlock(c q8Consts, x, dm Mem, label string) (db, v0, v1 VecVirtual) {
+	v0, v1 = ZMM(), ZMM()
+	m := ZMM()
+	VMOVUPS(x, v0)
+	VMOVUPS(x.Offset(64), v1)
+	VANDPS(c.absMask, v0, m)
 	a1 := ZMM()
-	VANDPS(absMask, v1, a1)
+	VANDPS(c.absMask, v1, a1)
 	VMAXPS(a1, m, m)
 	hy := YMM()
 	VEXTRACTF64X4(U8(1), m, hy)
@@ -522,31 +524,41 @@ func quantQ8() {
 	VMAXPS(hx, m.AsX(), m.AsX())
 	VPERMILPS(U8(0xb1), m.AsX(), hx)
 	VMAXSS(hx, m.AsX(), m.AsX())
-	db, id := XMM(), ZMM()
-	VDIVSS(c127.AsX(), m.AsX(), db) // amax/127
-	VMOVSS(db, Mem{Base: d})
+	id := ZMM()
+	db = XMM()
+	VDIVSS(c.c127.AsX(), m.AsX(), db) // amax/127
+	VMOVSS(db, dm)
 	VXORPS(id, id, id)
-	VUCOMISS(zero, db)
-	JE(LabelRef("q8_zero"))
-	VDIVSS(db, one.AsX(), id.AsX())
-	Label("q8_zero")
+	VUCOMISS(c.zero, db)
+	JE(LabelRef(label))
+	VDIVSS(db, c.one.AsX(), id.AsX())
+	Label(label)
 	VBROADCASTSS(id.AsX(), id)
 	VMULPS(id, v0, v0)
 	VMULPS(id, v1, v1)
 	VCVTPS2DQ(v0, v0)
 	VCVTPS2DQ(v1, v1)
+	return db, v0, v1
+}
+
+// quantQ8 is quant.QuantizeQ8 on AVX-512, bit for bit (quantBlock), with
+// s = Σq.
+func quantQ8() {
+	TEXT("quant512Q8", NOSPLIT, "func(x *float32, q *int8, d *float32, s *int32, nb int)")
+	x, q := Load(Param("x"), GP64()), Load(Param("q"), GP64())
+	d, s := Load(Param("d"), GP64()), Load(Param("s"), GP64())
+	nb := Load(Param("nb"), GP64())
+	c := newQ8Consts()
+	Label("q8_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef("q8_done"))
+	_, v0, v1 := quantBlock(c, Mem{Base: x}, Mem{Base: d}, "q8_zero")
 	VPMOVSDB(v0, Mem{Base: q})
 	VPMOVSDB(v1, Mem{Base: q, Disp: 16})
 	VPADDD(v1, v0, v0)
-	VEXTRACTI64X4(U8(1), v0, hy)
-	VPADDD(hy, v0.AsY(), v0.AsY())
-	VEXTRACTI32X4(U8(1), v0.AsY(), hx)
-	VPADDD(hx, v0.AsX(), v0.AsX())
-	VPSHUFD(U8(0x4e), v0.AsX(), hx)
-	VPADDD(hx, v0.AsX(), v0.AsX())
-	VPSHUFD(U8(0xb1), v0.AsX(), hx)
-	VPADDD(hx, v0.AsX(), v0.AsX())
-	VMOVD(v0.AsX(), Mem{Base: s})
+	sum := GP32()
+	hsumInt(v0, sum)
+	MOVL(sum, Mem{Base: s})
 	ADDQ(U32(128), x)
 	ADDQ(U32(32), q)
 	ADDQ(U32(4), d)
