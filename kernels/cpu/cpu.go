@@ -1,7 +1,11 @@
 // Package cpu is the multi-threaded CPU implementation of kernels.Kernels.
-// Matrix products split weight rows across goroutines and tile the tokens;
-// attention splits (token, head) pairs. Each output element is computed by
-// one goroutine in a fixed order, which keeps results batch-invariant.
+// On AVX-512, weight matrices are packed at load into groups of 16 rows
+// (packed.go) and multiplied by register tiles of tokens × groups; AVX2 and
+// the plain-Go fallback multiply the rows as the file encodes them
+// (matmul.go, qmatmul.go). Products split groups (rows) across goroutines
+// and tile the tokens; attention splits (run of tokens, head) pairs.
+// Each output element is computed by one goroutine in a fixed order,
+// which keeps results batch-invariant.
 package cpu
 
 import (
