@@ -168,7 +168,7 @@ type outbox struct {
 	mu      sync.Mutex
 	queue   []Event
 	wake    chan struct{}
-	closed  bool         // the finish is queued
+	finish  FinishReason // the queued finish's reason ("" until then)
 	gone    bool         // the consumer is given up on: nothing is queued
 	pending atomic.Int64 // pushed, not yet taken by the consumer's channel
 	// done counts the request's end once the consumer has taken the finish
@@ -199,7 +199,7 @@ func (o *outbox) push(e Event) {
 		o.queue = append(o.queue, e)
 	}
 	if e.Finish != "" {
-		o.closed = true
+		o.finish = e.Finish
 	}
 	o.mu.Unlock()
 	if gone {
@@ -246,15 +246,13 @@ func (o *outbox) deliver(ch chan<- Event, e Event) bool {
 }
 
 // giveUp drops everything from now on (the consumer is gone); a finish
-// already queued is counted here, a later one when it is pushed.
+// already pushed (never delivered: that ends the pump) is counted here, a
+// later one when it is pushed.
 func (o *outbox) giveUp() {
 	o.mu.Lock()
 	o.gone = true
-	var finish FinishReason
-	if n := len(o.queue); o.closed && n > 0 {
-		finish = o.queue[n-1].Finish
-	}
 	o.queue = nil
+	finish := o.finish
 	o.mu.Unlock()
 	if finish != "" {
 		o.finished(finish)
@@ -267,13 +265,10 @@ func (o *outbox) pump(ch chan<- Event) {
 		o.mu.Lock()
 		batch := o.queue
 		o.queue = nil
-		closed := o.closed
+		closed := o.finish != ""
 		o.mu.Unlock()
-		for i, e := range batch {
+		for _, e := range batch {
 			if !o.deliver(ch, e) {
-				o.mu.Lock()
-				o.queue = append(batch[i:], o.queue...)
-				o.mu.Unlock()
 				o.giveUp()
 				return
 			}
