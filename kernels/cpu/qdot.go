@@ -140,23 +140,16 @@ func qdotQ6KGo(w []byte, xq []int8, xd []float32, xs []int32) float32 {
 	for sb := 0; sb < len(xd)/8; sb++ {
 		blk := w[sb*210 : sb*210+210]
 		d := f16At(blk[208:])
-		for h := 0; h < 2; h++ {
-			ql, qh, sc := blk[64*h:], blk[128+32*h:], blk[192+8*h:]
-			for g := 0; g < 4; g++ {
-				b := sb*8 + 4*h + g
-				for i := range u {
-					lo := ql[i+32*(g%2)]
-					if g >= 2 {
-						lo >>= 4
-					}
-					u[i] = int32(lo&15|(qh[i]>>(2*g)&3)<<4) - 32
-				}
-				lanes8(&l, &u, xq[b*32:])
-				for i := range l {
-					l[i] *= int32(int8(sc[2*g+i/4]))
-				}
-				accLanes(&acc, &l, d*xd[b])
+		q := q6Values(blk)
+		for b := 0; b < 8; b++ {
+			for i := range u {
+				u[i] = int32(q[32*b+i]) - 32
 			}
+			lanes8(&l, &u, xq[(sb*8+b)*32:])
+			for i := range l {
+				l[i] *= int32(int8(blk[192+2*b+i/4]))
+			}
+			accLanes(&acc, &l, d*xd[sb*8+b])
 		}
 	}
 	return laneSum8(&acc)
