@@ -108,7 +108,7 @@ func TestPackedMatchesSpec(t *testing.T) {
 		t.Skip("no AVX-512 here: the packed kernels do not run")
 	}
 	r := rand.New(rand.NewPCG(9, 9))
-	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+	for _, typ := range quant.WeightTypes() {
 		if !k.usePacked(typ) {
 			continue
 		}

@@ -101,7 +101,7 @@ func ggmlDequant(t Type, x []byte) []float32 {
 					dl := d * float32(scales[is]-32)
 					is++
 					for l := 16 * h; l < 16*h+16; l++ {
-						v := int8((q[l]>>shift)&3)
+						v := int8((q[l] >> shift) & 3)
 						if hm[l]&m == 0 {
 							v -= 4
 						}
