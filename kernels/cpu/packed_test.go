@@ -107,7 +107,7 @@ func packedSpecMore(t quant.Type, row []byte, q []int8, d []float32, s []int32) 
 	var out float32
 	var u [256]uint8
 	be, bb := t.BlockElems(), t.BlockBytes()
-	dot := func(b, from, to int, ) int32 { // Σ value·q over [from, to) of block b
+	dot := func(b, from, to int) int32 { // Σ value·q over [from, to) of block b
 		var i int32
 		for e := from; e < to; e++ {
 			i += quant.Value(t, u[32*b%be+e]) * int32(q[32*b+e])
