@@ -104,6 +104,10 @@ func TestErrorsNameFieldAndOffset(t *testing.T) {
 		"version": {func(b []byte) []byte { b[4] = 9; return b }, "version at offset 4: unsupported GGUF version 9"},
 		"kvcount": {func(b []byte) []byte { b[16+7] = 0x7f; return b }, "metadata_kv_count at offset 16"},
 		"short":   {func(b []byte) []byte { return b[:len(b)-10] }, "tensor b.data at offset"},
+		// tensor b's type field: b's info record starts after a's
+		"type":      {func(b []byte) []byte { return setType(t, b, "b", 16) }, "tensor b.type at offset"},
+		"type name": {func(b []byte) []byte { return setType(t, b, "b", 16) }, "tensor type IQ2_XXS (ggml type 16) is not supported"},
+		"type id":   {func(b []byte) []byte { return setType(t, b, "b", 77) }, "tensor type type(77) (ggml type 77) is not supported"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -113,6 +117,18 @@ func TestErrorsNameFieldAndOffset(t *testing.T) {
 			}
 		})
 	}
+}
+
+// setType rewrites tensor name's type id in a file image.
+func setType(t *testing.T, b []byte, name string, typ uint32) []byte {
+	f, err := Parse("m.gguf", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti, _ := f.Tensor(name)
+	at := ti.At + 8 + uint64(len(ti.Name)) + 4 + 8*uint64(len(ti.Dims))
+	binary.LittleEndian.PutUint32(b[at:], typ)
+	return b
 }
 
 func TestOpenStories(t *testing.T) {
