@@ -54,7 +54,8 @@ func Open(path string) (*File, error) {
 		syscall.Munmap(data)
 		return nil, err
 	}
-	f.closer = func() error { return syscall.Munmap(data) }
+	f.mapped = data
+	f.closer = func() error { f.mapped = nil; return syscall.Munmap(data) }
 	return f, nil
 }
 

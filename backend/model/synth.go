@@ -21,6 +21,7 @@ type SynthOptions struct {
 	FF      int
 	Context int
 	Type    quant.Type // of the weight matrices; norms stay F32
+	Mix     Mix        // if set, decides each matrix's type instead of Type (mix.go)
 	Seed    uint64
 	// Vocab copies tokenizer.* metadata from this file; nil means a
 	// byte-level SentencePiece vocabulary of 259 tokens.
@@ -96,13 +97,7 @@ func Synth(o SynthOptions) (*gguf.Writer, error) {
 		for i := range v {
 			v[i] = float32(r.NormFloat64()) * scale
 		}
-		t := o.Type
-		for _, fallback := range []quant.Type{t, quant.Q8_0, quant.F16} {
-			if fallback.FitsRow(cols) {
-				t = fallback
-				break
-			}
-		}
+		t := o.weightType(name, cols)
 		w.AddTensor(name, t, []uint64{uint64(cols), uint64(rows)}, quant.Quantize(t, v))
 	}
 	vec := func(name string, n int, center, spread float64) {

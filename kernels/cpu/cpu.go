@@ -11,6 +11,7 @@ package cpu
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"jspark/kernels"
 	"jspark/kernels/ref"
@@ -31,6 +32,17 @@ type Kernels struct {
 	rope        rope
 	silu        siluMul
 	mu          sync.Mutex // one parallel kernel at a time owns the scratch
+	mem         packMem
+}
+
+// packMem counts the packed copies made and the file pages given back.
+type packMem struct{ packed, released atomic.Int64 }
+
+// PackedMemory is the bytes of packed weights this device made (outside
+// the Go heap) and the bytes of the file's pages it gave back once they
+// were packed (packed.go): what a memory plan reports.
+func (k *Kernels) PackedMemory() (packed, released int64) {
+	return k.mem.packed.Load(), k.mem.released.Load()
 }
 
 type scratch struct {

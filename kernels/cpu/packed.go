@@ -125,11 +125,8 @@ func (k *Kernels) pack(w *kernels.Matrix) (*packed, error) {
 		p.groupBytes = K / w.Type.BlockElems() * pkGroupBytes[w.Type]
 	}
 	size := p.groups * p.groupBytes
-	buf, err := k.Alloc(quant.F32, size/4)
-	if err != nil {
-		return nil, err
-	}
-	p.buf, p.data = buf, kernels.HostBytes(buf)
+	p.data = packMemory(size)
+	p.buf = kernels.NewHostBuffer(quant.F32, size/4, p.data)
 	src := kernels.HostBytes(w.Buf)
 	rowBytes := w.Type.RowBytes(K)
 	for g := 0; g < p.groups; g++ {
@@ -142,6 +139,8 @@ func (k *Kernels) pack(w *kernels.Matrix) (*packed, error) {
 			packRow(w.Type, dst, i, src[r*rowBytes:(r+1)*rowBytes], K)
 		}
 	}
+	k.mem.packed.Add(int64(size))
+	k.mem.released.Add(int64(releaseSource(src[:w.Rows*rowBytes])))
 	return p, nil
 }
 
