@@ -30,6 +30,380 @@ DATA q6kidx<>+24(SB)/4, $0x00000001
 DATA q6kidx<>+28(SB)/4, $0x00000001
 GLOBL q6kidx<>(SB), RODATA|NOPTR, $32
 
+DATA qbytes16<>+0(SB)/1, $0x10
+DATA qbytes16<>+1(SB)/1, $0x10
+DATA qbytes16<>+2(SB)/1, $0x10
+DATA qbytes16<>+3(SB)/1, $0x10
+DATA qbytes16<>+4(SB)/1, $0x10
+DATA qbytes16<>+5(SB)/1, $0x10
+DATA qbytes16<>+6(SB)/1, $0x10
+DATA qbytes16<>+7(SB)/1, $0x10
+DATA qbytes16<>+8(SB)/1, $0x10
+DATA qbytes16<>+9(SB)/1, $0x10
+DATA qbytes16<>+10(SB)/1, $0x10
+DATA qbytes16<>+11(SB)/1, $0x10
+DATA qbytes16<>+12(SB)/1, $0x10
+DATA qbytes16<>+13(SB)/1, $0x10
+DATA qbytes16<>+14(SB)/1, $0x10
+DATA qbytes16<>+15(SB)/1, $0x10
+DATA qbytes16<>+16(SB)/1, $0x10
+DATA qbytes16<>+17(SB)/1, $0x10
+DATA qbytes16<>+18(SB)/1, $0x10
+DATA qbytes16<>+19(SB)/1, $0x10
+DATA qbytes16<>+20(SB)/1, $0x10
+DATA qbytes16<>+21(SB)/1, $0x10
+DATA qbytes16<>+22(SB)/1, $0x10
+DATA qbytes16<>+23(SB)/1, $0x10
+DATA qbytes16<>+24(SB)/1, $0x10
+DATA qbytes16<>+25(SB)/1, $0x10
+DATA qbytes16<>+26(SB)/1, $0x10
+DATA qbytes16<>+27(SB)/1, $0x10
+DATA qbytes16<>+28(SB)/1, $0x10
+DATA qbytes16<>+29(SB)/1, $0x10
+DATA qbytes16<>+30(SB)/1, $0x10
+DATA qbytes16<>+31(SB)/1, $0x10
+GLOBL qbytes16<>(SB), RODATA|NOPTR, $32
+
+DATA qbytes04<>+0(SB)/1, $0x04
+DATA qbytes04<>+1(SB)/1, $0x04
+DATA qbytes04<>+2(SB)/1, $0x04
+DATA qbytes04<>+3(SB)/1, $0x04
+DATA qbytes04<>+4(SB)/1, $0x04
+DATA qbytes04<>+5(SB)/1, $0x04
+DATA qbytes04<>+6(SB)/1, $0x04
+DATA qbytes04<>+7(SB)/1, $0x04
+DATA qbytes04<>+8(SB)/1, $0x04
+DATA qbytes04<>+9(SB)/1, $0x04
+DATA qbytes04<>+10(SB)/1, $0x04
+DATA qbytes04<>+11(SB)/1, $0x04
+DATA qbytes04<>+12(SB)/1, $0x04
+DATA qbytes04<>+13(SB)/1, $0x04
+DATA qbytes04<>+14(SB)/1, $0x04
+DATA qbytes04<>+15(SB)/1, $0x04
+DATA qbytes04<>+16(SB)/1, $0x04
+DATA qbytes04<>+17(SB)/1, $0x04
+DATA qbytes04<>+18(SB)/1, $0x04
+DATA qbytes04<>+19(SB)/1, $0x04
+DATA qbytes04<>+20(SB)/1, $0x04
+DATA qbytes04<>+21(SB)/1, $0x04
+DATA qbytes04<>+22(SB)/1, $0x04
+DATA qbytes04<>+23(SB)/1, $0x04
+DATA qbytes04<>+24(SB)/1, $0x04
+DATA qbytes04<>+25(SB)/1, $0x04
+DATA qbytes04<>+26(SB)/1, $0x04
+DATA qbytes04<>+27(SB)/1, $0x04
+DATA qbytes04<>+28(SB)/1, $0x04
+DATA qbytes04<>+29(SB)/1, $0x04
+DATA qbytes04<>+30(SB)/1, $0x04
+DATA qbytes04<>+31(SB)/1, $0x04
+GLOBL qbytes04<>(SB), RODATA|NOPTR, $32
+
+DATA qbytes03<>+0(SB)/1, $0x03
+DATA qbytes03<>+1(SB)/1, $0x03
+DATA qbytes03<>+2(SB)/1, $0x03
+DATA qbytes03<>+3(SB)/1, $0x03
+DATA qbytes03<>+4(SB)/1, $0x03
+DATA qbytes03<>+5(SB)/1, $0x03
+DATA qbytes03<>+6(SB)/1, $0x03
+DATA qbytes03<>+7(SB)/1, $0x03
+DATA qbytes03<>+8(SB)/1, $0x03
+DATA qbytes03<>+9(SB)/1, $0x03
+DATA qbytes03<>+10(SB)/1, $0x03
+DATA qbytes03<>+11(SB)/1, $0x03
+DATA qbytes03<>+12(SB)/1, $0x03
+DATA qbytes03<>+13(SB)/1, $0x03
+DATA qbytes03<>+14(SB)/1, $0x03
+DATA qbytes03<>+15(SB)/1, $0x03
+DATA qbytes03<>+16(SB)/1, $0x03
+DATA qbytes03<>+17(SB)/1, $0x03
+DATA qbytes03<>+18(SB)/1, $0x03
+DATA qbytes03<>+19(SB)/1, $0x03
+DATA qbytes03<>+20(SB)/1, $0x03
+DATA qbytes03<>+21(SB)/1, $0x03
+DATA qbytes03<>+22(SB)/1, $0x03
+DATA qbytes03<>+23(SB)/1, $0x03
+DATA qbytes03<>+24(SB)/1, $0x03
+DATA qbytes03<>+25(SB)/1, $0x03
+DATA qbytes03<>+26(SB)/1, $0x03
+DATA qbytes03<>+27(SB)/1, $0x03
+DATA qbytes03<>+28(SB)/1, $0x03
+DATA qbytes03<>+29(SB)/1, $0x03
+DATA qbytes03<>+30(SB)/1, $0x03
+DATA qbytes03<>+31(SB)/1, $0x03
+GLOBL qbytes03<>(SB), RODATA|NOPTR, $32
+
+DATA qbytes0f<>+0(SB)/1, $0x0f
+DATA qbytes0f<>+1(SB)/1, $0x0f
+DATA qbytes0f<>+2(SB)/1, $0x0f
+DATA qbytes0f<>+3(SB)/1, $0x0f
+DATA qbytes0f<>+4(SB)/1, $0x0f
+DATA qbytes0f<>+5(SB)/1, $0x0f
+DATA qbytes0f<>+6(SB)/1, $0x0f
+DATA qbytes0f<>+7(SB)/1, $0x0f
+DATA qbytes0f<>+8(SB)/1, $0x0f
+DATA qbytes0f<>+9(SB)/1, $0x0f
+DATA qbytes0f<>+10(SB)/1, $0x0f
+DATA qbytes0f<>+11(SB)/1, $0x0f
+DATA qbytes0f<>+12(SB)/1, $0x0f
+DATA qbytes0f<>+13(SB)/1, $0x0f
+DATA qbytes0f<>+14(SB)/1, $0x0f
+DATA qbytes0f<>+15(SB)/1, $0x0f
+DATA qbytes0f<>+16(SB)/1, $0x0f
+DATA qbytes0f<>+17(SB)/1, $0x0f
+DATA qbytes0f<>+18(SB)/1, $0x0f
+DATA qbytes0f<>+19(SB)/1, $0x0f
+DATA qbytes0f<>+20(SB)/1, $0x0f
+DATA qbytes0f<>+21(SB)/1, $0x0f
+DATA qbytes0f<>+22(SB)/1, $0x0f
+DATA qbytes0f<>+23(SB)/1, $0x0f
+DATA qbytes0f<>+24(SB)/1, $0x0f
+DATA qbytes0f<>+25(SB)/1, $0x0f
+DATA qbytes0f<>+26(SB)/1, $0x0f
+DATA qbytes0f<>+27(SB)/1, $0x0f
+DATA qbytes0f<>+28(SB)/1, $0x0f
+DATA qbytes0f<>+29(SB)/1, $0x0f
+DATA qbytes0f<>+30(SB)/1, $0x0f
+DATA qbytes0f<>+31(SB)/1, $0x0f
+GLOBL qbytes0f<>(SB), RODATA|NOPTR, $32
+
+DATA qbitidx<>+0(SB)/1, $0x00
+DATA qbitidx<>+1(SB)/1, $0x00
+DATA qbitidx<>+2(SB)/1, $0x00
+DATA qbitidx<>+3(SB)/1, $0x00
+DATA qbitidx<>+4(SB)/1, $0x00
+DATA qbitidx<>+5(SB)/1, $0x00
+DATA qbitidx<>+6(SB)/1, $0x00
+DATA qbitidx<>+7(SB)/1, $0x00
+DATA qbitidx<>+8(SB)/1, $0x01
+DATA qbitidx<>+9(SB)/1, $0x01
+DATA qbitidx<>+10(SB)/1, $0x01
+DATA qbitidx<>+11(SB)/1, $0x01
+DATA qbitidx<>+12(SB)/1, $0x01
+DATA qbitidx<>+13(SB)/1, $0x01
+DATA qbitidx<>+14(SB)/1, $0x01
+DATA qbitidx<>+15(SB)/1, $0x01
+DATA qbitidx<>+16(SB)/1, $0x02
+DATA qbitidx<>+17(SB)/1, $0x02
+DATA qbitidx<>+18(SB)/1, $0x02
+DATA qbitidx<>+19(SB)/1, $0x02
+DATA qbitidx<>+20(SB)/1, $0x02
+DATA qbitidx<>+21(SB)/1, $0x02
+DATA qbitidx<>+22(SB)/1, $0x02
+DATA qbitidx<>+23(SB)/1, $0x02
+DATA qbitidx<>+24(SB)/1, $0x03
+DATA qbitidx<>+25(SB)/1, $0x03
+DATA qbitidx<>+26(SB)/1, $0x03
+DATA qbitidx<>+27(SB)/1, $0x03
+DATA qbitidx<>+28(SB)/1, $0x03
+DATA qbitidx<>+29(SB)/1, $0x03
+DATA qbitidx<>+30(SB)/1, $0x03
+DATA qbitidx<>+31(SB)/1, $0x03
+GLOBL qbitidx<>(SB), RODATA|NOPTR, $32
+
+DATA qbitmask<>+0(SB)/1, $0x01
+DATA qbitmask<>+1(SB)/1, $0x02
+DATA qbitmask<>+2(SB)/1, $0x04
+DATA qbitmask<>+3(SB)/1, $0x08
+DATA qbitmask<>+4(SB)/1, $0x10
+DATA qbitmask<>+5(SB)/1, $0x20
+DATA qbitmask<>+6(SB)/1, $0x40
+DATA qbitmask<>+7(SB)/1, $0x80
+DATA qbitmask<>+8(SB)/1, $0x01
+DATA qbitmask<>+9(SB)/1, $0x02
+DATA qbitmask<>+10(SB)/1, $0x04
+DATA qbitmask<>+11(SB)/1, $0x08
+DATA qbitmask<>+12(SB)/1, $0x10
+DATA qbitmask<>+13(SB)/1, $0x20
+DATA qbitmask<>+14(SB)/1, $0x40
+DATA qbitmask<>+15(SB)/1, $0x80
+DATA qbitmask<>+16(SB)/1, $0x01
+DATA qbitmask<>+17(SB)/1, $0x02
+DATA qbitmask<>+18(SB)/1, $0x04
+DATA qbitmask<>+19(SB)/1, $0x08
+DATA qbitmask<>+20(SB)/1, $0x10
+DATA qbitmask<>+21(SB)/1, $0x20
+DATA qbitmask<>+22(SB)/1, $0x40
+DATA qbitmask<>+23(SB)/1, $0x80
+DATA qbitmask<>+24(SB)/1, $0x01
+DATA qbitmask<>+25(SB)/1, $0x02
+DATA qbitmask<>+26(SB)/1, $0x04
+DATA qbitmask<>+27(SB)/1, $0x08
+DATA qbitmask<>+28(SB)/1, $0x10
+DATA qbitmask<>+29(SB)/1, $0x20
+DATA qbitmask<>+30(SB)/1, $0x40
+DATA qbitmask<>+31(SB)/1, $0x80
+GLOBL qbitmask<>(SB), RODATA|NOPTR, $32
+
+DATA qones8<>+0(SB)/1, $0x01
+DATA qones8<>+1(SB)/1, $0x01
+DATA qones8<>+2(SB)/1, $0x01
+DATA qones8<>+3(SB)/1, $0x01
+DATA qones8<>+4(SB)/1, $0x01
+DATA qones8<>+5(SB)/1, $0x01
+DATA qones8<>+6(SB)/1, $0x01
+DATA qones8<>+7(SB)/1, $0x01
+DATA qones8<>+8(SB)/1, $0x01
+DATA qones8<>+9(SB)/1, $0x01
+DATA qones8<>+10(SB)/1, $0x01
+DATA qones8<>+11(SB)/1, $0x01
+DATA qones8<>+12(SB)/1, $0x01
+DATA qones8<>+13(SB)/1, $0x01
+DATA qones8<>+14(SB)/1, $0x01
+DATA qones8<>+15(SB)/1, $0x01
+DATA qones8<>+16(SB)/1, $0x01
+DATA qones8<>+17(SB)/1, $0x01
+DATA qones8<>+18(SB)/1, $0x01
+DATA qones8<>+19(SB)/1, $0x01
+DATA qones8<>+20(SB)/1, $0x01
+DATA qones8<>+21(SB)/1, $0x01
+DATA qones8<>+22(SB)/1, $0x01
+DATA qones8<>+23(SB)/1, $0x01
+DATA qones8<>+24(SB)/1, $0x01
+DATA qones8<>+25(SB)/1, $0x01
+DATA qones8<>+26(SB)/1, $0x01
+DATA qones8<>+27(SB)/1, $0x01
+DATA qones8<>+28(SB)/1, $0x01
+DATA qones8<>+29(SB)/1, $0x01
+DATA qones8<>+30(SB)/1, $0x01
+DATA qones8<>+31(SB)/1, $0x01
+GLOBL qones8<>(SB), RODATA|NOPTR, $32
+
+DATA qdword0f<>+0(SB)/1, $0x0f
+DATA qdword0f<>+1(SB)/1, $0x00
+DATA qdword0f<>+2(SB)/1, $0x00
+DATA qdword0f<>+3(SB)/1, $0x00
+DATA qdword0f<>+4(SB)/1, $0x0f
+DATA qdword0f<>+5(SB)/1, $0x00
+DATA qdword0f<>+6(SB)/1, $0x00
+DATA qdword0f<>+7(SB)/1, $0x00
+DATA qdword0f<>+8(SB)/1, $0x0f
+DATA qdword0f<>+9(SB)/1, $0x00
+DATA qdword0f<>+10(SB)/1, $0x00
+DATA qdword0f<>+11(SB)/1, $0x00
+DATA qdword0f<>+12(SB)/1, $0x0f
+DATA qdword0f<>+13(SB)/1, $0x00
+DATA qdword0f<>+14(SB)/1, $0x00
+DATA qdword0f<>+15(SB)/1, $0x00
+DATA qdword0f<>+16(SB)/1, $0x0f
+DATA qdword0f<>+17(SB)/1, $0x00
+DATA qdword0f<>+18(SB)/1, $0x00
+DATA qdword0f<>+19(SB)/1, $0x00
+DATA qdword0f<>+20(SB)/1, $0x0f
+DATA qdword0f<>+21(SB)/1, $0x00
+DATA qdword0f<>+22(SB)/1, $0x00
+DATA qdword0f<>+23(SB)/1, $0x00
+DATA qdword0f<>+24(SB)/1, $0x0f
+DATA qdword0f<>+25(SB)/1, $0x00
+DATA qdword0f<>+26(SB)/1, $0x00
+DATA qdword0f<>+27(SB)/1, $0x00
+DATA qdword0f<>+28(SB)/1, $0x0f
+DATA qdword0f<>+29(SB)/1, $0x00
+DATA qdword0f<>+30(SB)/1, $0x00
+DATA qdword0f<>+31(SB)/1, $0x00
+GLOBL qdword0f<>(SB), RODATA|NOPTR, $32
+
+DATA qgridiq4nl<>+0(SB)/1, $0x81
+DATA qgridiq4nl<>+1(SB)/1, $0x98
+DATA qgridiq4nl<>+2(SB)/1, $0xad
+DATA qgridiq4nl<>+3(SB)/1, $0xbf
+DATA qgridiq4nl<>+4(SB)/1, $0xcf
+DATA qgridiq4nl<>+5(SB)/1, $0xdd
+DATA qgridiq4nl<>+6(SB)/1, $0xea
+DATA qgridiq4nl<>+7(SB)/1, $0xf6
+DATA qgridiq4nl<>+8(SB)/1, $0x01
+DATA qgridiq4nl<>+9(SB)/1, $0x0d
+DATA qgridiq4nl<>+10(SB)/1, $0x19
+DATA qgridiq4nl<>+11(SB)/1, $0x26
+DATA qgridiq4nl<>+12(SB)/1, $0x35
+DATA qgridiq4nl<>+13(SB)/1, $0x45
+DATA qgridiq4nl<>+14(SB)/1, $0x59
+DATA qgridiq4nl<>+15(SB)/1, $0x71
+DATA qgridiq4nl<>+16(SB)/1, $0x81
+DATA qgridiq4nl<>+17(SB)/1, $0x98
+DATA qgridiq4nl<>+18(SB)/1, $0xad
+DATA qgridiq4nl<>+19(SB)/1, $0xbf
+DATA qgridiq4nl<>+20(SB)/1, $0xcf
+DATA qgridiq4nl<>+21(SB)/1, $0xdd
+DATA qgridiq4nl<>+22(SB)/1, $0xea
+DATA qgridiq4nl<>+23(SB)/1, $0xf6
+DATA qgridiq4nl<>+24(SB)/1, $0x01
+DATA qgridiq4nl<>+25(SB)/1, $0x0d
+DATA qgridiq4nl<>+26(SB)/1, $0x19
+DATA qgridiq4nl<>+27(SB)/1, $0x26
+DATA qgridiq4nl<>+28(SB)/1, $0x35
+DATA qgridiq4nl<>+29(SB)/1, $0x45
+DATA qgridiq4nl<>+30(SB)/1, $0x59
+DATA qgridiq4nl<>+31(SB)/1, $0x71
+GLOBL qgridiq4nl<>(SB), RODATA|NOPTR, $32
+
+DATA qgridmxfp4<>+0(SB)/1, $0x00
+DATA qgridmxfp4<>+1(SB)/1, $0x01
+DATA qgridmxfp4<>+2(SB)/1, $0x02
+DATA qgridmxfp4<>+3(SB)/1, $0x03
+DATA qgridmxfp4<>+4(SB)/1, $0x04
+DATA qgridmxfp4<>+5(SB)/1, $0x06
+DATA qgridmxfp4<>+6(SB)/1, $0x08
+DATA qgridmxfp4<>+7(SB)/1, $0x0c
+DATA qgridmxfp4<>+8(SB)/1, $0x00
+DATA qgridmxfp4<>+9(SB)/1, $0xff
+DATA qgridmxfp4<>+10(SB)/1, $0xfe
+DATA qgridmxfp4<>+11(SB)/1, $0xfd
+DATA qgridmxfp4<>+12(SB)/1, $0xfc
+DATA qgridmxfp4<>+13(SB)/1, $0xfa
+DATA qgridmxfp4<>+14(SB)/1, $0xf8
+DATA qgridmxfp4<>+15(SB)/1, $0xf4
+DATA qgridmxfp4<>+16(SB)/1, $0x00
+DATA qgridmxfp4<>+17(SB)/1, $0x01
+DATA qgridmxfp4<>+18(SB)/1, $0x02
+DATA qgridmxfp4<>+19(SB)/1, $0x03
+DATA qgridmxfp4<>+20(SB)/1, $0x04
+DATA qgridmxfp4<>+21(SB)/1, $0x06
+DATA qgridmxfp4<>+22(SB)/1, $0x08
+DATA qgridmxfp4<>+23(SB)/1, $0x0c
+DATA qgridmxfp4<>+24(SB)/1, $0x00
+DATA qgridmxfp4<>+25(SB)/1, $0xff
+DATA qgridmxfp4<>+26(SB)/1, $0xfe
+DATA qgridmxfp4<>+27(SB)/1, $0xfd
+DATA qgridmxfp4<>+28(SB)/1, $0xfc
+DATA qgridmxfp4<>+29(SB)/1, $0xfa
+DATA qgridmxfp4<>+30(SB)/1, $0xf8
+DATA qgridmxfp4<>+31(SB)/1, $0xf4
+GLOBL qgridmxfp4<>(SB), RODATA|NOPTR, $32
+
+DATA qdword32<>+0(SB)/1, $0x20
+DATA qdword32<>+1(SB)/1, $0x00
+DATA qdword32<>+2(SB)/1, $0x00
+DATA qdword32<>+3(SB)/1, $0x00
+DATA qdword32<>+4(SB)/1, $0x20
+DATA qdword32<>+5(SB)/1, $0x00
+DATA qdword32<>+6(SB)/1, $0x00
+DATA qdword32<>+7(SB)/1, $0x00
+DATA qdword32<>+8(SB)/1, $0x20
+DATA qdword32<>+9(SB)/1, $0x00
+DATA qdword32<>+10(SB)/1, $0x00
+DATA qdword32<>+11(SB)/1, $0x00
+DATA qdword32<>+12(SB)/1, $0x20
+DATA qdword32<>+13(SB)/1, $0x00
+DATA qdword32<>+14(SB)/1, $0x00
+DATA qdword32<>+15(SB)/1, $0x00
+DATA qdword32<>+16(SB)/1, $0x20
+DATA qdword32<>+17(SB)/1, $0x00
+DATA qdword32<>+18(SB)/1, $0x00
+DATA qdword32<>+19(SB)/1, $0x00
+DATA qdword32<>+20(SB)/1, $0x20
+DATA qdword32<>+21(SB)/1, $0x00
+DATA qdword32<>+22(SB)/1, $0x00
+DATA qdword32<>+23(SB)/1, $0x00
+DATA qdword32<>+24(SB)/1, $0x20
+DATA qdword32<>+25(SB)/1, $0x00
+DATA qdword32<>+26(SB)/1, $0x00
+DATA qdword32<>+27(SB)/1, $0x00
+DATA qdword32<>+28(SB)/1, $0x20
+DATA qdword32<>+29(SB)/1, $0x00
+DATA qdword32<>+30(SB)/1, $0x00
+DATA qdword32<>+31(SB)/1, $0x00
+GLOBL qdword32<>(SB), RODATA|NOPTR, $32
+
 // func tile256x1x1(x *float32, xs int, w *float32, ws int, steps int, tail int, acc *float32, dst *float32, ds int, mode int)
 // Requires: AVX, FMA3
 TEXT ·tile256x1x1(SB), NOSPLIT, $0-80
@@ -24443,6 +24817,10427 @@ qdotavx2Q6Kx1x4_done:
 	DECQ         AX
 	MOVQ         AX, groups+72(FP)
 	JNZ          qdotavx2Q6Kx1x4_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4_1x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q4_1x1x1(SB), NOSPLIT, $0-80
+qdotavx2Q4_1x1x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         xs+32(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VXORPS       X2, X2, X2
+
+qdotavx2Q4_1x1x1_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q4_1x1x1_done
+	VMOVDQU      (CX), Y3
+	VBROADCASTSS (DX), Y4
+	VCVTSI2SSL   (BX), X5, X5
+	VMULSS       (DX), X5, X5
+	VMOVDQU      4(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X7
+	VCVTPH2PS    X7, Y7
+	VPMADDUBSW   Y3, Y6, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y7, Y4, Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VPBROADCASTW 2(AX), X3
+	VCVTPH2PS    X3, Y3
+	VMULSS       X5, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2Q4_1x1x1_loop
+
+qdotavx2Q4_1x1x1_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4_1x1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4_1x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q4_1x1x2(SB), NOSPLIT, $0-80
+qdotavx2Q4_1x1x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         nb+48(FP), DI
+	MOVL         $0x00010001, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+
+qdotavx2Q4_1x1x2_loop:
+	TESTQ        DI, DI
+	JZ           qdotavx2Q4_1x1x2_done
+	VMOVDQU      (DX), Y5
+	VBROADCASTSS (BX), Y6
+	VCVTSI2SSL   (SI), X7, X7
+	VMULSS       (BX), X7, X7
+	VMOVDQU      4(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        qbytes0f<>+0(SB), Y8, Y8
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X9
+	VCVTPH2PS    X9, Y10
+	VPMADDUBSW   Y5, Y8, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y6, Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VPBROADCASTW 2(AX), X8
+	VCVTPH2PS    X8, Y9
+	VMULSS       X7, X9, X9
+	VADDSS       X9, X3, X3
+	VMOVDQU      4(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        qbytes0f<>+0(SB), Y8, Y8
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X9
+	VCVTPH2PS    X9, Y10
+	VPMADDUBSW   Y5, Y8, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y6, Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VPBROADCASTW 2(AX)(CX*1), X5
+	VCVTPH2PS    X5, Y5
+	VMULSS       X7, X5, X5
+	VADDSS       X5, X4, X4
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	DECQ         DI
+	JMP          qdotavx2Q4_1x1x2_loop
+
+qdotavx2Q4_1x1x2_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VADDSS       X3, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X4, X2, X2
+	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4_1x1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4_1x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q4_1x1x3(SB), NOSPLIT, $0-80
+qdotavx2Q4_1x1x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         nb+48(FP), DI
+	MOVL         $0x00010001, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VXORPS       X4, X4, X4
+	VXORPS       X5, X5, X5
+	VXORPS       X6, X6, X6
+
+qdotavx2Q4_1x1x3_loop:
+	TESTQ        DI, DI
+	JZ           qdotavx2Q4_1x1x3_done
+	VMOVDQU      (DX), Y7
+	VBROADCASTSS (BX), Y8
+	VCVTSI2SSL   (SI), X9, X9
+	VMULSS       (BX), X9, X9
+	VMOVDQU      4(AX), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPAND        qbytes0f<>+0(SB), Y10, Y10
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X11
+	VCVTPH2PS    X11, Y12
+	VPMADDUBSW   Y7, Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y12, Y8, Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VPBROADCASTW 2(AX), X10
+	VCVTPH2PS    X10, Y11
+	VMULSS       X9, X11, X11
+	VADDSS       X11, X4, X4
+	VMOVDQU      4(AX)(CX*1), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPAND        qbytes0f<>+0(SB), Y10, Y10
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X11
+	VCVTPH2PS    X11, Y12
+	VPMADDUBSW   Y7, Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y12, Y8, Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VPBROADCASTW 2(AX)(CX*1), X10
+	VCVTPH2PS    X10, Y11
+	VMULSS       X9, X11, X11
+	VADDSS       X11, X5, X5
+	VMOVDQU      4(AX)(CX*2), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPAND        qbytes0f<>+0(SB), Y10, Y10
+	PREFETCHNTA  4096(AX)(CX*2)
+	VPBROADCASTW (AX)(CX*2), X11
+	VCVTPH2PS    X11, Y12
+	VPMADDUBSW   Y7, Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y12, Y8, Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VPBROADCASTW 2(AX)(CX*2), X7
+	VCVTPH2PS    X7, Y7
+	VMULSS       X9, X7, X7
+	VADDSS       X7, X6, X6
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	DECQ         DI
+	JMP          qdotavx2Q4_1x1x3_loop
+
+qdotavx2Q4_1x1x3_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VADDSS       X4, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X5, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VADDSS       X6, X3, X3
+	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4_1x1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q4_1x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q4_1x1x4(SB), NOSPLIT, $0-80
+qdotavx2Q4_1x1x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         nb+48(FP), DI
+	MOVL         $0x00010001, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), R8
+	ADDQ         CX, R8
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VXORPS       X5, X5, X5
+	VXORPS       X6, X6, X6
+	VXORPS       X7, X7, X7
+	VXORPS       X8, X8, X8
+
+qdotavx2Q4_1x1x4_loop:
+	TESTQ        DI, DI
+	JZ           qdotavx2Q4_1x1x4_done
+	VMOVDQU      (DX), Y9
+	VBROADCASTSS (BX), Y10
+	VCVTSI2SSL   (SI), X11, X11
+	VMULSS       (BX), X11, X11
+	VMOVDQU      4(AX), X12
+	VPSRLW       $0x04, X12, X13
+	VINSERTI128  $0x01, X13, Y12, Y12
+	VPAND        qbytes0f<>+0(SB), Y12, Y12
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X13
+	VCVTPH2PS    X13, Y14
+	VPMADDUBSW   Y9, Y12, Y13
+	VPMADDWD     Y0, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y14, Y10, Y14
+	VFMADD231PS  Y14, Y13, Y1
+	VPBROADCASTW 2(AX), X12
+	VCVTPH2PS    X12, Y13
+	VMULSS       X11, X13, X13
+	VADDSS       X13, X5, X5
+	VMOVDQU      4(AX)(CX*1), X12
+	VPSRLW       $0x04, X12, X13
+	VINSERTI128  $0x01, X13, Y12, Y12
+	VPAND        qbytes0f<>+0(SB), Y12, Y12
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X13
+	VCVTPH2PS    X13, Y14
+	VPMADDUBSW   Y9, Y12, Y13
+	VPMADDWD     Y0, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y14, Y10, Y14
+	VFMADD231PS  Y14, Y13, Y2
+	VPBROADCASTW 2(AX)(CX*1), X12
+	VCVTPH2PS    X12, Y13
+	VMULSS       X11, X13, X13
+	VADDSS       X13, X6, X6
+	VMOVDQU      4(AX)(CX*2), X12
+	VPSRLW       $0x04, X12, X13
+	VINSERTI128  $0x01, X13, Y12, Y12
+	VPAND        qbytes0f<>+0(SB), Y12, Y12
+	PREFETCHNTA  4096(AX)(CX*2)
+	VPBROADCASTW (AX)(CX*2), X13
+	VCVTPH2PS    X13, Y14
+	VPMADDUBSW   Y9, Y12, Y13
+	VPMADDWD     Y0, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y14, Y10, Y14
+	VFMADD231PS  Y14, Y13, Y3
+	VPBROADCASTW 2(AX)(CX*2), X12
+	VCVTPH2PS    X12, Y13
+	VMULSS       X11, X13, X13
+	VADDSS       X13, X7, X7
+	VMOVDQU      4(R8), X12
+	VPSRLW       $0x04, X12, X13
+	VINSERTI128  $0x01, X13, Y12, Y12
+	VPAND        qbytes0f<>+0(SB), Y12, Y12
+	PREFETCHNTA  4096(R8)
+	VPBROADCASTW (R8), X13
+	VCVTPH2PS    X13, Y14
+	VPMADDUBSW   Y9, Y12, Y13
+	VPMADDWD     Y0, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y14, Y10, Y14
+	VFMADD231PS  Y14, Y13, Y4
+	VPBROADCASTW 2(R8), X9
+	VCVTPH2PS    X9, Y9
+	VMULSS       X11, X9, X9
+	VADDSS       X9, X8, X8
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000014, R8
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	DECQ         DI
+	JMP          qdotavx2Q4_1x1x4_loop
+
+qdotavx2Q4_1x1x4_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VADDSS       X5, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X6, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VADDSS       X7, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VADDSS       X8, X4, X4
+	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q4_1x1x4_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q5_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q5_0x1x1(SB), NOSPLIT, $0-80
+qdotavx2Q5_0x1x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+48(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+
+qdotavx2Q5_0x1x1_loop:
+	TESTQ        BX, BX
+	JZ           qdotavx2Q5_0x1x1_done
+	VMOVDQU      (CX), Y2
+	VBROADCASTSS (DX), Y3
+	VMOVDQU      qbytes16<>+0(SB), Y4
+	VPMADDUBSW   Y2, Y4, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPXOR        Y4, Y4, Y4
+	VPSUBD       Y6, Y4, Y4
+	VMOVDQU      6(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPBROADCASTD 2(AX), Y6
+	VPSHUFB      qbitidx<>+0(SB), Y6, Y6
+	VPAND        qbitmask<>+0(SB), Y6, Y6
+	VPCMPEQB     qbitmask<>+0(SB), Y6, Y6
+	VPAND        qbytes16<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, Y6
+	VPMADDUBSW   Y2, Y5, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VPADDD       Y4, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y6, Y3, Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x00000016, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	DECQ         BX
+	JMP          qdotavx2Q5_0x1x1_loop
+
+qdotavx2Q5_0x1x1_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q5_0x1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q5_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q5_0x1x2(SB), NOSPLIT, $0-80
+qdotavx2Q5_0x1x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+
+qdotavx2Q5_0x1x2_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q5_0x1x2_done
+	VMOVDQU      (DX), Y3
+	VBROADCASTSS (BX), Y4
+	VMOVDQU      qbytes16<>+0(SB), Y5
+	VPMADDUBSW   Y3, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y7, Y5, Y5
+	VMOVDQU      6(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPBROADCASTD 2(AX), Y7
+	VPSHUFB      qbitidx<>+0(SB), Y7, Y7
+	VPAND        qbitmask<>+0(SB), Y7, Y7
+	VPCMPEQB     qbitmask<>+0(SB), Y7, Y7
+	VPAND        qbytes16<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X7
+	VCVTPH2PS    X7, Y8
+	VPMADDUBSW   Y3, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y5, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y4, Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      6(AX)(CX*1), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPBROADCASTD 2(AX)(CX*1), Y7
+	VPSHUFB      qbitidx<>+0(SB), Y7, Y7
+	VPAND        qbitmask<>+0(SB), Y7, Y7
+	VPCMPEQB     qbitmask<>+0(SB), Y7, Y7
+	VPAND        qbytes16<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X7
+	VCVTPH2PS    X7, Y8
+	VPMADDUBSW   Y3, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y5, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y4, Y8
+	VFMADD231PS  Y8, Y7, Y2
+	ADDQ         $0x00000016, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2Q5_0x1x2_loop
+
+qdotavx2Q5_0x1x2_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q5_0x1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q5_0x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q5_0x1x3(SB), NOSPLIT, $0-80
+qdotavx2Q5_0x1x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+
+qdotavx2Q5_0x1x3_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q5_0x1x3_done
+	VMOVDQU      (DX), Y4
+	VBROADCASTSS (BX), Y5
+	VMOVDQU      qbytes16<>+0(SB), Y6
+	VPMADDUBSW   Y4, Y6, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y8, Y6, Y6
+	VMOVDQU      6(AX), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPBROADCASTD 2(AX), Y8
+	VPSHUFB      qbitidx<>+0(SB), Y8, Y8
+	VPAND        qbitmask<>+0(SB), Y8, Y8
+	VPCMPEQB     qbitmask<>+0(SB), Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, Y9
+	VPMADDUBSW   Y4, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y9, Y5, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVDQU      6(AX)(CX*1), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPBROADCASTD 2(AX)(CX*1), Y8
+	VPSHUFB      qbitidx<>+0(SB), Y8, Y8
+	VPAND        qbitmask<>+0(SB), Y8, Y8
+	VPCMPEQB     qbitmask<>+0(SB), Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X8
+	VCVTPH2PS    X8, Y9
+	VPMADDUBSW   Y4, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y9, Y5, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      6(AX)(CX*2), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPBROADCASTD 2(AX)(CX*2), Y8
+	VPSHUFB      qbitidx<>+0(SB), Y8, Y8
+	VPAND        qbitmask<>+0(SB), Y8, Y8
+	VPCMPEQB     qbitmask<>+0(SB), Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	PREFETCHNTA  4096(AX)(CX*2)
+	VPBROADCASTW (AX)(CX*2), X8
+	VCVTPH2PS    X8, Y9
+	VPMADDUBSW   Y4, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y9, Y5, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	ADDQ         $0x00000016, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2Q5_0x1x3_loop
+
+qdotavx2Q5_0x1x3_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q5_0x1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q5_0x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q5_0x1x4(SB), NOSPLIT, $0-80
+qdotavx2Q5_0x1x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+
+qdotavx2Q5_0x1x4_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q5_0x1x4_done
+	VMOVDQU      (DX), Y5
+	VBROADCASTSS (BX), Y6
+	VMOVDQU      qbytes16<>+0(SB), Y7
+	VPMADDUBSW   Y5, Y7, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y9, Y7, Y7
+	VMOVDQU      6(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        qbytes0f<>+0(SB), Y8, Y8
+	VPBROADCASTD 2(AX), Y9
+	VPSHUFB      qbitidx<>+0(SB), Y9, Y9
+	VPAND        qbitmask<>+0(SB), Y9, Y9
+	VPCMPEQB     qbitmask<>+0(SB), Y9, Y9
+	VPAND        qbytes16<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X9
+	VCVTPH2PS    X9, Y10
+	VPMADDUBSW   Y5, Y8, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPADDD       Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y6, Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      6(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        qbytes0f<>+0(SB), Y8, Y8
+	VPBROADCASTD 2(AX)(CX*1), Y9
+	VPSHUFB      qbitidx<>+0(SB), Y9, Y9
+	VPAND        qbitmask<>+0(SB), Y9, Y9
+	VPCMPEQB     qbitmask<>+0(SB), Y9, Y9
+	VPAND        qbytes16<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X9
+	VCVTPH2PS    X9, Y10
+	VPMADDUBSW   Y5, Y8, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPADDD       Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y6, Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      6(AX)(CX*2), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        qbytes0f<>+0(SB), Y8, Y8
+	VPBROADCASTD 2(AX)(CX*2), Y9
+	VPSHUFB      qbitidx<>+0(SB), Y9, Y9
+	VPAND        qbitmask<>+0(SB), Y9, Y9
+	VPCMPEQB     qbitmask<>+0(SB), Y9, Y9
+	VPAND        qbytes16<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	PREFETCHNTA  4096(AX)(CX*2)
+	VPBROADCASTW (AX)(CX*2), X9
+	VCVTPH2PS    X9, Y10
+	VPMADDUBSW   Y5, Y8, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPADDD       Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y6, Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      6(DI), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        qbytes0f<>+0(SB), Y8, Y8
+	VPBROADCASTD 2(DI), Y9
+	VPSHUFB      qbitidx<>+0(SB), Y9, Y9
+	VPAND        qbitmask<>+0(SB), Y9, Y9
+	VPCMPEQB     qbitmask<>+0(SB), Y9, Y9
+	VPAND        qbytes16<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	PREFETCHNTA  4096(DI)
+	VPBROADCASTW (DI), X9
+	VCVTPH2PS    X9, Y10
+	VPMADDUBSW   Y5, Y8, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPADDD       Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y6, Y10
+	VFMADD231PS  Y10, Y9, Y4
+	ADDQ         $0x00000016, AX
+	ADDQ         $0x00000016, DI
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2Q5_0x1x4_loop
+
+qdotavx2Q5_0x1x4_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q5_0x1x4_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q5_1x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q5_1x1x1(SB), NOSPLIT, $0-80
+qdotavx2Q5_1x1x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         xs+32(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VXORPS       X2, X2, X2
+
+qdotavx2Q5_1x1x1_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q5_1x1x1_done
+	VMOVDQU      (CX), Y3
+	VBROADCASTSS (DX), Y4
+	VCVTSI2SSL   (BX), X5, X5
+	VMULSS       (DX), X5, X5
+	VMOVDQU      8(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPBROADCASTD 4(AX), Y7
+	VPSHUFB      qbitidx<>+0(SB), Y7, Y7
+	VPAND        qbitmask<>+0(SB), Y7, Y7
+	VPCMPEQB     qbitmask<>+0(SB), Y7, Y7
+	VPAND        qbytes16<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X7
+	VCVTPH2PS    X7, Y7
+	VPMADDUBSW   Y3, Y6, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y7, Y4, Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VPBROADCASTW 2(AX), X3
+	VCVTPH2PS    X3, Y3
+	VMULSS       X5, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2Q5_1x1x1_loop
+
+qdotavx2Q5_1x1x1_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q5_1x1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q5_1x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q5_1x1x2(SB), NOSPLIT, $0-80
+qdotavx2Q5_1x1x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         nb+48(FP), DI
+	MOVL         $0x00010001, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+
+qdotavx2Q5_1x1x2_loop:
+	TESTQ        DI, DI
+	JZ           qdotavx2Q5_1x1x2_done
+	VMOVDQU      (DX), Y5
+	VBROADCASTSS (BX), Y6
+	VCVTSI2SSL   (SI), X7, X7
+	VMULSS       (BX), X7, X7
+	VMOVDQU      8(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        qbytes0f<>+0(SB), Y8, Y8
+	VPBROADCASTD 4(AX), Y9
+	VPSHUFB      qbitidx<>+0(SB), Y9, Y9
+	VPAND        qbitmask<>+0(SB), Y9, Y9
+	VPCMPEQB     qbitmask<>+0(SB), Y9, Y9
+	VPAND        qbytes16<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X9
+	VCVTPH2PS    X9, Y10
+	VPMADDUBSW   Y5, Y8, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y6, Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VPBROADCASTW 2(AX), X8
+	VCVTPH2PS    X8, Y9
+	VMULSS       X7, X9, X9
+	VADDSS       X9, X3, X3
+	VMOVDQU      8(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        qbytes0f<>+0(SB), Y8, Y8
+	VPBROADCASTD 4(AX)(CX*1), Y9
+	VPSHUFB      qbitidx<>+0(SB), Y9, Y9
+	VPAND        qbitmask<>+0(SB), Y9, Y9
+	VPCMPEQB     qbitmask<>+0(SB), Y9, Y9
+	VPAND        qbytes16<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X9
+	VCVTPH2PS    X9, Y10
+	VPMADDUBSW   Y5, Y8, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y6, Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VPBROADCASTW 2(AX)(CX*1), X5
+	VCVTPH2PS    X5, Y5
+	VMULSS       X7, X5, X5
+	VADDSS       X5, X4, X4
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	DECQ         DI
+	JMP          qdotavx2Q5_1x1x2_loop
+
+qdotavx2Q5_1x1x2_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VADDSS       X3, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X4, X2, X2
+	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q5_1x1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q5_1x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q5_1x1x3(SB), NOSPLIT, $0-80
+qdotavx2Q5_1x1x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         nb+48(FP), DI
+	MOVL         $0x00010001, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VXORPS       X4, X4, X4
+	VXORPS       X5, X5, X5
+	VXORPS       X6, X6, X6
+
+qdotavx2Q5_1x1x3_loop:
+	TESTQ        DI, DI
+	JZ           qdotavx2Q5_1x1x3_done
+	VMOVDQU      (DX), Y7
+	VBROADCASTSS (BX), Y8
+	VCVTSI2SSL   (SI), X9, X9
+	VMULSS       (BX), X9, X9
+	VMOVDQU      8(AX), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPAND        qbytes0f<>+0(SB), Y10, Y10
+	VPBROADCASTD 4(AX), Y11
+	VPSHUFB      qbitidx<>+0(SB), Y11, Y11
+	VPAND        qbitmask<>+0(SB), Y11, Y11
+	VPCMPEQB     qbitmask<>+0(SB), Y11, Y11
+	VPAND        qbytes16<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X11
+	VCVTPH2PS    X11, Y12
+	VPMADDUBSW   Y7, Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y12, Y8, Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VPBROADCASTW 2(AX), X10
+	VCVTPH2PS    X10, Y11
+	VMULSS       X9, X11, X11
+	VADDSS       X11, X4, X4
+	VMOVDQU      8(AX)(CX*1), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPAND        qbytes0f<>+0(SB), Y10, Y10
+	VPBROADCASTD 4(AX)(CX*1), Y11
+	VPSHUFB      qbitidx<>+0(SB), Y11, Y11
+	VPAND        qbitmask<>+0(SB), Y11, Y11
+	VPCMPEQB     qbitmask<>+0(SB), Y11, Y11
+	VPAND        qbytes16<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X11
+	VCVTPH2PS    X11, Y12
+	VPMADDUBSW   Y7, Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y12, Y8, Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VPBROADCASTW 2(AX)(CX*1), X10
+	VCVTPH2PS    X10, Y11
+	VMULSS       X9, X11, X11
+	VADDSS       X11, X5, X5
+	VMOVDQU      8(AX)(CX*2), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y10
+	VPAND        qbytes0f<>+0(SB), Y10, Y10
+	VPBROADCASTD 4(AX)(CX*2), Y11
+	VPSHUFB      qbitidx<>+0(SB), Y11, Y11
+	VPAND        qbitmask<>+0(SB), Y11, Y11
+	VPCMPEQB     qbitmask<>+0(SB), Y11, Y11
+	VPAND        qbytes16<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	PREFETCHNTA  4096(AX)(CX*2)
+	VPBROADCASTW (AX)(CX*2), X11
+	VCVTPH2PS    X11, Y12
+	VPMADDUBSW   Y7, Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y12, Y8, Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VPBROADCASTW 2(AX)(CX*2), X7
+	VCVTPH2PS    X7, Y7
+	VMULSS       X9, X7, X7
+	VADDSS       X7, X6, X6
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	DECQ         DI
+	JMP          qdotavx2Q5_1x1x3_loop
+
+qdotavx2Q5_1x1x3_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VADDSS       X4, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X5, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VADDSS       X6, X3, X3
+	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q5_1x1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q5_1x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q5_1x1x4(SB), NOSPLIT, $0-80
+qdotavx2Q5_1x1x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         nb+48(FP), DI
+	MOVL         $0x00010001, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), R8
+	ADDQ         CX, R8
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VXORPS       X5, X5, X5
+	VXORPS       X6, X6, X6
+	VXORPS       X7, X7, X7
+	VXORPS       X8, X8, X8
+
+qdotavx2Q5_1x1x4_loop:
+	TESTQ        DI, DI
+	JZ           qdotavx2Q5_1x1x4_done
+	VMOVDQU      (DX), Y9
+	VBROADCASTSS (BX), Y10
+	VCVTSI2SSL   (SI), X11, X11
+	VMULSS       (BX), X11, X11
+	VMOVDQU      8(AX), X12
+	VPSRLW       $0x04, X12, X13
+	VINSERTI128  $0x01, X13, Y12, Y12
+	VPAND        qbytes0f<>+0(SB), Y12, Y12
+	VPBROADCASTD 4(AX), Y13
+	VPSHUFB      qbitidx<>+0(SB), Y13, Y13
+	VPAND        qbitmask<>+0(SB), Y13, Y13
+	VPCMPEQB     qbitmask<>+0(SB), Y13, Y13
+	VPAND        qbytes16<>+0(SB), Y13, Y13
+	VPOR         Y13, Y12, Y12
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X13
+	VCVTPH2PS    X13, Y14
+	VPMADDUBSW   Y9, Y12, Y13
+	VPMADDWD     Y0, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y14, Y10, Y14
+	VFMADD231PS  Y14, Y13, Y1
+	VPBROADCASTW 2(AX), X12
+	VCVTPH2PS    X12, Y13
+	VMULSS       X11, X13, X13
+	VADDSS       X13, X5, X5
+	VMOVDQU      8(AX)(CX*1), X12
+	VPSRLW       $0x04, X12, X13
+	VINSERTI128  $0x01, X13, Y12, Y12
+	VPAND        qbytes0f<>+0(SB), Y12, Y12
+	VPBROADCASTD 4(AX)(CX*1), Y13
+	VPSHUFB      qbitidx<>+0(SB), Y13, Y13
+	VPAND        qbitmask<>+0(SB), Y13, Y13
+	VPCMPEQB     qbitmask<>+0(SB), Y13, Y13
+	VPAND        qbytes16<>+0(SB), Y13, Y13
+	VPOR         Y13, Y12, Y12
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X13
+	VCVTPH2PS    X13, Y14
+	VPMADDUBSW   Y9, Y12, Y13
+	VPMADDWD     Y0, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y14, Y10, Y14
+	VFMADD231PS  Y14, Y13, Y2
+	VPBROADCASTW 2(AX)(CX*1), X12
+	VCVTPH2PS    X12, Y13
+	VMULSS       X11, X13, X13
+	VADDSS       X13, X6, X6
+	VMOVDQU      8(AX)(CX*2), X12
+	VPSRLW       $0x04, X12, X13
+	VINSERTI128  $0x01, X13, Y12, Y12
+	VPAND        qbytes0f<>+0(SB), Y12, Y12
+	VPBROADCASTD 4(AX)(CX*2), Y13
+	VPSHUFB      qbitidx<>+0(SB), Y13, Y13
+	VPAND        qbitmask<>+0(SB), Y13, Y13
+	VPCMPEQB     qbitmask<>+0(SB), Y13, Y13
+	VPAND        qbytes16<>+0(SB), Y13, Y13
+	VPOR         Y13, Y12, Y12
+	PREFETCHNTA  4096(AX)(CX*2)
+	VPBROADCASTW (AX)(CX*2), X13
+	VCVTPH2PS    X13, Y14
+	VPMADDUBSW   Y9, Y12, Y13
+	VPMADDWD     Y0, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y14, Y10, Y14
+	VFMADD231PS  Y14, Y13, Y3
+	VPBROADCASTW 2(AX)(CX*2), X12
+	VCVTPH2PS    X12, Y13
+	VMULSS       X11, X13, X13
+	VADDSS       X13, X7, X7
+	VMOVDQU      8(R8), X12
+	VPSRLW       $0x04, X12, X13
+	VINSERTI128  $0x01, X13, Y12, Y12
+	VPAND        qbytes0f<>+0(SB), Y12, Y12
+	VPBROADCASTD 4(R8), Y13
+	VPSHUFB      qbitidx<>+0(SB), Y13, Y13
+	VPAND        qbitmask<>+0(SB), Y13, Y13
+	VPCMPEQB     qbitmask<>+0(SB), Y13, Y13
+	VPAND        qbytes16<>+0(SB), Y13, Y13
+	VPOR         Y13, Y12, Y12
+	PREFETCHNTA  4096(R8)
+	VPBROADCASTW (R8), X13
+	VCVTPH2PS    X13, Y14
+	VPMADDUBSW   Y9, Y12, Y13
+	VPMADDWD     Y0, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y14, Y10, Y14
+	VFMADD231PS  Y14, Y13, Y4
+	VPBROADCASTW 2(R8), X9
+	VCVTPH2PS    X9, Y9
+	VMULSS       X11, X9, X9
+	VADDSS       X9, X8, X8
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000018, R8
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	DECQ         DI
+	JMP          qdotavx2Q5_1x1x4_loop
+
+qdotavx2Q5_1x1x4_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VADDSS       X5, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VADDSS       X6, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VADDSS       X7, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VADDSS       X8, X4, X4
+	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q5_1x1x4_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2IQ4_NLx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2IQ4_NLx1x1(SB), NOSPLIT, $0-80
+qdotavx2IQ4_NLx1x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+48(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      qgridiq4nl<>+0(SB), Y2
+
+qdotavx2IQ4_NLx1x1_loop:
+	TESTQ        BX, BX
+	JZ           qdotavx2IQ4_NLx1x1_done
+	VMOVDQU      (CX), Y3
+	VBROADCASTSS (DX), Y4
+	VMOVDQU      2(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y2, Y5
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, Y6
+	VPSIGNB      Y5, Y3, Y3
+	VPABSB       Y5, Y7
+	VPMADDUBSW   Y3, Y7, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y6, Y4, Y4
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	DECQ         BX
+	JMP          qdotavx2IQ4_NLx1x1_loop
+
+qdotavx2IQ4_NLx1x1_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2IQ4_NLx1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2IQ4_NLx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2IQ4_NLx1x2(SB), NOSPLIT, $0-80
+qdotavx2IQ4_NLx1x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      qgridiq4nl<>+0(SB), Y3
+
+qdotavx2IQ4_NLx1x2_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2IQ4_NLx1x2_done
+	VMOVDQU      (DX), Y4
+	VBROADCASTSS (BX), Y5
+	VMOVDQU      2(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y3, Y6
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X7
+	VCVTPH2PS    X7, Y8
+	VPSIGNB      Y6, Y4, Y7
+	VPABSB       Y6, Y9
+	VPMADDUBSW   Y7, Y9, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y5, Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      2(AX)(CX*1), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y3, Y6
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X7
+	VCVTPH2PS    X7, Y8
+	VPSIGNB      Y6, Y4, Y4
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y5, Y8
+	VFMADD231PS  Y8, Y7, Y2
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2IQ4_NLx1x2_loop
+
+qdotavx2IQ4_NLx1x2_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2IQ4_NLx1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2IQ4_NLx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2IQ4_NLx1x3(SB), NOSPLIT, $0-80
+qdotavx2IQ4_NLx1x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      qgridiq4nl<>+0(SB), Y4
+
+qdotavx2IQ4_NLx1x3_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2IQ4_NLx1x3_done
+	VMOVDQU      (DX), Y5
+	VBROADCASTSS (BX), Y6
+	VMOVDQU      2(AX), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y4, Y7
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, Y9
+	VPSIGNB      Y7, Y5, Y8
+	VPABSB       Y7, Y10
+	VPMADDUBSW   Y8, Y10, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y9, Y6, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVDQU      2(AX)(CX*1), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y4, Y7
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X8
+	VCVTPH2PS    X8, Y9
+	VPSIGNB      Y7, Y5, Y8
+	VPABSB       Y7, Y10
+	VPMADDUBSW   Y8, Y10, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y9, Y6, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      2(AX)(CX*2), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y4, Y7
+	PREFETCHNTA  4096(AX)(CX*2)
+	VPBROADCASTW (AX)(CX*2), X8
+	VCVTPH2PS    X8, Y9
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y9, Y6, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2IQ4_NLx1x3_loop
+
+qdotavx2IQ4_NLx1x3_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2IQ4_NLx1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2IQ4_NLx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2IQ4_NLx1x4(SB), NOSPLIT, $0-80
+qdotavx2IQ4_NLx1x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      qgridiq4nl<>+0(SB), Y5
+
+qdotavx2IQ4_NLx1x4_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2IQ4_NLx1x4_done
+	VMOVDQU      (DX), Y6
+	VBROADCASTSS (BX), Y7
+	VMOVDQU      2(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        qbytes0f<>+0(SB), Y8, Y8
+	VPSHUFB      Y8, Y5, Y8
+	PREFETCHNTA  4096(AX)
+	VPBROADCASTW (AX), X9
+	VCVTPH2PS    X9, Y10
+	VPSIGNB      Y8, Y6, Y9
+	VPABSB       Y8, Y11
+	VPMADDUBSW   Y9, Y11, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y7, Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      2(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        qbytes0f<>+0(SB), Y8, Y8
+	VPSHUFB      Y8, Y5, Y8
+	PREFETCHNTA  4096(AX)(CX*1)
+	VPBROADCASTW (AX)(CX*1), X9
+	VCVTPH2PS    X9, Y10
+	VPSIGNB      Y8, Y6, Y9
+	VPABSB       Y8, Y11
+	VPMADDUBSW   Y9, Y11, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y7, Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      2(AX)(CX*2), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        qbytes0f<>+0(SB), Y8, Y8
+	VPSHUFB      Y8, Y5, Y8
+	PREFETCHNTA  4096(AX)(CX*2)
+	VPBROADCASTW (AX)(CX*2), X9
+	VCVTPH2PS    X9, Y10
+	VPSIGNB      Y8, Y6, Y9
+	VPABSB       Y8, Y11
+	VPMADDUBSW   Y9, Y11, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y7, Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      2(DI), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        qbytes0f<>+0(SB), Y8, Y8
+	VPSHUFB      Y8, Y5, Y8
+	PREFETCHNTA  4096(DI)
+	VPBROADCASTW (DI), X9
+	VCVTPH2PS    X9, Y10
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y7, Y10
+	VFMADD231PS  Y10, Y9, Y4
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000012, DI
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2IQ4_NLx1x4_loop
+
+qdotavx2IQ4_NLx1x4_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2IQ4_NLx1x4_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2MXFP4x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, CMOV, FMA3, MMX+
+TEXT ·qdotavx2MXFP4x1x1(SB), NOSPLIT, $0-80
+qdotavx2MXFP4x1x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+48(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      qgridmxfp4<>+0(SB), Y2
+
+qdotavx2MXFP4x1x1_loop:
+	TESTQ        BX, BX
+	JZ           qdotavx2MXFP4x1x1_done
+	VMOVDQU      (CX), Y3
+	VBROADCASTSS (DX), Y4
+	VMOVDQU      1(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y2, Y5
+	PREFETCHNTA  4096(AX)
+	MOVBLZX      (AX), SI
+	SHLL         $0x17, SI
+	MOVL         $0x00400000, DI
+	CMPL         SI, DI
+	CMOVLCS      DI, SI
+	VMOVD        SI, X6
+	MOVL         $0x3f000000, DI
+	VMOVD        DI, X7
+	VMULSS       X7, X6, X6
+	VBROADCASTSS X6, Y6
+	VPSIGNB      Y5, Y3, Y3
+	VPABSB       Y5, Y7
+	VPMADDUBSW   Y3, Y7, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y6, Y4, Y4
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         $0x00000011, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	DECQ         BX
+	JMP          qdotavx2MXFP4x1x1_loop
+
+qdotavx2MXFP4x1x1_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2MXFP4x1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2MXFP4x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, CMOV, FMA3, MMX+
+TEXT ·qdotavx2MXFP4x1x2(SB), NOSPLIT, $0-80
+qdotavx2MXFP4x1x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      qgridmxfp4<>+0(SB), Y3
+
+qdotavx2MXFP4x1x2_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2MXFP4x1x2_done
+	VMOVDQU      (DX), Y4
+	VBROADCASTSS (BX), Y5
+	VMOVDQU      1(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y3, Y6
+	PREFETCHNTA  4096(AX)
+	MOVBLZX      (AX), DI
+	SHLL         $0x17, DI
+	MOVL         $0x00400000, R8
+	CMPL         DI, R8
+	CMOVLCS      R8, DI
+	VMOVD        DI, X8
+	MOVL         $0x3f000000, R8
+	VMOVD        R8, X7
+	VMULSS       X7, X8, X8
+	VBROADCASTSS X8, Y8
+	VPSIGNB      Y6, Y4, Y7
+	VPABSB       Y6, Y9
+	VPMADDUBSW   Y7, Y9, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y5, Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      1(AX)(CX*1), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y3, Y6
+	PREFETCHNTA  4096(AX)(CX*1)
+	MOVBLZX      (AX)(CX*1), DI
+	SHLL         $0x17, DI
+	MOVL         $0x00400000, R8
+	CMPL         DI, R8
+	CMOVLCS      R8, DI
+	VMOVD        DI, X8
+	MOVL         $0x3f000000, R8
+	VMOVD        R8, X7
+	VMULSS       X7, X8, X8
+	VBROADCASTSS X8, Y8
+	VPSIGNB      Y6, Y4, Y4
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y8, Y5, Y8
+	VFMADD231PS  Y8, Y7, Y2
+	ADDQ         $0x00000011, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2MXFP4x1x2_loop
+
+qdotavx2MXFP4x1x2_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2MXFP4x1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2MXFP4x1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, CMOV, FMA3, MMX+
+TEXT ·qdotavx2MXFP4x1x3(SB), NOSPLIT, $0-80
+qdotavx2MXFP4x1x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      qgridmxfp4<>+0(SB), Y4
+
+qdotavx2MXFP4x1x3_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2MXFP4x1x3_done
+	VMOVDQU      (DX), Y5
+	VBROADCASTSS (BX), Y6
+	VMOVDQU      1(AX), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y4, Y7
+	PREFETCHNTA  4096(AX)
+	MOVBLZX      (AX), DI
+	SHLL         $0x17, DI
+	MOVL         $0x00400000, R8
+	CMPL         DI, R8
+	CMOVLCS      R8, DI
+	VMOVD        DI, X9
+	MOVL         $0x3f000000, R8
+	VMOVD        R8, X8
+	VMULSS       X8, X9, X9
+	VBROADCASTSS X9, Y9
+	VPSIGNB      Y7, Y5, Y8
+	VPABSB       Y7, Y10
+	VPMADDUBSW   Y8, Y10, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y9, Y6, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVDQU      1(AX)(CX*1), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y4, Y7
+	PREFETCHNTA  4096(AX)(CX*1)
+	MOVBLZX      (AX)(CX*1), DI
+	SHLL         $0x17, DI
+	MOVL         $0x00400000, R8
+	CMPL         DI, R8
+	CMOVLCS      R8, DI
+	VMOVD        DI, X9
+	MOVL         $0x3f000000, R8
+	VMOVD        R8, X8
+	VMULSS       X8, X9, X9
+	VBROADCASTSS X9, Y9
+	VPSIGNB      Y7, Y5, Y8
+	VPABSB       Y7, Y10
+	VPMADDUBSW   Y8, Y10, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y9, Y6, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      1(AX)(CX*2), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y4, Y7
+	PREFETCHNTA  4096(AX)(CX*2)
+	MOVBLZX      (AX)(CX*2), DI
+	SHLL         $0x17, DI
+	MOVL         $0x00400000, R8
+	CMPL         DI, R8
+	CMOVLCS      R8, DI
+	VMOVD        DI, X9
+	MOVL         $0x3f000000, R8
+	VMOVD        R8, X8
+	VMULSS       X8, X9, X9
+	VBROADCASTSS X9, Y9
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y9, Y6, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	ADDQ         $0x00000011, AX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2MXFP4x1x3_loop
+
+qdotavx2MXFP4x1x3_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2MXFP4x1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2MXFP4x1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, CMOV, FMA3, MMX+
+TEXT ·qdotavx2MXFP4x1x4(SB), NOSPLIT, $0-80
+qdotavx2MXFP4x1x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      qgridmxfp4<>+0(SB), Y5
+
+qdotavx2MXFP4x1x4_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2MXFP4x1x4_done
+	VMOVDQU      (DX), Y6
+	VBROADCASTSS (BX), Y7
+	VMOVDQU      1(AX), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        qbytes0f<>+0(SB), Y8, Y8
+	VPSHUFB      Y8, Y5, Y8
+	PREFETCHNTA  4096(AX)
+	MOVBLZX      (AX), R8
+	SHLL         $0x17, R8
+	MOVL         $0x00400000, R9
+	CMPL         R8, R9
+	CMOVLCS      R9, R8
+	VMOVD        R8, X10
+	MOVL         $0x3f000000, R9
+	VMOVD        R9, X9
+	VMULSS       X9, X10, X10
+	VBROADCASTSS X10, Y10
+	VPSIGNB      Y8, Y6, Y9
+	VPABSB       Y8, Y11
+	VPMADDUBSW   Y9, Y11, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y7, Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      1(AX)(CX*1), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        qbytes0f<>+0(SB), Y8, Y8
+	VPSHUFB      Y8, Y5, Y8
+	PREFETCHNTA  4096(AX)(CX*1)
+	MOVBLZX      (AX)(CX*1), R8
+	SHLL         $0x17, R8
+	MOVL         $0x00400000, R9
+	CMPL         R8, R9
+	CMOVLCS      R9, R8
+	VMOVD        R8, X10
+	MOVL         $0x3f000000, R9
+	VMOVD        R9, X9
+	VMULSS       X9, X10, X10
+	VBROADCASTSS X10, Y10
+	VPSIGNB      Y8, Y6, Y9
+	VPABSB       Y8, Y11
+	VPMADDUBSW   Y9, Y11, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y7, Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      1(AX)(CX*2), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        qbytes0f<>+0(SB), Y8, Y8
+	VPSHUFB      Y8, Y5, Y8
+	PREFETCHNTA  4096(AX)(CX*2)
+	MOVBLZX      (AX)(CX*2), R8
+	SHLL         $0x17, R8
+	MOVL         $0x00400000, R9
+	CMPL         R8, R9
+	CMOVLCS      R9, R8
+	VMOVD        R8, X10
+	MOVL         $0x3f000000, R9
+	VMOVD        R9, X9
+	VMULSS       X9, X10, X10
+	VBROADCASTSS X10, Y10
+	VPSIGNB      Y8, Y6, Y9
+	VPABSB       Y8, Y11
+	VPMADDUBSW   Y9, Y11, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y7, Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      1(DI), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        qbytes0f<>+0(SB), Y8, Y8
+	VPSHUFB      Y8, Y5, Y8
+	PREFETCHNTA  4096(DI)
+	MOVBLZX      (DI), R8
+	SHLL         $0x17, R8
+	MOVL         $0x00400000, R9
+	CMPL         R8, R9
+	CMOVLCS      R9, R8
+	VMOVD        R8, X10
+	MOVL         $0x3f000000, R9
+	VMOVD        R9, X9
+	VMULSS       X9, X10, X10
+	VBROADCASTSS X10, Y10
+	VPSIGNB      Y8, Y6, Y6
+	VPABSB       Y8, Y9
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y10, Y7, Y10
+	VFMADD231PS  Y10, Y9, Y4
+	ADDQ         $0x00000011, AX
+	ADDQ         $0x00000011, DI
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          qdotavx2MXFP4x1x4_loop
+
+qdotavx2MXFP4x1x4_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2MXFP4x1x4_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q2Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q2Kx1x1(SB), NOSPLIT, $96-80
+qdotavx2Q2Kx1x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+48(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VMOVUPS      Y2, 64(SP)
+	VMOVDQU      q6kidx<>+0(SB), Y2
+	SHRQ         $0x03, BX
+
+qdotavx2Q2Kx1x1_loop:
+	TESTQ        BX, BX
+	JZ           qdotavx2Q2Kx1x1_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4179(AX)
+	VPBROADCASTW 80(AX), X3
+	VCVTPH2PS    X3, Y3
+	VPBROADCASTW 82(AX), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       (DX), Y3, Y3
+	VMOVUPS      Y3, (SP)
+	VMULPS       (DX), Y4, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVDQU      qones8<>+0(SB), Y5
+	VMOVDQU      (CX), Y3
+	VPMADDUBSW   Y3, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      16(AX), Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VPMOVZXBD    (AX), Y7
+	VPERMD       Y7, Y2, Y7
+	VPMADDUBSW   Y3, Y6, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPAND        qdword0f<>+0(SB), Y7, Y6
+	VPMULLD      Y6, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (SP), Y6
+	VFMADD231PS  Y6, Y3, Y1
+	VPSRLD       $0x04, Y7, Y3
+	VPMULLD      Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMOVUPS      64(SP), Y4
+	VBROADCASTSS 32(SP), Y6
+	VFMADD231PS  Y6, Y3, Y4
+	VMOVUPS      Y4, 64(SP)
+	VMOVDQU      32(CX), Y3
+	VPMADDUBSW   Y3, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VPMOVZXBD    2(AX), Y7
+	VPERMD       Y7, Y2, Y7
+	VPMADDUBSW   Y3, Y6, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPAND        qdword0f<>+0(SB), Y7, Y6
+	VPMULLD      Y6, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 4(SP), Y6
+	VFMADD231PS  Y6, Y3, Y1
+	VPSRLD       $0x04, Y7, Y3
+	VPMULLD      Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMOVUPS      64(SP), Y4
+	VBROADCASTSS 36(SP), Y6
+	VFMADD231PS  Y6, Y3, Y4
+	VMOVUPS      Y4, 64(SP)
+	VMOVDQU      64(CX), Y3
+	VPMADDUBSW   Y3, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VPMOVZXBD    4(AX), Y7
+	VPERMD       Y7, Y2, Y7
+	VPMADDUBSW   Y3, Y6, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPAND        qdword0f<>+0(SB), Y7, Y6
+	VPMULLD      Y6, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 8(SP), Y6
+	VFMADD231PS  Y6, Y3, Y1
+	VPSRLD       $0x04, Y7, Y3
+	VPMULLD      Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMOVUPS      64(SP), Y4
+	VBROADCASTSS 40(SP), Y6
+	VFMADD231PS  Y6, Y3, Y4
+	VMOVUPS      Y4, 64(SP)
+	VMOVDQU      96(CX), Y3
+	VPMADDUBSW   Y3, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VPMOVZXBD    6(AX), Y7
+	VPERMD       Y7, Y2, Y7
+	VPMADDUBSW   Y3, Y6, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPAND        qdword0f<>+0(SB), Y7, Y6
+	VPMULLD      Y6, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 12(SP), Y6
+	VFMADD231PS  Y6, Y3, Y1
+	VPSRLD       $0x04, Y7, Y3
+	VPMULLD      Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMOVUPS      64(SP), Y4
+	VBROADCASTSS 44(SP), Y6
+	VFMADD231PS  Y6, Y3, Y4
+	VMOVUPS      Y4, 64(SP)
+	VMOVDQU      128(CX), Y3
+	VPMADDUBSW   Y3, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      48(AX), Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VPMOVZXBD    8(AX), Y7
+	VPERMD       Y7, Y2, Y7
+	VPMADDUBSW   Y3, Y6, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPAND        qdword0f<>+0(SB), Y7, Y6
+	VPMULLD      Y6, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 16(SP), Y6
+	VFMADD231PS  Y6, Y3, Y1
+	VPSRLD       $0x04, Y7, Y3
+	VPMULLD      Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMOVUPS      64(SP), Y4
+	VBROADCASTSS 48(SP), Y6
+	VFMADD231PS  Y6, Y3, Y4
+	VMOVUPS      Y4, 64(SP)
+	VMOVDQU      160(CX), Y3
+	VPMADDUBSW   Y3, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      48(AX), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VPMOVZXBD    10(AX), Y7
+	VPERMD       Y7, Y2, Y7
+	VPMADDUBSW   Y3, Y6, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPAND        qdword0f<>+0(SB), Y7, Y6
+	VPMULLD      Y6, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 20(SP), Y6
+	VFMADD231PS  Y6, Y3, Y1
+	VPSRLD       $0x04, Y7, Y3
+	VPMULLD      Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMOVUPS      64(SP), Y4
+	VBROADCASTSS 52(SP), Y6
+	VFMADD231PS  Y6, Y3, Y4
+	VMOVUPS      Y4, 64(SP)
+	VMOVDQU      192(CX), Y3
+	VPMADDUBSW   Y3, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      48(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VPMOVZXBD    12(AX), Y7
+	VPERMD       Y7, Y2, Y7
+	VPMADDUBSW   Y3, Y6, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPAND        qdword0f<>+0(SB), Y7, Y6
+	VPMULLD      Y6, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 24(SP), Y6
+	VFMADD231PS  Y6, Y3, Y1
+	VPSRLD       $0x04, Y7, Y3
+	VPMULLD      Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMOVUPS      64(SP), Y4
+	VBROADCASTSS 56(SP), Y6
+	VFMADD231PS  Y6, Y3, Y4
+	VMOVUPS      Y4, 64(SP)
+	VMOVDQU      224(CX), Y3
+	VPMADDUBSW   Y3, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      48(AX), Y6
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VPMOVZXBD    14(AX), Y7
+	VPERMD       Y7, Y2, Y7
+	VPMADDUBSW   Y3, Y6, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPAND        qdword0f<>+0(SB), Y7, Y5
+	VPMULLD      Y5, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 28(SP), Y6
+	VFMADD231PS  Y6, Y3, Y1
+	VPSRLD       $0x04, Y7, Y3
+	VPMULLD      Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMOVUPS      64(SP), Y4
+	VBROADCASTSS 60(SP), Y6
+	VFMADD231PS  Y6, Y3, Y4
+	VMOVUPS      Y4, 64(SP)
+	ADDQ         $0x00000054, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         BX
+	JMP          qdotavx2Q2Kx1x1_loop
+
+qdotavx2Q2Kx1x1_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVUPS      64(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0x4e, X0, X2
+	VADDPS       X2, X0, X0
+	VPERMILPS    $0xb1, X0, X2
+	VADDSS       X2, X0, X0
+	VSUBSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q2Kx1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q2Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q2Kx1x2(SB), NOSPLIT, $192-80
+qdotavx2Q2Kx1x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VMOVUPS      Y3, 128(SP)
+	VMOVUPS      Y3, 160(SP)
+	VMOVDQU      q6kidx<>+0(SB), Y3
+	SHRQ         $0x03, SI
+
+qdotavx2Q2Kx1x2_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q2Kx1x2_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4179(AX)
+	VPBROADCASTW 80(AX), X4
+	VCVTPH2PS    X4, Y4
+	VPBROADCASTW 82(AX), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       (BX), Y4, Y4
+	VMOVUPS      Y4, (SP)
+	VMULPS       (BX), Y5, Y4
+	VMOVUPS      Y4, 64(SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4179(AX)(CX*1)
+	VPBROADCASTW 80(AX)(CX*1), X4
+	VCVTPH2PS    X4, Y4
+	VPBROADCASTW 82(AX)(CX*1), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       (BX), Y4, Y4
+	VMOVUPS      Y4, 32(SP)
+	VMULPS       (BX), Y5, Y4
+	VMOVUPS      Y4, 96(SP)
+	VMOVDQU      qones8<>+0(SB), Y6
+	VMOVDQU      (DX), Y4
+	VPMADDUBSW   Y4, Y6, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VMOVDQU      16(AX), Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VPMOVZXBD    (AX), Y8
+	VPERMD       Y8, Y3, Y8
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPAND        qdword0f<>+0(SB), Y8, Y9
+	VPMULLD      Y9, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VPSRLD       $0x04, Y8, Y7
+	VPMULLD      Y5, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMOVUPS      128(SP), Y8
+	VBROADCASTSS 64(SP), Y9
+	VFMADD231PS  Y9, Y7, Y8
+	VMOVUPS      Y8, 128(SP)
+	VMOVDQU      16(AX)(CX*1), Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VPMOVZXBD    (AX)(CX*1), Y8
+	VPERMD       Y8, Y3, Y8
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPAND        qdword0f<>+0(SB), Y8, Y4
+	VPMULLD      Y4, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VPSRLD       $0x04, Y8, Y4
+	VPMULLD      Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      160(SP), Y5
+	VBROADCASTSS 96(SP), Y9
+	VFMADD231PS  Y9, Y4, Y5
+	VMOVUPS      Y5, 160(SP)
+	VMOVDQU      32(DX), Y4
+	VPMADDUBSW   Y4, Y6, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VMOVDQU      16(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VPMOVZXBD    2(AX), Y8
+	VPERMD       Y8, Y3, Y8
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPAND        qdword0f<>+0(SB), Y8, Y9
+	VPMULLD      Y9, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VPSRLD       $0x04, Y8, Y7
+	VPMULLD      Y5, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMOVUPS      128(SP), Y8
+	VBROADCASTSS 68(SP), Y9
+	VFMADD231PS  Y9, Y7, Y8
+	VMOVUPS      Y8, 128(SP)
+	VMOVDQU      16(AX)(CX*1), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VPMOVZXBD    2(AX)(CX*1), Y8
+	VPERMD       Y8, Y3, Y8
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPAND        qdword0f<>+0(SB), Y8, Y4
+	VPMULLD      Y4, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VPSRLD       $0x04, Y8, Y4
+	VPMULLD      Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      160(SP), Y5
+	VBROADCASTSS 100(SP), Y9
+	VFMADD231PS  Y9, Y4, Y5
+	VMOVUPS      Y5, 160(SP)
+	VMOVDQU      64(DX), Y4
+	VPMADDUBSW   Y4, Y6, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VMOVDQU      16(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VPMOVZXBD    4(AX), Y8
+	VPERMD       Y8, Y3, Y8
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPAND        qdword0f<>+0(SB), Y8, Y9
+	VPMULLD      Y9, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VPSRLD       $0x04, Y8, Y7
+	VPMULLD      Y5, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMOVUPS      128(SP), Y8
+	VBROADCASTSS 72(SP), Y9
+	VFMADD231PS  Y9, Y7, Y8
+	VMOVUPS      Y8, 128(SP)
+	VMOVDQU      16(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VPMOVZXBD    4(AX)(CX*1), Y8
+	VPERMD       Y8, Y3, Y8
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPAND        qdword0f<>+0(SB), Y8, Y4
+	VPMULLD      Y4, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VPSRLD       $0x04, Y8, Y4
+	VPMULLD      Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      160(SP), Y5
+	VBROADCASTSS 104(SP), Y9
+	VFMADD231PS  Y9, Y4, Y5
+	VMOVUPS      Y5, 160(SP)
+	VMOVDQU      96(DX), Y4
+	VPMADDUBSW   Y4, Y6, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VMOVDQU      16(AX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VPMOVZXBD    6(AX), Y8
+	VPERMD       Y8, Y3, Y8
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPAND        qdword0f<>+0(SB), Y8, Y9
+	VPMULLD      Y9, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VPSRLD       $0x04, Y8, Y7
+	VPMULLD      Y5, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMOVUPS      128(SP), Y8
+	VBROADCASTSS 76(SP), Y9
+	VFMADD231PS  Y9, Y7, Y8
+	VMOVUPS      Y8, 128(SP)
+	VMOVDQU      16(AX)(CX*1), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VPMOVZXBD    6(AX)(CX*1), Y8
+	VPERMD       Y8, Y3, Y8
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPAND        qdword0f<>+0(SB), Y8, Y4
+	VPMULLD      Y4, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VPSRLD       $0x04, Y8, Y4
+	VPMULLD      Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      160(SP), Y5
+	VBROADCASTSS 108(SP), Y9
+	VFMADD231PS  Y9, Y4, Y5
+	VMOVUPS      Y5, 160(SP)
+	VMOVDQU      128(DX), Y4
+	VPMADDUBSW   Y4, Y6, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VMOVDQU      48(AX), Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VPMOVZXBD    8(AX), Y8
+	VPERMD       Y8, Y3, Y8
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPAND        qdword0f<>+0(SB), Y8, Y9
+	VPMULLD      Y9, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VPSRLD       $0x04, Y8, Y7
+	VPMULLD      Y5, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMOVUPS      128(SP), Y8
+	VBROADCASTSS 80(SP), Y9
+	VFMADD231PS  Y9, Y7, Y8
+	VMOVUPS      Y8, 128(SP)
+	VMOVDQU      48(AX)(CX*1), Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VPMOVZXBD    8(AX)(CX*1), Y8
+	VPERMD       Y8, Y3, Y8
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPAND        qdword0f<>+0(SB), Y8, Y4
+	VPMULLD      Y4, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VPSRLD       $0x04, Y8, Y4
+	VPMULLD      Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      160(SP), Y5
+	VBROADCASTSS 112(SP), Y9
+	VFMADD231PS  Y9, Y4, Y5
+	VMOVUPS      Y5, 160(SP)
+	VMOVDQU      160(DX), Y4
+	VPMADDUBSW   Y4, Y6, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VMOVDQU      48(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VPMOVZXBD    10(AX), Y8
+	VPERMD       Y8, Y3, Y8
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPAND        qdword0f<>+0(SB), Y8, Y9
+	VPMULLD      Y9, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VPSRLD       $0x04, Y8, Y7
+	VPMULLD      Y5, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMOVUPS      128(SP), Y8
+	VBROADCASTSS 84(SP), Y9
+	VFMADD231PS  Y9, Y7, Y8
+	VMOVUPS      Y8, 128(SP)
+	VMOVDQU      48(AX)(CX*1), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VPMOVZXBD    10(AX)(CX*1), Y8
+	VPERMD       Y8, Y3, Y8
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPAND        qdword0f<>+0(SB), Y8, Y4
+	VPMULLD      Y4, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VPSRLD       $0x04, Y8, Y4
+	VPMULLD      Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      160(SP), Y5
+	VBROADCASTSS 116(SP), Y9
+	VFMADD231PS  Y9, Y4, Y5
+	VMOVUPS      Y5, 160(SP)
+	VMOVDQU      192(DX), Y4
+	VPMADDUBSW   Y4, Y6, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VMOVDQU      48(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VPMOVZXBD    12(AX), Y8
+	VPERMD       Y8, Y3, Y8
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPAND        qdword0f<>+0(SB), Y8, Y9
+	VPMULLD      Y9, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VPSRLD       $0x04, Y8, Y7
+	VPMULLD      Y5, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMOVUPS      128(SP), Y8
+	VBROADCASTSS 88(SP), Y9
+	VFMADD231PS  Y9, Y7, Y8
+	VMOVUPS      Y8, 128(SP)
+	VMOVDQU      48(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VPMOVZXBD    12(AX)(CX*1), Y8
+	VPERMD       Y8, Y3, Y8
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPAND        qdword0f<>+0(SB), Y8, Y4
+	VPMULLD      Y4, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VPSRLD       $0x04, Y8, Y4
+	VPMULLD      Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      160(SP), Y5
+	VBROADCASTSS 120(SP), Y9
+	VFMADD231PS  Y9, Y4, Y5
+	VMOVUPS      Y5, 160(SP)
+	VMOVDQU      224(DX), Y4
+	VPMADDUBSW   Y4, Y6, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VMOVDQU      48(AX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VPMOVZXBD    14(AX), Y8
+	VPERMD       Y8, Y3, Y8
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPAND        qdword0f<>+0(SB), Y8, Y6
+	VPMULLD      Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 28(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VPSRLD       $0x04, Y8, Y6
+	VPMULLD      Y5, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMOVUPS      128(SP), Y7
+	VBROADCASTSS 92(SP), Y9
+	VFMADD231PS  Y9, Y6, Y7
+	VMOVUPS      Y7, 128(SP)
+	VMOVDQU      48(AX)(CX*1), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VPMOVZXBD    14(AX)(CX*1), Y8
+	VPERMD       Y8, Y3, Y8
+	VPMADDUBSW   Y4, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPAND        qdword0f<>+0(SB), Y8, Y4
+	VPMULLD      Y4, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 60(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VPSRLD       $0x04, Y8, Y4
+	VPMULLD      Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMOVUPS      160(SP), Y5
+	VBROADCASTSS 124(SP), Y9
+	VFMADD231PS  Y9, Y4, Y5
+	VMOVUPS      Y5, 160(SP)
+	ADDQ         $0x00000054, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotavx2Q2Kx1x2_loop
+
+qdotavx2Q2Kx1x2_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVUPS      128(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X0
+	VPERMILPS    $0x4e, X0, X3
+	VADDPS       X3, X0, X0
+	VPERMILPS    $0xb1, X0, X3
+	VADDSS       X3, X0, X0
+	VSUBSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVUPS      160(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VSUBSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q2Kx1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q2Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q2Kx1x3(SB), NOSPLIT, $288-80
+qdotavx2Q2Kx1x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VMOVUPS      Y4, 192(SP)
+	VMOVUPS      Y4, 224(SP)
+	VMOVUPS      Y4, 256(SP)
+	VMOVDQU      q6kidx<>+0(SB), Y4
+	SHRQ         $0x03, SI
+
+qdotavx2Q2Kx1x3_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q2Kx1x3_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4179(AX)
+	VPBROADCASTW 80(AX), X5
+	VCVTPH2PS    X5, Y5
+	VPBROADCASTW 82(AX), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       (BX), Y5, Y5
+	VMOVUPS      Y5, (SP)
+	VMULPS       (BX), Y6, Y5
+	VMOVUPS      Y5, 96(SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4179(AX)(CX*1)
+	VPBROADCASTW 80(AX)(CX*1), X5
+	VCVTPH2PS    X5, Y5
+	VPBROADCASTW 82(AX)(CX*1), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       (BX), Y5, Y5
+	VMOVUPS      Y5, 32(SP)
+	VMULPS       (BX), Y6, Y5
+	VMOVUPS      Y5, 128(SP)
+	PREFETCHNTA  4096(AX)(CX*2)
+	PREFETCHNTA  4160(AX)(CX*2)
+	PREFETCHNTA  4179(AX)(CX*2)
+	VPBROADCASTW 80(AX)(CX*2), X5
+	VCVTPH2PS    X5, Y5
+	VPBROADCASTW 82(AX)(CX*2), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       (BX), Y5, Y5
+	VMOVUPS      Y5, 64(SP)
+	VMULPS       (BX), Y6, Y5
+	VMOVUPS      Y5, 160(SP)
+	VMOVDQU      qones8<>+0(SB), Y7
+	VMOVDQU      (DX), Y5
+	VPMADDUBSW   Y5, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      16(AX), Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    (AX), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y10
+	VPMULLD      Y10, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (SP), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VPSRLD       $0x04, Y9, Y8
+	VPMULLD      Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      192(SP), Y9
+	VBROADCASTSS 96(SP), Y10
+	VFMADD231PS  Y10, Y8, Y9
+	VMOVUPS      Y9, 192(SP)
+	VMOVDQU      16(AX)(CX*1), Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    (AX)(CX*1), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y10
+	VPMULLD      Y10, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 32(SP), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VPSRLD       $0x04, Y9, Y8
+	VPMULLD      Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      224(SP), Y9
+	VBROADCASTSS 128(SP), Y10
+	VFMADD231PS  Y10, Y8, Y9
+	VMOVUPS      Y9, 224(SP)
+	VMOVDQU      16(AX)(CX*2), Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    (AX)(CX*2), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y5
+	VPMULLD      Y5, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 64(SP), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VPSRLD       $0x04, Y9, Y5
+	VPMULLD      Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMOVUPS      256(SP), Y6
+	VBROADCASTSS 160(SP), Y10
+	VFMADD231PS  Y10, Y5, Y6
+	VMOVUPS      Y6, 256(SP)
+	VMOVDQU      32(DX), Y5
+	VPMADDUBSW   Y5, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      16(AX), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    2(AX), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y10
+	VPMULLD      Y10, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 4(SP), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VPSRLD       $0x04, Y9, Y8
+	VPMULLD      Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      192(SP), Y9
+	VBROADCASTSS 100(SP), Y10
+	VFMADD231PS  Y10, Y8, Y9
+	VMOVUPS      Y9, 192(SP)
+	VMOVDQU      16(AX)(CX*1), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    2(AX)(CX*1), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y10
+	VPMULLD      Y10, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 36(SP), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VPSRLD       $0x04, Y9, Y8
+	VPMULLD      Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      224(SP), Y9
+	VBROADCASTSS 132(SP), Y10
+	VFMADD231PS  Y10, Y8, Y9
+	VMOVUPS      Y9, 224(SP)
+	VMOVDQU      16(AX)(CX*2), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    2(AX)(CX*2), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y5
+	VPMULLD      Y5, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 68(SP), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VPSRLD       $0x04, Y9, Y5
+	VPMULLD      Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMOVUPS      256(SP), Y6
+	VBROADCASTSS 164(SP), Y10
+	VFMADD231PS  Y10, Y5, Y6
+	VMOVUPS      Y6, 256(SP)
+	VMOVDQU      64(DX), Y5
+	VPMADDUBSW   Y5, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      16(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    4(AX), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y10
+	VPMULLD      Y10, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 8(SP), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VPSRLD       $0x04, Y9, Y8
+	VPMULLD      Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      192(SP), Y9
+	VBROADCASTSS 104(SP), Y10
+	VFMADD231PS  Y10, Y8, Y9
+	VMOVUPS      Y9, 192(SP)
+	VMOVDQU      16(AX)(CX*1), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    4(AX)(CX*1), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y10
+	VPMULLD      Y10, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 40(SP), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VPSRLD       $0x04, Y9, Y8
+	VPMULLD      Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      224(SP), Y9
+	VBROADCASTSS 136(SP), Y10
+	VFMADD231PS  Y10, Y8, Y9
+	VMOVUPS      Y9, 224(SP)
+	VMOVDQU      16(AX)(CX*2), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    4(AX)(CX*2), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y5
+	VPMULLD      Y5, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 72(SP), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VPSRLD       $0x04, Y9, Y5
+	VPMULLD      Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMOVUPS      256(SP), Y6
+	VBROADCASTSS 168(SP), Y10
+	VFMADD231PS  Y10, Y5, Y6
+	VMOVUPS      Y6, 256(SP)
+	VMOVDQU      96(DX), Y5
+	VPMADDUBSW   Y5, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      16(AX), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    6(AX), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y10
+	VPMULLD      Y10, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 12(SP), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VPSRLD       $0x04, Y9, Y8
+	VPMULLD      Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      192(SP), Y9
+	VBROADCASTSS 108(SP), Y10
+	VFMADD231PS  Y10, Y8, Y9
+	VMOVUPS      Y9, 192(SP)
+	VMOVDQU      16(AX)(CX*1), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    6(AX)(CX*1), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y10
+	VPMULLD      Y10, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 44(SP), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VPSRLD       $0x04, Y9, Y8
+	VPMULLD      Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      224(SP), Y9
+	VBROADCASTSS 140(SP), Y10
+	VFMADD231PS  Y10, Y8, Y9
+	VMOVUPS      Y9, 224(SP)
+	VMOVDQU      16(AX)(CX*2), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    6(AX)(CX*2), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y5
+	VPMULLD      Y5, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 76(SP), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VPSRLD       $0x04, Y9, Y5
+	VPMULLD      Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMOVUPS      256(SP), Y6
+	VBROADCASTSS 172(SP), Y10
+	VFMADD231PS  Y10, Y5, Y6
+	VMOVUPS      Y6, 256(SP)
+	VMOVDQU      128(DX), Y5
+	VPMADDUBSW   Y5, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(AX), Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    8(AX), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y10
+	VPMULLD      Y10, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 16(SP), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VPSRLD       $0x04, Y9, Y8
+	VPMULLD      Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      192(SP), Y9
+	VBROADCASTSS 112(SP), Y10
+	VFMADD231PS  Y10, Y8, Y9
+	VMOVUPS      Y9, 192(SP)
+	VMOVDQU      48(AX)(CX*1), Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    8(AX)(CX*1), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y10
+	VPMULLD      Y10, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 48(SP), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VPSRLD       $0x04, Y9, Y8
+	VPMULLD      Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      224(SP), Y9
+	VBROADCASTSS 144(SP), Y10
+	VFMADD231PS  Y10, Y8, Y9
+	VMOVUPS      Y9, 224(SP)
+	VMOVDQU      48(AX)(CX*2), Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    8(AX)(CX*2), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y5
+	VPMULLD      Y5, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 80(SP), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VPSRLD       $0x04, Y9, Y5
+	VPMULLD      Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMOVUPS      256(SP), Y6
+	VBROADCASTSS 176(SP), Y10
+	VFMADD231PS  Y10, Y5, Y6
+	VMOVUPS      Y6, 256(SP)
+	VMOVDQU      160(DX), Y5
+	VPMADDUBSW   Y5, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(AX), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    10(AX), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y10
+	VPMULLD      Y10, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 20(SP), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VPSRLD       $0x04, Y9, Y8
+	VPMULLD      Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      192(SP), Y9
+	VBROADCASTSS 116(SP), Y10
+	VFMADD231PS  Y10, Y8, Y9
+	VMOVUPS      Y9, 192(SP)
+	VMOVDQU      48(AX)(CX*1), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    10(AX)(CX*1), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y10
+	VPMULLD      Y10, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 52(SP), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VPSRLD       $0x04, Y9, Y8
+	VPMULLD      Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      224(SP), Y9
+	VBROADCASTSS 148(SP), Y10
+	VFMADD231PS  Y10, Y8, Y9
+	VMOVUPS      Y9, 224(SP)
+	VMOVDQU      48(AX)(CX*2), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    10(AX)(CX*2), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y5
+	VPMULLD      Y5, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 84(SP), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VPSRLD       $0x04, Y9, Y5
+	VPMULLD      Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMOVUPS      256(SP), Y6
+	VBROADCASTSS 180(SP), Y10
+	VFMADD231PS  Y10, Y5, Y6
+	VMOVUPS      Y6, 256(SP)
+	VMOVDQU      192(DX), Y5
+	VPMADDUBSW   Y5, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    12(AX), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y10
+	VPMULLD      Y10, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 24(SP), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VPSRLD       $0x04, Y9, Y8
+	VPMULLD      Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      192(SP), Y9
+	VBROADCASTSS 120(SP), Y10
+	VFMADD231PS  Y10, Y8, Y9
+	VMOVUPS      Y9, 192(SP)
+	VMOVDQU      48(AX)(CX*1), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    12(AX)(CX*1), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y10
+	VPMULLD      Y10, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 56(SP), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VPSRLD       $0x04, Y9, Y8
+	VPMULLD      Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      224(SP), Y9
+	VBROADCASTSS 152(SP), Y10
+	VFMADD231PS  Y10, Y8, Y9
+	VMOVUPS      Y9, 224(SP)
+	VMOVDQU      48(AX)(CX*2), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    12(AX)(CX*2), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y5
+	VPMULLD      Y5, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 88(SP), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VPSRLD       $0x04, Y9, Y5
+	VPMULLD      Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMOVUPS      256(SP), Y6
+	VBROADCASTSS 184(SP), Y10
+	VFMADD231PS  Y10, Y5, Y6
+	VMOVUPS      Y6, 256(SP)
+	VMOVDQU      224(DX), Y5
+	VPMADDUBSW   Y5, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(AX), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    14(AX), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y7
+	VPMULLD      Y7, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 28(SP), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VPSRLD       $0x04, Y9, Y7
+	VPMULLD      Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMOVUPS      192(SP), Y8
+	VBROADCASTSS 124(SP), Y10
+	VFMADD231PS  Y10, Y7, Y8
+	VMOVUPS      Y8, 192(SP)
+	VMOVDQU      48(AX)(CX*1), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    14(AX)(CX*1), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y7
+	VPMULLD      Y7, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 60(SP), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VPSRLD       $0x04, Y9, Y7
+	VPMULLD      Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMOVUPS      224(SP), Y8
+	VBROADCASTSS 156(SP), Y10
+	VFMADD231PS  Y10, Y7, Y8
+	VMOVUPS      Y8, 224(SP)
+	VMOVDQU      48(AX)(CX*2), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VPMOVZXBD    14(AX)(CX*2), Y9
+	VPERMD       Y9, Y4, Y9
+	VPMADDUBSW   Y5, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPAND        qdword0f<>+0(SB), Y9, Y5
+	VPMULLD      Y5, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 92(SP), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VPSRLD       $0x04, Y9, Y5
+	VPMULLD      Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMOVUPS      256(SP), Y6
+	VBROADCASTSS 188(SP), Y10
+	VFMADD231PS  Y10, Y5, Y6
+	VMOVUPS      Y6, 256(SP)
+	ADDQ         $0x00000054, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotavx2Q2Kx1x3_loop
+
+qdotavx2Q2Kx1x3_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVUPS      192(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0xb1, X0, X4
+	VADDSS       X4, X0, X0
+	VSUBSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVUPS      224(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VSUBSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVUPS      256(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VSUBSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q2Kx1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q2Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q2Kx1x4(SB), NOSPLIT, $384-80
+qdotavx2Q2Kx1x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VMOVUPS      Y5, 256(SP)
+	VMOVUPS      Y5, 288(SP)
+	VMOVUPS      Y5, 320(SP)
+	VMOVUPS      Y5, 352(SP)
+	VMOVDQU      q6kidx<>+0(SB), Y5
+	SHRQ         $0x03, SI
+
+qdotavx2Q2Kx1x4_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q2Kx1x4_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4179(AX)
+	VPBROADCASTW 80(AX), X6
+	VCVTPH2PS    X6, Y6
+	VPBROADCASTW 82(AX), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       (BX), Y6, Y6
+	VMOVUPS      Y6, (SP)
+	VMULPS       (BX), Y7, Y6
+	VMOVUPS      Y6, 128(SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4179(AX)(CX*1)
+	VPBROADCASTW 80(AX)(CX*1), X6
+	VCVTPH2PS    X6, Y6
+	VPBROADCASTW 82(AX)(CX*1), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       (BX), Y6, Y6
+	VMOVUPS      Y6, 32(SP)
+	VMULPS       (BX), Y7, Y6
+	VMOVUPS      Y6, 160(SP)
+	PREFETCHNTA  4096(AX)(CX*2)
+	PREFETCHNTA  4160(AX)(CX*2)
+	PREFETCHNTA  4179(AX)(CX*2)
+	VPBROADCASTW 80(AX)(CX*2), X6
+	VCVTPH2PS    X6, Y6
+	VPBROADCASTW 82(AX)(CX*2), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       (BX), Y6, Y6
+	VMOVUPS      Y6, 64(SP)
+	VMULPS       (BX), Y7, Y6
+	VMOVUPS      Y6, 192(SP)
+	PREFETCHNTA  4096(DI)
+	PREFETCHNTA  4160(DI)
+	PREFETCHNTA  4179(DI)
+	VPBROADCASTW 80(DI), X6
+	VCVTPH2PS    X6, Y6
+	VPBROADCASTW 82(DI), X7
+	VCVTPH2PS    X7, Y7
+	VMULPS       (BX), Y6, Y6
+	VMOVUPS      Y6, 96(SP)
+	VMULPS       (BX), Y7, Y6
+	VMOVUPS      Y6, 224(SP)
+	VMOVDQU      qones8<>+0(SB), Y8
+	VMOVDQU      (DX), Y6
+	VPMADDUBSW   Y6, Y8, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      16(AX), Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    (AX), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (SP), Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      256(SP), Y10
+	VBROADCASTSS 128(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 256(SP)
+	VMOVDQU      16(AX)(CX*1), Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    (AX)(CX*1), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 32(SP), Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      288(SP), Y10
+	VBROADCASTSS 160(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 288(SP)
+	VMOVDQU      16(AX)(CX*2), Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    (AX)(CX*2), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 64(SP), Y11
+	VFMADD231PS  Y11, Y9, Y3
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      320(SP), Y10
+	VBROADCASTSS 192(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 320(SP)
+	VMOVDQU      16(DI), Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    (DI), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y6
+	VPMULLD      Y6, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 96(SP), Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VPSRLD       $0x04, Y10, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMOVUPS      352(SP), Y7
+	VBROADCASTSS 224(SP), Y11
+	VFMADD231PS  Y11, Y6, Y7
+	VMOVUPS      Y7, 352(SP)
+	VMOVDQU      32(DX), Y6
+	VPMADDUBSW   Y6, Y8, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      16(AX), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    2(AX), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 4(SP), Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      256(SP), Y10
+	VBROADCASTSS 132(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 256(SP)
+	VMOVDQU      16(AX)(CX*1), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    2(AX)(CX*1), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 36(SP), Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      288(SP), Y10
+	VBROADCASTSS 164(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 288(SP)
+	VMOVDQU      16(AX)(CX*2), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    2(AX)(CX*2), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 68(SP), Y11
+	VFMADD231PS  Y11, Y9, Y3
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      320(SP), Y10
+	VBROADCASTSS 196(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 320(SP)
+	VMOVDQU      16(DI), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    2(DI), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y6
+	VPMULLD      Y6, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 100(SP), Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VPSRLD       $0x04, Y10, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMOVUPS      352(SP), Y7
+	VBROADCASTSS 228(SP), Y11
+	VFMADD231PS  Y11, Y6, Y7
+	VMOVUPS      Y7, 352(SP)
+	VMOVDQU      64(DX), Y6
+	VPMADDUBSW   Y6, Y8, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      16(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    4(AX), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 8(SP), Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      256(SP), Y10
+	VBROADCASTSS 136(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 256(SP)
+	VMOVDQU      16(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    4(AX)(CX*1), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 40(SP), Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      288(SP), Y10
+	VBROADCASTSS 168(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 288(SP)
+	VMOVDQU      16(AX)(CX*2), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    4(AX)(CX*2), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 72(SP), Y11
+	VFMADD231PS  Y11, Y9, Y3
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      320(SP), Y10
+	VBROADCASTSS 200(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 320(SP)
+	VMOVDQU      16(DI), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    4(DI), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y6
+	VPMULLD      Y6, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 104(SP), Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VPSRLD       $0x04, Y10, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMOVUPS      352(SP), Y7
+	VBROADCASTSS 232(SP), Y11
+	VFMADD231PS  Y11, Y6, Y7
+	VMOVUPS      Y7, 352(SP)
+	VMOVDQU      96(DX), Y6
+	VPMADDUBSW   Y6, Y8, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      16(AX), Y9
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    6(AX), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 12(SP), Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      256(SP), Y10
+	VBROADCASTSS 140(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 256(SP)
+	VMOVDQU      16(AX)(CX*1), Y9
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    6(AX)(CX*1), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 44(SP), Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      288(SP), Y10
+	VBROADCASTSS 172(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 288(SP)
+	VMOVDQU      16(AX)(CX*2), Y9
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    6(AX)(CX*2), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 76(SP), Y11
+	VFMADD231PS  Y11, Y9, Y3
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      320(SP), Y10
+	VBROADCASTSS 204(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 320(SP)
+	VMOVDQU      16(DI), Y9
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    6(DI), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y6
+	VPMULLD      Y6, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 108(SP), Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VPSRLD       $0x04, Y10, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMOVUPS      352(SP), Y7
+	VBROADCASTSS 236(SP), Y11
+	VFMADD231PS  Y11, Y6, Y7
+	VMOVUPS      Y7, 352(SP)
+	VMOVDQU      128(DX), Y6
+	VPMADDUBSW   Y6, Y8, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      48(AX), Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    8(AX), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 16(SP), Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      256(SP), Y10
+	VBROADCASTSS 144(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 256(SP)
+	VMOVDQU      48(AX)(CX*1), Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    8(AX)(CX*1), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 48(SP), Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      288(SP), Y10
+	VBROADCASTSS 176(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 288(SP)
+	VMOVDQU      48(AX)(CX*2), Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    8(AX)(CX*2), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 80(SP), Y11
+	VFMADD231PS  Y11, Y9, Y3
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      320(SP), Y10
+	VBROADCASTSS 208(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 320(SP)
+	VMOVDQU      48(DI), Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    8(DI), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y6
+	VPMULLD      Y6, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 112(SP), Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VPSRLD       $0x04, Y10, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMOVUPS      352(SP), Y7
+	VBROADCASTSS 240(SP), Y11
+	VFMADD231PS  Y11, Y6, Y7
+	VMOVUPS      Y7, 352(SP)
+	VMOVDQU      160(DX), Y6
+	VPMADDUBSW   Y6, Y8, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      48(AX), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    10(AX), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 20(SP), Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      256(SP), Y10
+	VBROADCASTSS 148(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 256(SP)
+	VMOVDQU      48(AX)(CX*1), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    10(AX)(CX*1), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 52(SP), Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      288(SP), Y10
+	VBROADCASTSS 180(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 288(SP)
+	VMOVDQU      48(AX)(CX*2), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    10(AX)(CX*2), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 84(SP), Y11
+	VFMADD231PS  Y11, Y9, Y3
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      320(SP), Y10
+	VBROADCASTSS 212(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 320(SP)
+	VMOVDQU      48(DI), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    10(DI), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y6
+	VPMULLD      Y6, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 116(SP), Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VPSRLD       $0x04, Y10, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMOVUPS      352(SP), Y7
+	VBROADCASTSS 244(SP), Y11
+	VFMADD231PS  Y11, Y6, Y7
+	VMOVUPS      Y7, 352(SP)
+	VMOVDQU      192(DX), Y6
+	VPMADDUBSW   Y6, Y8, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      48(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    12(AX), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 24(SP), Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      256(SP), Y10
+	VBROADCASTSS 152(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 256(SP)
+	VMOVDQU      48(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    12(AX)(CX*1), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 56(SP), Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      288(SP), Y10
+	VBROADCASTSS 184(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 288(SP)
+	VMOVDQU      48(AX)(CX*2), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    12(AX)(CX*2), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y11
+	VPMULLD      Y11, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 88(SP), Y11
+	VFMADD231PS  Y11, Y9, Y3
+	VPSRLD       $0x04, Y10, Y9
+	VPMULLD      Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVUPS      320(SP), Y10
+	VBROADCASTSS 216(SP), Y11
+	VFMADD231PS  Y11, Y9, Y10
+	VMOVUPS      Y10, 320(SP)
+	VMOVDQU      48(DI), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    12(DI), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y6
+	VPMULLD      Y6, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 120(SP), Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VPSRLD       $0x04, Y10, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMOVUPS      352(SP), Y7
+	VBROADCASTSS 248(SP), Y11
+	VFMADD231PS  Y11, Y6, Y7
+	VMOVUPS      Y7, 352(SP)
+	VMOVDQU      224(DX), Y6
+	VPMADDUBSW   Y6, Y8, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      48(AX), Y9
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    14(AX), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y8
+	VPMULLD      Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 28(SP), Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VPSRLD       $0x04, Y10, Y8
+	VPMULLD      Y7, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      256(SP), Y9
+	VBROADCASTSS 156(SP), Y11
+	VFMADD231PS  Y11, Y8, Y9
+	VMOVUPS      Y9, 256(SP)
+	VMOVDQU      48(AX)(CX*1), Y9
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    14(AX)(CX*1), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y8
+	VPMULLD      Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 60(SP), Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VPSRLD       $0x04, Y10, Y8
+	VPMULLD      Y7, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      288(SP), Y9
+	VBROADCASTSS 188(SP), Y11
+	VFMADD231PS  Y11, Y8, Y9
+	VMOVUPS      Y9, 288(SP)
+	VMOVDQU      48(AX)(CX*2), Y9
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    14(AX)(CX*2), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y8
+	VPMULLD      Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 92(SP), Y11
+	VFMADD231PS  Y11, Y9, Y3
+	VPSRLD       $0x04, Y10, Y8
+	VPMULLD      Y7, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMOVUPS      320(SP), Y9
+	VBROADCASTSS 220(SP), Y11
+	VFMADD231PS  Y11, Y8, Y9
+	VMOVUPS      Y9, 320(SP)
+	VMOVDQU      48(DI), Y9
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        qbytes03<>+0(SB), Y9, Y9
+	VPMOVZXBD    14(DI), Y10
+	VPERMD       Y10, Y5, Y10
+	VPMADDUBSW   Y6, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPAND        qdword0f<>+0(SB), Y10, Y6
+	VPMULLD      Y6, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 124(SP), Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VPSRLD       $0x04, Y10, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMOVUPS      352(SP), Y7
+	VBROADCASTSS 252(SP), Y11
+	VFMADD231PS  Y11, Y6, Y7
+	VMOVUPS      Y7, 352(SP)
+	ADDQ         $0x00000054, AX
+	ADDQ         $0x00000054, DI
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotavx2Q2Kx1x4_loop
+
+qdotavx2Q2Kx1x4_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVUPS      256(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X5
+	VADDPS       X5, X0, X0
+	VPERMILPS    $0x4e, X0, X5
+	VADDPS       X5, X0, X0
+	VPERMILPS    $0xb1, X0, X5
+	VADDSS       X5, X0, X0
+	VSUBSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVUPS      288(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VSUBSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVUPS      320(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VSUBSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVUPS      352(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDSS       X1, X0, X0
+	VSUBSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q2Kx1x4_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q3Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q3Kx1x1(SB), NOSPLIT, $56-80
+qdotavx2Q3Kx1x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+48(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VMOVDQU      q6kidx<>+0(SB), Y2
+	SHRQ         $0x03, BX
+
+qdotavx2Q3Kx1x1_loop:
+	TESTQ        BX, BX
+	JZ           qdotavx2Q3Kx1x1_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4205(AX)
+	MOVL         96(AX), SI
+	MOVL         100(AX), DI
+	MOVL         104(AX), R8
+	MOVL         SI, R9
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         R8, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	MOVL         R9, 32(SP)
+	MOVL         DI, R9
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         R8, R10
+	SHRL         $0x02, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	MOVL         R9, 36(SP)
+	MOVL         SI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         R8, R10
+	SHRL         $0x04, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	MOVL         R9, 40(SP)
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	MOVL         R9, 44(SP)
+	VPBROADCASTW 108(AX), X3
+	VCVTPH2PS    X3, Y3
+	VMULPS       (DX), Y3, Y3
+	VMOVUPS      Y3, (SP)
+	VMOVDQU      (CX), Y3
+	VMOVDQU      qbytes04<>+0(SB), Y4
+	VPMADDUBSW   Y3, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPXOR        Y4, Y4, Y4
+	VPSUBD       Y5, Y4, Y4
+	VMOVDQU      32(AX), Y5
+	VPAND        qbytes03<>+0(SB), Y5, Y5
+	VMOVDQU      (AX), Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPAND        qbytes04<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMOVZXBD    32(SP), Y6
+	VPERMD       Y6, Y2, Y6
+	VPSUBD       qdword32<>+0(SB), Y6, Y6
+	VPMADDUBSW   Y3, Y5, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPADDD       Y4, Y3, Y3
+	VPMULLD      Y6, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (SP), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVDQU      32(CX), Y3
+	VMOVDQU      qbytes04<>+0(SB), Y4
+	VPMADDUBSW   Y3, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPXOR        Y4, Y4, Y4
+	VPSUBD       Y5, Y4, Y4
+	VMOVDQU      32(AX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        qbytes03<>+0(SB), Y5, Y5
+	VMOVDQU      (AX), Y6
+	VPSLLW       $0x01, Y6, Y6
+	VPAND        qbytes04<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMOVZXBD    34(SP), Y6
+	VPERMD       Y6, Y2, Y6
+	VPSUBD       qdword32<>+0(SB), Y6, Y6
+	VPMADDUBSW   Y3, Y5, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPADDD       Y4, Y3, Y3
+	VPMULLD      Y6, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 4(SP), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVDQU      64(CX), Y3
+	VMOVDQU      qbytes04<>+0(SB), Y4
+	VPMADDUBSW   Y3, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPXOR        Y4, Y4, Y4
+	VPSUBD       Y5, Y4, Y4
+	VMOVDQU      32(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        qbytes03<>+0(SB), Y5, Y5
+	VMOVDQU      (AX), Y6
+	VPAND        qbytes04<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMOVZXBD    36(SP), Y6
+	VPERMD       Y6, Y2, Y6
+	VPSUBD       qdword32<>+0(SB), Y6, Y6
+	VPMADDUBSW   Y3, Y5, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPADDD       Y4, Y3, Y3
+	VPMULLD      Y6, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 8(SP), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVDQU      96(CX), Y3
+	VMOVDQU      qbytes04<>+0(SB), Y4
+	VPMADDUBSW   Y3, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPXOR        Y4, Y4, Y4
+	VPSUBD       Y5, Y4, Y4
+	VMOVDQU      32(AX), Y5
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        qbytes03<>+0(SB), Y5, Y5
+	VMOVDQU      (AX), Y6
+	VPSRLW       $0x01, Y6, Y6
+	VPAND        qbytes04<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMOVZXBD    38(SP), Y6
+	VPERMD       Y6, Y2, Y6
+	VPSUBD       qdword32<>+0(SB), Y6, Y6
+	VPMADDUBSW   Y3, Y5, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPADDD       Y4, Y3, Y3
+	VPMULLD      Y6, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 12(SP), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVDQU      128(CX), Y3
+	VMOVDQU      qbytes04<>+0(SB), Y4
+	VPMADDUBSW   Y3, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPXOR        Y4, Y4, Y4
+	VPSUBD       Y5, Y4, Y4
+	VMOVDQU      64(AX), Y5
+	VPAND        qbytes03<>+0(SB), Y5, Y5
+	VMOVDQU      (AX), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        qbytes04<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMOVZXBD    40(SP), Y6
+	VPERMD       Y6, Y2, Y6
+	VPSUBD       qdword32<>+0(SB), Y6, Y6
+	VPMADDUBSW   Y3, Y5, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPADDD       Y4, Y3, Y3
+	VPMULLD      Y6, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 16(SP), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVDQU      160(CX), Y3
+	VMOVDQU      qbytes04<>+0(SB), Y4
+	VPMADDUBSW   Y3, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPXOR        Y4, Y4, Y4
+	VPSUBD       Y5, Y4, Y4
+	VMOVDQU      64(AX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        qbytes03<>+0(SB), Y5, Y5
+	VMOVDQU      (AX), Y6
+	VPSRLW       $0x03, Y6, Y6
+	VPAND        qbytes04<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMOVZXBD    42(SP), Y6
+	VPERMD       Y6, Y2, Y6
+	VPSUBD       qdword32<>+0(SB), Y6, Y6
+	VPMADDUBSW   Y3, Y5, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPADDD       Y4, Y3, Y3
+	VPMULLD      Y6, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 20(SP), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVDQU      192(CX), Y3
+	VMOVDQU      qbytes04<>+0(SB), Y4
+	VPMADDUBSW   Y3, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPXOR        Y4, Y4, Y4
+	VPSUBD       Y5, Y4, Y4
+	VMOVDQU      64(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        qbytes03<>+0(SB), Y5, Y5
+	VMOVDQU      (AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        qbytes04<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMOVZXBD    44(SP), Y6
+	VPERMD       Y6, Y2, Y6
+	VPSUBD       qdword32<>+0(SB), Y6, Y6
+	VPMADDUBSW   Y3, Y5, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPADDD       Y4, Y3, Y3
+	VPMULLD      Y6, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 24(SP), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVDQU      224(CX), Y3
+	VMOVDQU      qbytes04<>+0(SB), Y4
+	VPMADDUBSW   Y3, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPXOR        Y4, Y4, Y4
+	VPSUBD       Y5, Y4, Y4
+	VMOVDQU      64(AX), Y5
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        qbytes03<>+0(SB), Y5, Y5
+	VMOVDQU      (AX), Y6
+	VPSRLW       $0x05, Y6, Y6
+	VPAND        qbytes04<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMOVZXBD    46(SP), Y6
+	VPERMD       Y6, Y2, Y6
+	VPSUBD       qdword32<>+0(SB), Y6, Y6
+	VPMADDUBSW   Y3, Y5, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPADDD       Y4, Y3, Y3
+	VPMULLD      Y6, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS 28(SP), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         BX
+	JMP          qdotavx2Q3Kx1x1_loop
+
+qdotavx2Q3Kx1x1_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q3Kx1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q3Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q3Kx1x2(SB), NOSPLIT, $112-80
+qdotavx2Q3Kx1x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      q6kidx<>+0(SB), Y3
+	SHRQ         $0x03, SI
+
+qdotavx2Q3Kx1x2_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q3Kx1x2_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4205(AX)
+	MOVL         96(AX), DI
+	MOVL         100(AX), R8
+	MOVL         104(AX), R9
+	MOVL         DI, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 64(SP)
+	MOVL         R8, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	SHRL         $0x02, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 68(SP)
+	MOVL         DI, R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 72(SP)
+	MOVL         R8, R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 76(SP)
+	VPBROADCASTW 108(AX), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       (BX), Y4, Y4
+	VMOVUPS      Y4, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4205(AX)(CX*1)
+	MOVL         96(AX)(CX*1), DI
+	MOVL         100(AX)(CX*1), R8
+	MOVL         104(AX)(CX*1), R9
+	MOVL         DI, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 88(SP)
+	MOVL         R8, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	SHRL         $0x02, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 92(SP)
+	MOVL         DI, R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 96(SP)
+	MOVL         R8, R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 100(SP)
+	VPBROADCASTW 108(AX)(CX*1), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       (BX), Y4, Y4
+	VMOVUPS      Y4, 32(SP)
+	VMOVDQU      (DX), Y4
+	VMOVDQU      qbytes04<>+0(SB), Y5
+	VPMADDUBSW   Y4, Y5, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y6, Y5, Y5
+	VMOVDQU      32(AX), Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VMOVDQU      (AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        qbytes04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMOVZXBD    64(SP), Y7
+	VPERMD       Y7, Y3, Y7
+	VPSUBD       qdword32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y4, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y5, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      32(AX)(CX*1), Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VMOVDQU      (AX)(CX*1), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        qbytes04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMOVZXBD    88(SP), Y7
+	VPERMD       Y7, Y3, Y7
+	VPSUBD       qdword32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y4, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y5, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(SP), Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VMOVDQU      32(DX), Y4
+	VMOVDQU      qbytes04<>+0(SB), Y5
+	VPMADDUBSW   Y4, Y5, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y6, Y5, Y5
+	VMOVDQU      32(AX), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VMOVDQU      (AX), Y7
+	VPSLLW       $0x01, Y7, Y7
+	VPAND        qbytes04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMOVZXBD    66(SP), Y7
+	VPERMD       Y7, Y3, Y7
+	VPSUBD       qdword32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y4, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y5, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 4(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      32(AX)(CX*1), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VMOVDQU      (AX)(CX*1), Y7
+	VPSLLW       $0x01, Y7, Y7
+	VPAND        qbytes04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMOVZXBD    90(SP), Y7
+	VPERMD       Y7, Y3, Y7
+	VPSUBD       qdword32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y4, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y5, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 36(SP), Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VMOVDQU      64(DX), Y4
+	VMOVDQU      qbytes04<>+0(SB), Y5
+	VPMADDUBSW   Y4, Y5, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y6, Y5, Y5
+	VMOVDQU      32(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VMOVDQU      (AX), Y7
+	VPAND        qbytes04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMOVZXBD    68(SP), Y7
+	VPERMD       Y7, Y3, Y7
+	VPSUBD       qdword32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y4, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y5, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 8(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      32(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VMOVDQU      (AX)(CX*1), Y7
+	VPAND        qbytes04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMOVZXBD    92(SP), Y7
+	VPERMD       Y7, Y3, Y7
+	VPSUBD       qdword32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y4, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y5, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 40(SP), Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VMOVDQU      96(DX), Y4
+	VMOVDQU      qbytes04<>+0(SB), Y5
+	VPMADDUBSW   Y4, Y5, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y6, Y5, Y5
+	VMOVDQU      32(AX), Y6
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VMOVDQU      (AX), Y7
+	VPSRLW       $0x01, Y7, Y7
+	VPAND        qbytes04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMOVZXBD    70(SP), Y7
+	VPERMD       Y7, Y3, Y7
+	VPSUBD       qdword32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y4, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y5, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 12(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      32(AX)(CX*1), Y6
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VMOVDQU      (AX)(CX*1), Y7
+	VPSRLW       $0x01, Y7, Y7
+	VPAND        qbytes04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMOVZXBD    94(SP), Y7
+	VPERMD       Y7, Y3, Y7
+	VPSUBD       qdword32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y4, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y5, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 44(SP), Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VMOVDQU      128(DX), Y4
+	VMOVDQU      qbytes04<>+0(SB), Y5
+	VPMADDUBSW   Y4, Y5, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y6, Y5, Y5
+	VMOVDQU      64(AX), Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VMOVDQU      (AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        qbytes04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMOVZXBD    72(SP), Y7
+	VPERMD       Y7, Y3, Y7
+	VPSUBD       qdword32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y4, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y5, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 16(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      64(AX)(CX*1), Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VMOVDQU      (AX)(CX*1), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        qbytes04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMOVZXBD    96(SP), Y7
+	VPERMD       Y7, Y3, Y7
+	VPSUBD       qdword32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y4, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y5, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 48(SP), Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VMOVDQU      160(DX), Y4
+	VMOVDQU      qbytes04<>+0(SB), Y5
+	VPMADDUBSW   Y4, Y5, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y6, Y5, Y5
+	VMOVDQU      64(AX), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VMOVDQU      (AX), Y7
+	VPSRLW       $0x03, Y7, Y7
+	VPAND        qbytes04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMOVZXBD    74(SP), Y7
+	VPERMD       Y7, Y3, Y7
+	VPSUBD       qdword32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y4, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y5, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 20(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      64(AX)(CX*1), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VMOVDQU      (AX)(CX*1), Y7
+	VPSRLW       $0x03, Y7, Y7
+	VPAND        qbytes04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMOVZXBD    98(SP), Y7
+	VPERMD       Y7, Y3, Y7
+	VPSUBD       qdword32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y4, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y5, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 52(SP), Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VMOVDQU      192(DX), Y4
+	VMOVDQU      qbytes04<>+0(SB), Y5
+	VPMADDUBSW   Y4, Y5, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y6, Y5, Y5
+	VMOVDQU      64(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VMOVDQU      (AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        qbytes04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMOVZXBD    76(SP), Y7
+	VPERMD       Y7, Y3, Y7
+	VPSUBD       qdword32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y4, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y5, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 24(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      64(AX)(CX*1), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VMOVDQU      (AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        qbytes04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMOVZXBD    100(SP), Y7
+	VPERMD       Y7, Y3, Y7
+	VPSUBD       qdword32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y4, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y5, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 56(SP), Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VMOVDQU      224(DX), Y4
+	VMOVDQU      qbytes04<>+0(SB), Y5
+	VPMADDUBSW   Y4, Y5, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y6, Y5, Y5
+	VMOVDQU      64(AX), Y6
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VMOVDQU      (AX), Y7
+	VPSRLW       $0x05, Y7, Y7
+	VPAND        qbytes04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMOVZXBD    78(SP), Y7
+	VPERMD       Y7, Y3, Y7
+	VPSUBD       qdword32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y4, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y5, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      64(AX)(CX*1), Y6
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        qbytes03<>+0(SB), Y6, Y6
+	VMOVDQU      (AX)(CX*1), Y7
+	VPSRLW       $0x05, Y7, Y7
+	VPAND        qbytes04<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMOVZXBD    102(SP), Y7
+	VPERMD       Y7, Y3, Y7
+	VPSUBD       qdword32<>+0(SB), Y7, Y7
+	VPMADDUBSW   Y4, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y5, Y6, Y6
+	VPMULLD      Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 60(SP), Y7
+	VFMADD231PS  Y7, Y6, Y2
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotavx2Q3Kx1x2_loop
+
+qdotavx2Q3Kx1x2_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q3Kx1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q3Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q3Kx1x3(SB), NOSPLIT, $168-80
+qdotavx2Q3Kx1x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      q6kidx<>+0(SB), Y4
+	SHRQ         $0x03, SI
+
+qdotavx2Q3Kx1x3_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q3Kx1x3_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4205(AX)
+	MOVL         96(AX), DI
+	MOVL         100(AX), R8
+	MOVL         104(AX), R9
+	MOVL         DI, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 96(SP)
+	MOVL         R8, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	SHRL         $0x02, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 100(SP)
+	MOVL         DI, R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 104(SP)
+	MOVL         R8, R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 108(SP)
+	VPBROADCASTW 108(AX), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       (BX), Y5, Y5
+	VMOVUPS      Y5, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4205(AX)(CX*1)
+	MOVL         96(AX)(CX*1), DI
+	MOVL         100(AX)(CX*1), R8
+	MOVL         104(AX)(CX*1), R9
+	MOVL         DI, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 120(SP)
+	MOVL         R8, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	SHRL         $0x02, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 124(SP)
+	MOVL         DI, R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 128(SP)
+	MOVL         R8, R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 132(SP)
+	VPBROADCASTW 108(AX)(CX*1), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       (BX), Y5, Y5
+	VMOVUPS      Y5, 32(SP)
+	PREFETCHNTA  4096(AX)(CX*2)
+	PREFETCHNTA  4160(AX)(CX*2)
+	PREFETCHNTA  4205(AX)(CX*2)
+	MOVL         96(AX)(CX*2), DI
+	MOVL         100(AX)(CX*2), R8
+	MOVL         104(AX)(CX*2), R9
+	MOVL         DI, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 144(SP)
+	MOVL         R8, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	SHRL         $0x02, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 148(SP)
+	MOVL         DI, R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 152(SP)
+	MOVL         R8, R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	MOVL         R10, 156(SP)
+	VPBROADCASTW 108(AX)(CX*2), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       (BX), Y5, Y5
+	VMOVUPS      Y5, 64(SP)
+	VMOVDQU      (DX), Y5
+	VMOVDQU      qbytes04<>+0(SB), Y6
+	VPMADDUBSW   Y5, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y7, Y6, Y6
+	VMOVDQU      32(AX), Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX), Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    96(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      32(AX)(CX*1), Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX)(CX*1), Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    120(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      32(AX)(CX*2), Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX)(CX*2), Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    144(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 64(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VMOVDQU      32(DX), Y5
+	VMOVDQU      qbytes04<>+0(SB), Y6
+	VPMADDUBSW   Y5, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y7, Y6, Y6
+	VMOVDQU      32(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX), Y8
+	VPSLLW       $0x01, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    98(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      32(AX)(CX*1), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX)(CX*1), Y8
+	VPSLLW       $0x01, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    122(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      32(AX)(CX*2), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX)(CX*2), Y8
+	VPSLLW       $0x01, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    146(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 68(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VMOVDQU      64(DX), Y5
+	VMOVDQU      qbytes04<>+0(SB), Y6
+	VPMADDUBSW   Y5, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y7, Y6, Y6
+	VMOVDQU      32(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX), Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    100(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      32(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX)(CX*1), Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    124(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      32(AX)(CX*2), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX)(CX*2), Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    148(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 72(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VMOVDQU      96(DX), Y5
+	VMOVDQU      qbytes04<>+0(SB), Y6
+	VPMADDUBSW   Y5, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y7, Y6, Y6
+	VMOVDQU      32(AX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX), Y8
+	VPSRLW       $0x01, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    102(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      32(AX)(CX*1), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX)(CX*1), Y8
+	VPSRLW       $0x01, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    126(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      32(AX)(CX*2), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX)(CX*2), Y8
+	VPSRLW       $0x01, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    150(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 76(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VMOVDQU      128(DX), Y5
+	VMOVDQU      qbytes04<>+0(SB), Y6
+	VPMADDUBSW   Y5, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y7, Y6, Y6
+	VMOVDQU      64(AX), Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    104(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      64(AX)(CX*1), Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX)(CX*1), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    128(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      64(AX)(CX*2), Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX)(CX*2), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    152(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 80(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VMOVDQU      160(DX), Y5
+	VMOVDQU      qbytes04<>+0(SB), Y6
+	VPMADDUBSW   Y5, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y7, Y6, Y6
+	VMOVDQU      64(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX), Y8
+	VPSRLW       $0x03, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    106(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      64(AX)(CX*1), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX)(CX*1), Y8
+	VPSRLW       $0x03, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    130(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      64(AX)(CX*2), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX)(CX*2), Y8
+	VPSRLW       $0x03, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    154(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 84(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VMOVDQU      192(DX), Y5
+	VMOVDQU      qbytes04<>+0(SB), Y6
+	VPMADDUBSW   Y5, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y7, Y6, Y6
+	VMOVDQU      64(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    108(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      64(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX)(CX*1), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    132(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      64(AX)(CX*2), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX)(CX*2), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    156(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 88(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VMOVDQU      224(DX), Y5
+	VMOVDQU      qbytes04<>+0(SB), Y6
+	VPMADDUBSW   Y5, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y7, Y6, Y6
+	VMOVDQU      64(AX), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX), Y8
+	VPSRLW       $0x05, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    110(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 28(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      64(AX)(CX*1), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX)(CX*1), Y8
+	VPSRLW       $0x05, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    134(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 60(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      64(AX)(CX*2), Y7
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        qbytes03<>+0(SB), Y7, Y7
+	VMOVDQU      (AX)(CX*2), Y8
+	VPSRLW       $0x05, Y8, Y8
+	VPAND        qbytes04<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMOVZXBD    158(SP), Y8
+	VPERMD       Y8, Y4, Y8
+	VPSUBD       qdword32<>+0(SB), Y8, Y8
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y6, Y7, Y7
+	VPMULLD      Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 92(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotavx2Q3Kx1x3_loop
+
+qdotavx2Q3Kx1x3_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q3Kx1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q3Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q3Kx1x4(SB), NOSPLIT, $224-80
+qdotavx2Q3Kx1x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      q6kidx<>+0(SB), Y5
+	SHRQ         $0x03, SI
+
+qdotavx2Q3Kx1x4_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q3Kx1x4_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4205(AX)
+	MOVL         96(AX), R8
+	MOVL         100(AX), R9
+	MOVL         104(AX), R10
+	MOVL         R8, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R11, 128(SP)
+	MOVL         R9, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	SHRL         $0x02, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R11, 132(SP)
+	MOVL         R8, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	SHRL         $0x04, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R11, 136(SP)
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R11, 140(SP)
+	VPBROADCASTW 108(AX), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       (BX), Y6, Y6
+	VMOVUPS      Y6, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4205(AX)(CX*1)
+	MOVL         96(AX)(CX*1), R8
+	MOVL         100(AX)(CX*1), R9
+	MOVL         104(AX)(CX*1), R10
+	MOVL         R8, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R11, 152(SP)
+	MOVL         R9, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	SHRL         $0x02, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R11, 156(SP)
+	MOVL         R8, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	SHRL         $0x04, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R11, 160(SP)
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R11, 164(SP)
+	VPBROADCASTW 108(AX)(CX*1), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       (BX), Y6, Y6
+	VMOVUPS      Y6, 32(SP)
+	PREFETCHNTA  4096(AX)(CX*2)
+	PREFETCHNTA  4160(AX)(CX*2)
+	PREFETCHNTA  4205(AX)(CX*2)
+	MOVL         96(AX)(CX*2), R8
+	MOVL         100(AX)(CX*2), R9
+	MOVL         104(AX)(CX*2), R10
+	MOVL         R8, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R11, 176(SP)
+	MOVL         R9, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	SHRL         $0x02, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R11, 180(SP)
+	MOVL         R8, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	SHRL         $0x04, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R11, 184(SP)
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R11, 188(SP)
+	VPBROADCASTW 108(AX)(CX*2), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       (BX), Y6, Y6
+	VMOVUPS      Y6, 64(SP)
+	PREFETCHNTA  4096(DI)
+	PREFETCHNTA  4160(DI)
+	PREFETCHNTA  4205(DI)
+	MOVL         96(DI), R8
+	MOVL         100(DI), R9
+	MOVL         104(DI), R10
+	MOVL         R8, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R11, 200(SP)
+	MOVL         R9, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	SHRL         $0x02, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R11, 204(SP)
+	MOVL         R8, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	SHRL         $0x04, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R11, 208(SP)
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	MOVL         R11, 212(SP)
+	VPBROADCASTW 108(DI), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       (BX), Y6, Y6
+	VMOVUPS      Y6, 96(SP)
+	VMOVDQU      (DX), Y6
+	VMOVDQU      qbytes04<>+0(SB), Y7
+	VPMADDUBSW   Y6, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y8, Y7, Y7
+	VMOVDQU      32(AX), Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX), Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    128(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (SP), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVDQU      32(AX)(CX*1), Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX)(CX*1), Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    152(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 32(SP), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      32(AX)(CX*2), Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX)(CX*2), Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    176(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 64(SP), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      32(DI), Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (DI), Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    200(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 96(SP), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVDQU      32(DX), Y6
+	VMOVDQU      qbytes04<>+0(SB), Y7
+	VPMADDUBSW   Y6, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y8, Y7, Y7
+	VMOVDQU      32(AX), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX), Y9
+	VPSLLW       $0x01, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    130(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 4(SP), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVDQU      32(AX)(CX*1), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX)(CX*1), Y9
+	VPSLLW       $0x01, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    154(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 36(SP), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      32(AX)(CX*2), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX)(CX*2), Y9
+	VPSLLW       $0x01, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    178(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 68(SP), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      32(DI), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (DI), Y9
+	VPSLLW       $0x01, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    202(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 100(SP), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVDQU      64(DX), Y6
+	VMOVDQU      qbytes04<>+0(SB), Y7
+	VPMADDUBSW   Y6, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y8, Y7, Y7
+	VMOVDQU      32(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX), Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    132(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 8(SP), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVDQU      32(AX)(CX*1), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX)(CX*1), Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    156(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 40(SP), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      32(AX)(CX*2), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX)(CX*2), Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    180(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 72(SP), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      32(DI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (DI), Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    204(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 104(SP), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVDQU      96(DX), Y6
+	VMOVDQU      qbytes04<>+0(SB), Y7
+	VPMADDUBSW   Y6, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y8, Y7, Y7
+	VMOVDQU      32(AX), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX), Y9
+	VPSRLW       $0x01, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    134(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 12(SP), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVDQU      32(AX)(CX*1), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX)(CX*1), Y9
+	VPSRLW       $0x01, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    158(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 44(SP), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      32(AX)(CX*2), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX)(CX*2), Y9
+	VPSRLW       $0x01, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    182(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 76(SP), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      32(DI), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (DI), Y9
+	VPSRLW       $0x01, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    206(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 108(SP), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVDQU      128(DX), Y6
+	VMOVDQU      qbytes04<>+0(SB), Y7
+	VPMADDUBSW   Y6, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y8, Y7, Y7
+	VMOVDQU      64(AX), Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    136(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 16(SP), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVDQU      64(AX)(CX*1), Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX)(CX*1), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    160(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 48(SP), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      64(AX)(CX*2), Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX)(CX*2), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    184(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 80(SP), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      64(DI), Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (DI), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    208(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 112(SP), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVDQU      160(DX), Y6
+	VMOVDQU      qbytes04<>+0(SB), Y7
+	VPMADDUBSW   Y6, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y8, Y7, Y7
+	VMOVDQU      64(AX), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX), Y9
+	VPSRLW       $0x03, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    138(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 20(SP), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVDQU      64(AX)(CX*1), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX)(CX*1), Y9
+	VPSRLW       $0x03, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    162(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 52(SP), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      64(AX)(CX*2), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX)(CX*2), Y9
+	VPSRLW       $0x03, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    186(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 84(SP), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      64(DI), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (DI), Y9
+	VPSRLW       $0x03, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    210(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 116(SP), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVDQU      192(DX), Y6
+	VMOVDQU      qbytes04<>+0(SB), Y7
+	VPMADDUBSW   Y6, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y8, Y7, Y7
+	VMOVDQU      64(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    140(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 24(SP), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVDQU      64(AX)(CX*1), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    164(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 56(SP), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      64(AX)(CX*2), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX)(CX*2), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    188(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 88(SP), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      64(DI), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (DI), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    212(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 120(SP), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVDQU      224(DX), Y6
+	VMOVDQU      qbytes04<>+0(SB), Y7
+	VPMADDUBSW   Y6, Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y8, Y7, Y7
+	VMOVDQU      64(AX), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX), Y9
+	VPSRLW       $0x05, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    142(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 28(SP), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVDQU      64(AX)(CX*1), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX)(CX*1), Y9
+	VPSRLW       $0x05, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    166(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 60(SP), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      64(AX)(CX*2), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (AX)(CX*2), Y9
+	VPSRLW       $0x05, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    190(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 92(SP), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      64(DI), Y8
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        qbytes03<>+0(SB), Y8, Y8
+	VMOVDQU      (DI), Y9
+	VPSRLW       $0x05, Y9, Y9
+	VPAND        qbytes04<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMOVZXBD    214(SP), Y9
+	VPERMD       Y9, Y5, Y9
+	VPSUBD       qdword32<>+0(SB), Y9, Y9
+	VPMADDUBSW   Y6, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPMULLD      Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 124(SP), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x0000006e, DI
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotavx2Q3Kx1x4_loop
+
+qdotavx2Q3Kx1x4_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q3Kx1x4_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q5Kx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q5Kx1x1(SB), NOSPLIT, $32-80
+qdotavx2Q5Kx1x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         xs+32(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	SHRQ         $0x03, SI
+
+qdotavx2Q5Kx1x1_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2Q5Kx1x1_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4271(AX)
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         R9, R10
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X5
+	VPINSRD      $0x01, R10, X5, X5
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         DI, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R9
+	ANDL         $0x3f3f3f3f, DI
+	VMOVD        DI, X4
+	VPINSRD      $0x01, R9, X4, X4
+	VPMOVZXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VPMOVZXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y4, Y6, Y4
+	VPBROADCASTW 2(AX), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y5, Y6, Y5
+	VMOVUPS      (DX), Y6
+	VCVTDQ2PS    (BX), Y7
+	VMULPS       Y7, Y6, Y7
+	VFMADD231PS  Y7, Y5, Y2
+	VMULPS       Y6, Y4, Y6
+	VMOVUPS      Y6, (SP)
+	VMOVDQU      (CX), Y4
+	VMOVDQU      48(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VMOVDQU      16(AX), Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPAND        qbytes16<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      32(CX), Y4
+	VMOVDQU      48(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VMOVDQU      16(AX), Y6
+	VPSLLW       $0x03, Y6, Y6
+	VPAND        qbytes16<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 4(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      64(CX), Y4
+	VMOVDQU      80(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VMOVDQU      16(AX), Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPAND        qbytes16<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 8(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      96(CX), Y4
+	VMOVDQU      80(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VMOVDQU      16(AX), Y6
+	VPSLLW       $0x01, Y6, Y6
+	VPAND        qbytes16<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 12(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      128(CX), Y4
+	VMOVDQU      112(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VMOVDQU      16(AX), Y6
+	VPAND        qbytes16<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 16(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      160(CX), Y4
+	VMOVDQU      112(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x01, Y6, Y6
+	VPAND        qbytes16<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 20(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      192(CX), Y4
+	VMOVDQU      144(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        qbytes16<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 24(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVDQU      224(CX), Y4
+	VMOVDQU      144(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x03, Y6, Y6
+	VPAND        qbytes16<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 28(SP), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotavx2Q5Kx1x1_loop
+
+qdotavx2Q5Kx1x1_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VSUBSS       X2, X1, X1
+	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q5Kx1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q5Kx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q5Kx1x2(SB), NOSPLIT, $64-80
+qdotavx2Q5Kx1x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         nb+48(FP), DI
+	MOVL         $0x00010001, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X5
+	VPBROADCASTD X5, Y5
+	SHRQ         $0x03, DI
+
+qdotavx2Q5Kx1x2_loop:
+	TESTQ        DI, DI
+	JZ           qdotavx2Q5Kx1x2_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4271(AX)
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R10, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X7
+	VPINSRD      $0x01, R11, X7, X7
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X6
+	VPINSRD      $0x01, R10, X6, X6
+	VPMOVZXBD    X6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPBROADCASTW (AX), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y6, Y8, Y6
+	VPBROADCASTW 2(AX), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y7, Y8, Y7
+	VMOVUPS      (BX), Y8
+	VCVTDQ2PS    (SI), Y9
+	VMULPS       Y9, Y8, Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMULPS       Y8, Y6, Y8
+	VMOVUPS      Y8, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4271(AX)(CX*1)
+	MOVL         4(AX)(CX*1), R8
+	MOVL         8(AX)(CX*1), R9
+	MOVL         12(AX)(CX*1), R10
+	MOVL         R10, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X7
+	VPINSRD      $0x01, R11, X7, X7
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X6
+	VPINSRD      $0x01, R10, X6, X6
+	VPMOVZXBD    X6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPBROADCASTW (AX)(CX*1), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y6, Y8, Y6
+	VPBROADCASTW 2(AX)(CX*1), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       Y7, Y8, Y7
+	VMOVUPS      (BX), Y8
+	VCVTDQ2PS    (SI), Y9
+	VMULPS       Y9, Y8, Y9
+	VFMADD231PS  Y9, Y7, Y4
+	VMULPS       Y8, Y6, Y8
+	VMOVUPS      Y8, 32(SP)
+	VMOVDQU      (DX), Y6
+	VMOVDQU      48(AX), Y7
+	VPAND        Y5, Y7, Y7
+	VMOVDQU      16(AX), Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      48(AX)(CX*1), Y7
+	VPAND        Y5, Y7, Y7
+	VMOVDQU      16(AX)(CX*1), Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      32(DX), Y6
+	VMOVDQU      48(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VMOVDQU      16(AX), Y8
+	VPSLLW       $0x03, Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      48(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VMOVDQU      16(AX)(CX*1), Y8
+	VPSLLW       $0x03, Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      64(DX), Y6
+	VMOVDQU      80(AX), Y7
+	VPAND        Y5, Y7, Y7
+	VMOVDQU      16(AX), Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      80(AX)(CX*1), Y7
+	VPAND        Y5, Y7, Y7
+	VMOVDQU      16(AX)(CX*1), Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      96(DX), Y6
+	VMOVDQU      80(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VMOVDQU      16(AX), Y8
+	VPSLLW       $0x01, Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      80(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VMOVDQU      16(AX)(CX*1), Y8
+	VPSLLW       $0x01, Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      128(DX), Y6
+	VMOVDQU      112(AX), Y7
+	VPAND        Y5, Y7, Y7
+	VMOVDQU      16(AX), Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      112(AX)(CX*1), Y7
+	VPAND        Y5, Y7, Y7
+	VMOVDQU      16(AX)(CX*1), Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      160(DX), Y6
+	VMOVDQU      112(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VMOVDQU      16(AX), Y8
+	VPSRLW       $0x01, Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      112(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VMOVDQU      16(AX)(CX*1), Y8
+	VPSRLW       $0x01, Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      192(DX), Y6
+	VMOVDQU      144(AX), Y7
+	VPAND        Y5, Y7, Y7
+	VMOVDQU      16(AX), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      144(AX)(CX*1), Y7
+	VPAND        Y5, Y7, Y7
+	VMOVDQU      16(AX)(CX*1), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      224(DX), Y6
+	VMOVDQU      144(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VMOVDQU      16(AX), Y8
+	VPSRLW       $0x03, Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 28(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      144(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y5, Y7, Y7
+	VMOVDQU      16(AX)(CX*1), Y8
+	VPSRLW       $0x03, Y8, Y8
+	VPAND        qbytes16<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   Y6, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 60(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, SI
+	DECQ         DI
+	JMP          qdotavx2Q5Kx1x2_loop
+
+qdotavx2Q5Kx1x2_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VSUBSS       X3, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VSUBSS       X4, X2, X2
+	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q5Kx1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q5Kx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q5Kx1x3(SB), NOSPLIT, $96-80
+qdotavx2Q5Kx1x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         nb+48(FP), DI
+	MOVL         $0x00010001, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X7
+	VPBROADCASTD X7, Y7
+	SHRQ         $0x03, DI
+
+qdotavx2Q5Kx1x3_loop:
+	TESTQ        DI, DI
+	JZ           qdotavx2Q5Kx1x3_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4271(AX)
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R10, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X9
+	VPINSRD      $0x01, R11, X9, X9
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X8
+	VPINSRD      $0x01, R10, X8, X8
+	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTW (AX), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y8, Y10, Y8
+	VPBROADCASTW 2(AX), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y9, Y10, Y9
+	VMOVUPS      (BX), Y10
+	VCVTDQ2PS    (SI), Y11
+	VMULPS       Y11, Y10, Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VMULPS       Y10, Y8, Y10
+	VMOVUPS      Y10, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4271(AX)(CX*1)
+	MOVL         4(AX)(CX*1), R8
+	MOVL         8(AX)(CX*1), R9
+	MOVL         12(AX)(CX*1), R10
+	MOVL         R10, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X9
+	VPINSRD      $0x01, R11, X9, X9
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X8
+	VPINSRD      $0x01, R10, X8, X8
+	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTW (AX)(CX*1), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y8, Y10, Y8
+	VPBROADCASTW 2(AX)(CX*1), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y9, Y10, Y9
+	VMOVUPS      (BX), Y10
+	VCVTDQ2PS    (SI), Y11
+	VMULPS       Y11, Y10, Y11
+	VFMADD231PS  Y11, Y9, Y5
+	VMULPS       Y10, Y8, Y10
+	VMOVUPS      Y10, 32(SP)
+	PREFETCHNTA  4096(AX)(CX*2)
+	PREFETCHNTA  4160(AX)(CX*2)
+	PREFETCHNTA  4224(AX)(CX*2)
+	PREFETCHNTA  4271(AX)(CX*2)
+	MOVL         4(AX)(CX*2), R8
+	MOVL         8(AX)(CX*2), R9
+	MOVL         12(AX)(CX*2), R10
+	MOVL         R10, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X9
+	VPINSRD      $0x01, R11, X9, X9
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R8, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R10
+	ANDL         $0x3f3f3f3f, R8
+	VMOVD        R8, X8
+	VPINSRD      $0x01, R10, X8, X8
+	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VPBROADCASTW (AX)(CX*2), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y8, Y10, Y8
+	VPBROADCASTW 2(AX)(CX*2), X10
+	VCVTPH2PS    X10, Y10
+	VMULPS       Y9, Y10, Y9
+	VMOVUPS      (BX), Y10
+	VCVTDQ2PS    (SI), Y11
+	VMULPS       Y11, Y10, Y11
+	VFMADD231PS  Y11, Y9, Y6
+	VMULPS       Y10, Y8, Y10
+	VMOVUPS      Y10, 64(SP)
+	VMOVDQU      (DX), Y8
+	VMOVDQU      48(AX), Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX), Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      48(AX)(CX*1), Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX)(CX*1), Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 32(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      48(AX)(CX*2), Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX)(CX*2), Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 64(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      32(DX), Y8
+	VMOVDQU      48(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX), Y10
+	VPSLLW       $0x03, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 4(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      48(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX)(CX*1), Y10
+	VPSLLW       $0x03, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 36(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      48(AX)(CX*2), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX)(CX*2), Y10
+	VPSLLW       $0x03, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 68(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      64(DX), Y8
+	VMOVDQU      80(AX), Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 8(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      80(AX)(CX*1), Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX)(CX*1), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 40(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      80(AX)(CX*2), Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX)(CX*2), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 72(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      96(DX), Y8
+	VMOVDQU      80(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX), Y10
+	VPSLLW       $0x01, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 12(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      80(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX)(CX*1), Y10
+	VPSLLW       $0x01, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 44(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      80(AX)(CX*2), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX)(CX*2), Y10
+	VPSLLW       $0x01, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 76(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      128(DX), Y8
+	VMOVDQU      112(AX), Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX), Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 16(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      112(AX)(CX*1), Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX)(CX*1), Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 48(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      112(AX)(CX*2), Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX)(CX*2), Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 80(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      160(DX), Y8
+	VMOVDQU      112(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX), Y10
+	VPSRLW       $0x01, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 20(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      112(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX)(CX*1), Y10
+	VPSRLW       $0x01, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 52(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      112(AX)(CX*2), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX)(CX*2), Y10
+	VPSRLW       $0x01, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 84(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      192(DX), Y8
+	VMOVDQU      144(AX), Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 24(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      144(AX)(CX*1), Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX)(CX*1), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 56(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      144(AX)(CX*2), Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX)(CX*2), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 88(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      224(DX), Y8
+	VMOVDQU      144(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX), Y10
+	VPSRLW       $0x03, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 28(SP), Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VMOVDQU      144(AX)(CX*1), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX)(CX*1), Y10
+	VPSRLW       $0x03, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 60(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      144(AX)(CX*2), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y7, Y9, Y9
+	VMOVDQU      16(AX)(CX*2), Y10
+	VPSRLW       $0x03, Y10, Y10
+	VPAND        qbytes16<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   Y8, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 92(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, SI
+	DECQ         DI
+	JMP          qdotavx2Q5Kx1x3_loop
+
+qdotavx2Q5Kx1x3_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VSUBSS       X4, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0x4e, X5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0xb1, X5, X0
+	VADDSS       X0, X5, X5
+	VSUBSS       X5, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VPERMILPS    $0x4e, X6, X0
+	VADDPS       X0, X6, X6
+	VPERMILPS    $0xb1, X6, X0
+	VADDSS       X0, X6, X6
+	VSUBSS       X6, X3, X3
+	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q5Kx1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2Q5Kx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2Q5Kx1x4(SB), NOSPLIT, $128-80
+qdotavx2Q5Kx1x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         xs+32(FP), SI
+	MOVQ         nb+48(FP), DI
+	MOVL         $0x00010001, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), R8
+	ADDQ         CX, R8
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X9
+	VPBROADCASTD X9, Y9
+	SHRQ         $0x03, DI
+
+qdotavx2Q5Kx1x4_loop:
+	TESTQ        DI, DI
+	JZ           qdotavx2Q5Kx1x4_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4271(AX)
+	MOVL         4(AX), R9
+	MOVL         8(AX), R10
+	MOVL         12(AX), R11
+	MOVL         R11, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X11
+	VPINSRD      $0x01, R12, X11, X11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X10
+	VPINSRD      $0x01, R11, X10, X10
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VPBROADCASTW (AX), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y10, Y12, Y10
+	VPBROADCASTW 2(AX), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y11, Y12, Y11
+	VMOVUPS      (BX), Y12
+	VCVTDQ2PS    (SI), Y13
+	VMULPS       Y13, Y12, Y13
+	VFMADD231PS  Y13, Y11, Y5
+	VMULPS       Y12, Y10, Y12
+	VMOVUPS      Y12, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4271(AX)(CX*1)
+	MOVL         4(AX)(CX*1), R9
+	MOVL         8(AX)(CX*1), R10
+	MOVL         12(AX)(CX*1), R11
+	MOVL         R11, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X11
+	VPINSRD      $0x01, R12, X11, X11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X10
+	VPINSRD      $0x01, R11, X10, X10
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VPBROADCASTW (AX)(CX*1), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y10, Y12, Y10
+	VPBROADCASTW 2(AX)(CX*1), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y11, Y12, Y11
+	VMOVUPS      (BX), Y12
+	VCVTDQ2PS    (SI), Y13
+	VMULPS       Y13, Y12, Y13
+	VFMADD231PS  Y13, Y11, Y6
+	VMULPS       Y12, Y10, Y12
+	VMOVUPS      Y12, 32(SP)
+	PREFETCHNTA  4096(AX)(CX*2)
+	PREFETCHNTA  4160(AX)(CX*2)
+	PREFETCHNTA  4224(AX)(CX*2)
+	PREFETCHNTA  4271(AX)(CX*2)
+	MOVL         4(AX)(CX*2), R9
+	MOVL         8(AX)(CX*2), R10
+	MOVL         12(AX)(CX*2), R11
+	MOVL         R11, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X11
+	VPINSRD      $0x01, R12, X11, X11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X10
+	VPINSRD      $0x01, R11, X10, X10
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VPBROADCASTW (AX)(CX*2), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y10, Y12, Y10
+	VPBROADCASTW 2(AX)(CX*2), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y11, Y12, Y11
+	VMOVUPS      (BX), Y12
+	VCVTDQ2PS    (SI), Y13
+	VMULPS       Y13, Y12, Y13
+	VFMADD231PS  Y13, Y11, Y7
+	VMULPS       Y12, Y10, Y12
+	VMOVUPS      Y12, 64(SP)
+	PREFETCHNTA  4096(R8)
+	PREFETCHNTA  4160(R8)
+	PREFETCHNTA  4224(R8)
+	PREFETCHNTA  4271(R8)
+	MOVL         4(R8), R9
+	MOVL         8(R8), R10
+	MOVL         12(R8), R11
+	MOVL         R11, R12
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R10, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	ANDL         $0x3f3f3f3f, R10
+	VMOVD        R10, X11
+	VPINSRD      $0x01, R12, X11, X11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R9, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R11
+	ANDL         $0x3f3f3f3f, R9
+	VMOVD        R9, X10
+	VPINSRD      $0x01, R11, X10, X10
+	VPMOVZXBD    X10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VPBROADCASTW (R8), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y10, Y12, Y10
+	VPBROADCASTW 2(R8), X12
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y11, Y12, Y11
+	VMOVUPS      (BX), Y12
+	VCVTDQ2PS    (SI), Y13
+	VMULPS       Y13, Y12, Y13
+	VFMADD231PS  Y13, Y11, Y8
+	VMULPS       Y12, Y10, Y12
+	VMOVUPS      Y12, 96(SP)
+	VMOVDQU      (DX), Y10
+	VMOVDQU      48(AX), Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      48(AX)(CX*1), Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX)(CX*1), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 32(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      48(AX)(CX*2), Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX)(CX*2), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 64(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      48(R8), Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(R8), Y12
+	VPSLLW       $0x04, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 96(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVDQU      32(DX), Y10
+	VMOVDQU      48(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX), Y12
+	VPSLLW       $0x03, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 4(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      48(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX)(CX*1), Y12
+	VPSLLW       $0x03, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 36(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      48(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX)(CX*2), Y12
+	VPSLLW       $0x03, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 68(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      48(R8), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(R8), Y12
+	VPSLLW       $0x03, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 100(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVDQU      64(DX), Y10
+	VMOVDQU      80(AX), Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 8(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      80(AX)(CX*1), Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX)(CX*1), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 40(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      80(AX)(CX*2), Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX)(CX*2), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 72(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      80(R8), Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(R8), Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 104(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVDQU      96(DX), Y10
+	VMOVDQU      80(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX), Y12
+	VPSLLW       $0x01, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 12(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      80(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX)(CX*1), Y12
+	VPSLLW       $0x01, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 44(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      80(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX)(CX*2), Y12
+	VPSLLW       $0x01, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 76(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      80(R8), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(R8), Y12
+	VPSLLW       $0x01, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 108(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVDQU      128(DX), Y10
+	VMOVDQU      112(AX), Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX), Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 16(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      112(AX)(CX*1), Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX)(CX*1), Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 48(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      112(AX)(CX*2), Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX)(CX*2), Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 80(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      112(R8), Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(R8), Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 112(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVDQU      160(DX), Y10
+	VMOVDQU      112(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX), Y12
+	VPSRLW       $0x01, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 20(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      112(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX)(CX*1), Y12
+	VPSRLW       $0x01, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 52(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      112(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX)(CX*2), Y12
+	VPSRLW       $0x01, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 84(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      112(R8), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(R8), Y12
+	VPSRLW       $0x01, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 116(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVDQU      192(DX), Y10
+	VMOVDQU      144(AX), Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 24(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      144(AX)(CX*1), Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX)(CX*1), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 56(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      144(AX)(CX*2), Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX)(CX*2), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 88(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      144(R8), Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(R8), Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 120(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVDQU      224(DX), Y10
+	VMOVDQU      144(AX), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX), Y12
+	VPSRLW       $0x03, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 28(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VMOVDQU      144(AX)(CX*1), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX)(CX*1), Y12
+	VPSRLW       $0x03, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 60(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVDQU      144(AX)(CX*2), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(AX)(CX*2), Y12
+	VPSRLW       $0x03, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 92(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VMOVDQU      144(R8), Y11
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        Y9, Y11, Y11
+	VMOVDQU      16(R8), Y12
+	VPSRLW       $0x03, Y12, Y12
+	VPAND        qbytes16<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   Y10, Y11, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 124(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x000000b0, R8
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000020, SI
+	DECQ         DI
+	JMP          qdotavx2Q5Kx1x4_loop
+
+qdotavx2Q5Kx1x4_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0x4e, X5, X0
+	VADDPS       X0, X5, X5
+	VPERMILPS    $0xb1, X5, X0
+	VADDSS       X0, X5, X5
+	VSUBSS       X5, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VPERMILPS    $0x4e, X6, X0
+	VADDPS       X0, X6, X6
+	VPERMILPS    $0xb1, X6, X0
+	VADDSS       X0, X6, X6
+	VSUBSS       X6, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VPERMILPS    $0x4e, X7, X0
+	VADDPS       X0, X7, X7
+	VPERMILPS    $0xb1, X7, X0
+	VADDSS       X0, X7, X7
+	VSUBSS       X7, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X8
+	VPERMILPS    $0x4e, X8, X0
+	VADDPS       X0, X8, X8
+	VPERMILPS    $0xb1, X8, X0
+	VADDSS       X0, X8, X8
+	VSUBSS       X8, X4, X4
+	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2Q5Kx1x4_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2IQ4XSx1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2IQ4XSx1x1(SB), NOSPLIT, $64-80
+qdotavx2IQ4XSx1x1_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), CX
+	MOVQ         xd+24(FP), DX
+	MOVQ         nb+48(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	SHRQ         $0x03, BX
+
+qdotavx2IQ4XSx1x1_loop:
+	TESTQ        BX, BX
+	JZ           qdotavx2IQ4XSx1x1_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4231(AX)
+	MOVWLZX      2(AX), SI
+	MOVBLZX      4(AX), DI
+	ANDL         $0x0000000f, DI
+	MOVL         SI, R8
+	ANDL         $0x00000003, R8
+	SHLL         $0x04, R8
+	ORL          R8, DI
+	SUBL         $0x00000020, DI
+	MOVL         DI, 32(SP)
+	MOVBLZX      4(AX), DI
+	SHRL         $0x04, DI
+	ANDL         $0x0000000f, DI
+	MOVL         SI, R8
+	SHRL         $0x02, R8
+	ANDL         $0x00000003, R8
+	SHLL         $0x04, R8
+	ORL          R8, DI
+	SUBL         $0x00000020, DI
+	MOVL         DI, 36(SP)
+	MOVBLZX      5(AX), DI
+	ANDL         $0x0000000f, DI
+	MOVL         SI, R8
+	SHRL         $0x04, R8
+	ANDL         $0x00000003, R8
+	SHLL         $0x04, R8
+	ORL          R8, DI
+	SUBL         $0x00000020, DI
+	MOVL         DI, 40(SP)
+	MOVBLZX      5(AX), DI
+	SHRL         $0x04, DI
+	ANDL         $0x0000000f, DI
+	MOVL         SI, R8
+	SHRL         $0x06, R8
+	ANDL         $0x00000003, R8
+	SHLL         $0x04, R8
+	ORL          R8, DI
+	SUBL         $0x00000020, DI
+	MOVL         DI, 44(SP)
+	MOVBLZX      6(AX), DI
+	ANDL         $0x0000000f, DI
+	MOVL         SI, R8
+	SHRL         $0x08, R8
+	ANDL         $0x00000003, R8
+	SHLL         $0x04, R8
+	ORL          R8, DI
+	SUBL         $0x00000020, DI
+	MOVL         DI, 48(SP)
+	MOVBLZX      6(AX), DI
+	SHRL         $0x04, DI
+	ANDL         $0x0000000f, DI
+	MOVL         SI, R8
+	SHRL         $0x0a, R8
+	ANDL         $0x00000003, R8
+	SHLL         $0x04, R8
+	ORL          R8, DI
+	SUBL         $0x00000020, DI
+	MOVL         DI, 52(SP)
+	MOVBLZX      7(AX), DI
+	ANDL         $0x0000000f, DI
+	MOVL         SI, R8
+	SHRL         $0x0c, R8
+	ANDL         $0x00000003, R8
+	SHLL         $0x04, R8
+	ORL          R8, DI
+	SUBL         $0x00000020, DI
+	MOVL         DI, 56(SP)
+	MOVBLZX      7(AX), DI
+	SHRL         $0x04, DI
+	ANDL         $0x0000000f, DI
+	MOVL         SI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x00000003, R8
+	SHLL         $0x04, R8
+	ORL          R8, DI
+	SUBL         $0x00000020, DI
+	MOVL         DI, 60(SP)
+	VCVTDQ2PS    32(SP), Y2
+	VPBROADCASTW (AX), X3
+	VCVTPH2PS    X3, Y3
+	VMULPS       Y2, Y3, Y2
+	VMULPS       (DX), Y2, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVDQU      qgridiq4nl<>+0(SB), Y3
+	VMOVDQU      (CX), Y2
+	VMOVDQU      8(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VPAND        qbytes0f<>+0(SB), Y4, Y4
+	VPSHUFB      Y4, Y3, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPABSB       Y4, Y5
+	VPMADDUBSW   Y2, Y5, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (SP), Y5
+	VFMADD231PS  Y5, Y2, Y1
+	VMOVDQU      32(CX), Y2
+	VMOVDQU      24(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VPAND        qbytes0f<>+0(SB), Y4, Y4
+	VPSHUFB      Y4, Y3, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPABSB       Y4, Y5
+	VPMADDUBSW   Y2, Y5, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 4(SP), Y5
+	VFMADD231PS  Y5, Y2, Y1
+	VMOVDQU      64(CX), Y2
+	VMOVDQU      40(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VPAND        qbytes0f<>+0(SB), Y4, Y4
+	VPSHUFB      Y4, Y3, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPABSB       Y4, Y5
+	VPMADDUBSW   Y2, Y5, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 8(SP), Y5
+	VFMADD231PS  Y5, Y2, Y1
+	VMOVDQU      96(CX), Y2
+	VMOVDQU      56(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VPAND        qbytes0f<>+0(SB), Y4, Y4
+	VPSHUFB      Y4, Y3, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPABSB       Y4, Y5
+	VPMADDUBSW   Y2, Y5, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 12(SP), Y5
+	VFMADD231PS  Y5, Y2, Y1
+	VMOVDQU      128(CX), Y2
+	VMOVDQU      72(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VPAND        qbytes0f<>+0(SB), Y4, Y4
+	VPSHUFB      Y4, Y3, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPABSB       Y4, Y5
+	VPMADDUBSW   Y2, Y5, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 16(SP), Y5
+	VFMADD231PS  Y5, Y2, Y1
+	VMOVDQU      160(CX), Y2
+	VMOVDQU      88(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VPAND        qbytes0f<>+0(SB), Y4, Y4
+	VPSHUFB      Y4, Y3, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPABSB       Y4, Y5
+	VPMADDUBSW   Y2, Y5, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 20(SP), Y5
+	VFMADD231PS  Y5, Y2, Y1
+	VMOVDQU      192(CX), Y2
+	VMOVDQU      104(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VPAND        qbytes0f<>+0(SB), Y4, Y4
+	VPSHUFB      Y4, Y3, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPABSB       Y4, Y5
+	VPMADDUBSW   Y2, Y5, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 24(SP), Y5
+	VFMADD231PS  Y5, Y2, Y1
+	VMOVDQU      224(CX), Y2
+	VMOVDQU      120(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VPAND        qbytes0f<>+0(SB), Y4, Y4
+	VPSHUFB      Y4, Y3, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPABSB       Y4, Y3
+	VPMADDUBSW   Y2, Y3, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS 28(SP), Y5
+	VFMADD231PS  Y5, Y2, Y1
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         BX
+	JMP          qdotavx2IQ4XSx1x1_loop
+
+qdotavx2IQ4XSx1x1_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000004, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2IQ4XSx1x1_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2IQ4XSx1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2IQ4XSx1x2(SB), NOSPLIT, $96-80
+qdotavx2IQ4XSx1x2_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	SHRQ         $0x03, SI
+
+qdotavx2IQ4XSx1x2_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2IQ4XSx1x2_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4231(AX)
+	MOVWLZX      2(AX), DI
+	MOVBLZX      4(AX), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 64(SP)
+	MOVBLZX      4(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 68(SP)
+	MOVBLZX      5(AX), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 72(SP)
+	MOVBLZX      5(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 76(SP)
+	MOVBLZX      6(AX), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x08, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 80(SP)
+	MOVBLZX      6(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x0a, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 84(SP)
+	MOVBLZX      7(AX), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x0c, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 88(SP)
+	MOVBLZX      7(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x0e, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 92(SP)
+	VCVTDQ2PS    64(SP), Y3
+	VPBROADCASTW (AX), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y3, Y4, Y3
+	VMULPS       (BX), Y3, Y3
+	VMOVUPS      Y3, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4231(AX)(CX*1)
+	MOVWLZX      2(AX)(CX*1), DI
+	MOVBLZX      4(AX)(CX*1), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 64(SP)
+	MOVBLZX      4(AX)(CX*1), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 68(SP)
+	MOVBLZX      5(AX)(CX*1), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 72(SP)
+	MOVBLZX      5(AX)(CX*1), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 76(SP)
+	MOVBLZX      6(AX)(CX*1), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x08, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 80(SP)
+	MOVBLZX      6(AX)(CX*1), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x0a, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 84(SP)
+	MOVBLZX      7(AX)(CX*1), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x0c, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 88(SP)
+	MOVBLZX      7(AX)(CX*1), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x0e, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 92(SP)
+	VCVTDQ2PS    64(SP), Y3
+	VPBROADCASTW (AX)(CX*1), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y3, Y4, Y3
+	VMULPS       (BX), Y3, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVDQU      qgridiq4nl<>+0(SB), Y7
+	VMOVDQU      (DX), Y3
+	VMOVDQU      8(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y7, Y5
+	VPSIGNB      Y5, Y3, Y4
+	VPABSB       Y5, Y6
+	VPMADDUBSW   Y4, Y6, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (SP), Y6
+	VFMADD231PS  Y6, Y4, Y1
+	VMOVDQU      8(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y7, Y5
+	VPSIGNB      Y5, Y3, Y3
+	VPABSB       Y5, Y4
+	VPMADDUBSW   Y3, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 32(SP), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VMOVDQU      32(DX), Y3
+	VMOVDQU      24(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y7, Y5
+	VPSIGNB      Y5, Y3, Y4
+	VPABSB       Y5, Y6
+	VPMADDUBSW   Y4, Y6, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 4(SP), Y6
+	VFMADD231PS  Y6, Y4, Y1
+	VMOVDQU      24(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y7, Y5
+	VPSIGNB      Y5, Y3, Y3
+	VPABSB       Y5, Y4
+	VPMADDUBSW   Y3, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 36(SP), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VMOVDQU      64(DX), Y3
+	VMOVDQU      40(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y7, Y5
+	VPSIGNB      Y5, Y3, Y4
+	VPABSB       Y5, Y6
+	VPMADDUBSW   Y4, Y6, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 8(SP), Y6
+	VFMADD231PS  Y6, Y4, Y1
+	VMOVDQU      40(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y7, Y5
+	VPSIGNB      Y5, Y3, Y3
+	VPABSB       Y5, Y4
+	VPMADDUBSW   Y3, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 40(SP), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VMOVDQU      96(DX), Y3
+	VMOVDQU      56(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y7, Y5
+	VPSIGNB      Y5, Y3, Y4
+	VPABSB       Y5, Y6
+	VPMADDUBSW   Y4, Y6, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 12(SP), Y6
+	VFMADD231PS  Y6, Y4, Y1
+	VMOVDQU      56(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y7, Y5
+	VPSIGNB      Y5, Y3, Y3
+	VPABSB       Y5, Y4
+	VPMADDUBSW   Y3, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 44(SP), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VMOVDQU      128(DX), Y3
+	VMOVDQU      72(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y7, Y5
+	VPSIGNB      Y5, Y3, Y4
+	VPABSB       Y5, Y6
+	VPMADDUBSW   Y4, Y6, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 16(SP), Y6
+	VFMADD231PS  Y6, Y4, Y1
+	VMOVDQU      72(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y7, Y5
+	VPSIGNB      Y5, Y3, Y3
+	VPABSB       Y5, Y4
+	VPMADDUBSW   Y3, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 48(SP), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VMOVDQU      160(DX), Y3
+	VMOVDQU      88(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y7, Y5
+	VPSIGNB      Y5, Y3, Y4
+	VPABSB       Y5, Y6
+	VPMADDUBSW   Y4, Y6, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 20(SP), Y6
+	VFMADD231PS  Y6, Y4, Y1
+	VMOVDQU      88(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y7, Y5
+	VPSIGNB      Y5, Y3, Y3
+	VPABSB       Y5, Y4
+	VPMADDUBSW   Y3, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 52(SP), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VMOVDQU      192(DX), Y3
+	VMOVDQU      104(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y7, Y5
+	VPSIGNB      Y5, Y3, Y4
+	VPABSB       Y5, Y6
+	VPMADDUBSW   Y4, Y6, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 24(SP), Y6
+	VFMADD231PS  Y6, Y4, Y1
+	VMOVDQU      104(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y7, Y5
+	VPSIGNB      Y5, Y3, Y3
+	VPABSB       Y5, Y4
+	VPMADDUBSW   Y3, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 56(SP), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VMOVDQU      224(DX), Y3
+	VMOVDQU      120(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y7, Y5
+	VPSIGNB      Y5, Y3, Y4
+	VPABSB       Y5, Y6
+	VPMADDUBSW   Y4, Y6, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 28(SP), Y6
+	VFMADD231PS  Y6, Y4, Y1
+	VMOVDQU      120(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y5
+	VPAND        qbytes0f<>+0(SB), Y5, Y5
+	VPSHUFB      Y5, Y7, Y5
+	VPSIGNB      Y5, Y3, Y3
+	VPABSB       Y5, Y4
+	VPMADDUBSW   Y3, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 60(SP), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotavx2IQ4XSx1x2_loop
+
+qdotavx2IQ4XSx1x2_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000008, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2IQ4XSx1x2_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2IQ4XSx1x3(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2IQ4XSx1x3(SB), NOSPLIT, $128-80
+qdotavx2IQ4XSx1x3_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	SHRQ         $0x03, SI
+
+qdotavx2IQ4XSx1x3_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2IQ4XSx1x3_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4231(AX)
+	MOVWLZX      2(AX), DI
+	MOVBLZX      4(AX), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 96(SP)
+	MOVBLZX      4(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 100(SP)
+	MOVBLZX      5(AX), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 104(SP)
+	MOVBLZX      5(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 108(SP)
+	MOVBLZX      6(AX), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x08, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 112(SP)
+	MOVBLZX      6(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x0a, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 116(SP)
+	MOVBLZX      7(AX), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x0c, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 120(SP)
+	MOVBLZX      7(AX), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x0e, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 124(SP)
+	VCVTDQ2PS    96(SP), Y4
+	VPBROADCASTW (AX), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y4, Y5, Y4
+	VMULPS       (BX), Y4, Y4
+	VMOVUPS      Y4, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4231(AX)(CX*1)
+	MOVWLZX      2(AX)(CX*1), DI
+	MOVBLZX      4(AX)(CX*1), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 96(SP)
+	MOVBLZX      4(AX)(CX*1), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 100(SP)
+	MOVBLZX      5(AX)(CX*1), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 104(SP)
+	MOVBLZX      5(AX)(CX*1), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 108(SP)
+	MOVBLZX      6(AX)(CX*1), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x08, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 112(SP)
+	MOVBLZX      6(AX)(CX*1), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x0a, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 116(SP)
+	MOVBLZX      7(AX)(CX*1), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x0c, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 120(SP)
+	MOVBLZX      7(AX)(CX*1), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x0e, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 124(SP)
+	VCVTDQ2PS    96(SP), Y4
+	VPBROADCASTW (AX)(CX*1), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y4, Y5, Y4
+	VMULPS       (BX), Y4, Y4
+	VMOVUPS      Y4, 32(SP)
+	PREFETCHNTA  4096(AX)(CX*2)
+	PREFETCHNTA  4160(AX)(CX*2)
+	PREFETCHNTA  4224(AX)(CX*2)
+	PREFETCHNTA  4231(AX)(CX*2)
+	MOVWLZX      2(AX)(CX*2), DI
+	MOVBLZX      4(AX)(CX*2), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 96(SP)
+	MOVBLZX      4(AX)(CX*2), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x02, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 100(SP)
+	MOVBLZX      5(AX)(CX*2), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x04, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 104(SP)
+	MOVBLZX      5(AX)(CX*2), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x06, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 108(SP)
+	MOVBLZX      6(AX)(CX*2), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x08, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 112(SP)
+	MOVBLZX      6(AX)(CX*2), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x0a, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 116(SP)
+	MOVBLZX      7(AX)(CX*2), R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x0c, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 120(SP)
+	MOVBLZX      7(AX)(CX*2), R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, R8
+	MOVL         DI, R9
+	SHRL         $0x0e, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R8
+	SUBL         $0x00000020, R8
+	MOVL         R8, 124(SP)
+	VCVTDQ2PS    96(SP), Y4
+	VPBROADCASTW (AX)(CX*2), X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       Y4, Y5, Y4
+	VMULPS       (BX), Y4, Y4
+	VMOVUPS      Y4, 64(SP)
+	VMOVDQU      qgridiq4nl<>+0(SB), Y8
+	VMOVDQU      (DX), Y4
+	VMOVDQU      8(AX), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y5
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      8(AX)(CX*1), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y5
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 32(SP), Y7
+	VFMADD231PS  Y7, Y5, Y2
+	VMOVDQU      8(AX)(CX*2), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y4
+	VPABSB       Y6, Y5
+	VPMADDUBSW   Y4, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 64(SP), Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VMOVDQU      32(DX), Y4
+	VMOVDQU      24(AX), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y5
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 4(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      24(AX)(CX*1), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y5
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 36(SP), Y7
+	VFMADD231PS  Y7, Y5, Y2
+	VMOVDQU      24(AX)(CX*2), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y4
+	VPABSB       Y6, Y5
+	VPMADDUBSW   Y4, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 68(SP), Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VMOVDQU      64(DX), Y4
+	VMOVDQU      40(AX), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y5
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 8(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      40(AX)(CX*1), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y5
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 40(SP), Y7
+	VFMADD231PS  Y7, Y5, Y2
+	VMOVDQU      40(AX)(CX*2), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y4
+	VPABSB       Y6, Y5
+	VPMADDUBSW   Y4, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 72(SP), Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VMOVDQU      96(DX), Y4
+	VMOVDQU      56(AX), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y5
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 12(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      56(AX)(CX*1), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y5
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 44(SP), Y7
+	VFMADD231PS  Y7, Y5, Y2
+	VMOVDQU      56(AX)(CX*2), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y4
+	VPABSB       Y6, Y5
+	VPMADDUBSW   Y4, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 76(SP), Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VMOVDQU      128(DX), Y4
+	VMOVDQU      72(AX), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y5
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 16(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      72(AX)(CX*1), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y5
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 48(SP), Y7
+	VFMADD231PS  Y7, Y5, Y2
+	VMOVDQU      72(AX)(CX*2), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y4
+	VPABSB       Y6, Y5
+	VPMADDUBSW   Y4, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 80(SP), Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VMOVDQU      160(DX), Y4
+	VMOVDQU      88(AX), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y5
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 20(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      88(AX)(CX*1), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y5
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 52(SP), Y7
+	VFMADD231PS  Y7, Y5, Y2
+	VMOVDQU      88(AX)(CX*2), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y4
+	VPABSB       Y6, Y5
+	VPMADDUBSW   Y4, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 84(SP), Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VMOVDQU      192(DX), Y4
+	VMOVDQU      104(AX), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y5
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 24(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      104(AX)(CX*1), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y5
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 56(SP), Y7
+	VFMADD231PS  Y7, Y5, Y2
+	VMOVDQU      104(AX)(CX*2), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y4
+	VPABSB       Y6, Y5
+	VPMADDUBSW   Y4, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 88(SP), Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VMOVDQU      224(DX), Y4
+	VMOVDQU      120(AX), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y5
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      120(AX)(CX*1), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y5
+	VPABSB       Y6, Y7
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 60(SP), Y7
+	VFMADD231PS  Y7, Y5, Y2
+	VMOVDQU      120(AX)(CX*2), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y6
+	VPAND        qbytes0f<>+0(SB), Y6, Y6
+	VPSHUFB      Y6, Y8, Y6
+	VPSIGNB      Y6, Y4, Y4
+	VPABSB       Y6, Y5
+	VPMADDUBSW   Y4, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 92(SP), Y7
+	VFMADD231PS  Y7, Y5, Y3
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotavx2IQ4XSx1x3_loop
+
+qdotavx2IQ4XSx1x3_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x0000000c, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2IQ4XSx1x3_group
+	VZEROUPPER
+	RET
+
+// func qdotavx2IQ4XSx1x4(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·qdotavx2IQ4XSx1x4(SB), NOSPLIT, $160-80
+qdotavx2IQ4XSx1x4_group:
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	MOVQ         x+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	LEAQ         (AX)(CX*2), DI
+	ADDQ         CX, DI
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	SHRQ         $0x03, SI
+
+qdotavx2IQ4XSx1x4_loop:
+	TESTQ        SI, SI
+	JZ           qdotavx2IQ4XSx1x4_done
+	PREFETCHNTA  4096(AX)
+	PREFETCHNTA  4160(AX)
+	PREFETCHNTA  4224(AX)
+	PREFETCHNTA  4231(AX)
+	MOVWLZX      2(AX), R8
+	MOVBLZX      4(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 128(SP)
+	MOVBLZX      4(AX), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x02, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 132(SP)
+	MOVBLZX      5(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x04, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 136(SP)
+	MOVBLZX      5(AX), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 140(SP)
+	MOVBLZX      6(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x08, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 144(SP)
+	MOVBLZX      6(AX), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x0a, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 148(SP)
+	MOVBLZX      7(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x0c, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 152(SP)
+	MOVBLZX      7(AX), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 156(SP)
+	VCVTDQ2PS    128(SP), Y5
+	VPBROADCASTW (AX), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y5, Y6, Y5
+	VMULPS       (BX), Y5, Y5
+	VMOVUPS      Y5, (SP)
+	PREFETCHNTA  4096(AX)(CX*1)
+	PREFETCHNTA  4160(AX)(CX*1)
+	PREFETCHNTA  4224(AX)(CX*1)
+	PREFETCHNTA  4231(AX)(CX*1)
+	MOVWLZX      2(AX)(CX*1), R8
+	MOVBLZX      4(AX)(CX*1), R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 128(SP)
+	MOVBLZX      4(AX)(CX*1), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x02, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 132(SP)
+	MOVBLZX      5(AX)(CX*1), R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x04, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 136(SP)
+	MOVBLZX      5(AX)(CX*1), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 140(SP)
+	MOVBLZX      6(AX)(CX*1), R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x08, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 144(SP)
+	MOVBLZX      6(AX)(CX*1), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x0a, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 148(SP)
+	MOVBLZX      7(AX)(CX*1), R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x0c, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 152(SP)
+	MOVBLZX      7(AX)(CX*1), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 156(SP)
+	VCVTDQ2PS    128(SP), Y5
+	VPBROADCASTW (AX)(CX*1), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y5, Y6, Y5
+	VMULPS       (BX), Y5, Y5
+	VMOVUPS      Y5, 32(SP)
+	PREFETCHNTA  4096(AX)(CX*2)
+	PREFETCHNTA  4160(AX)(CX*2)
+	PREFETCHNTA  4224(AX)(CX*2)
+	PREFETCHNTA  4231(AX)(CX*2)
+	MOVWLZX      2(AX)(CX*2), R8
+	MOVBLZX      4(AX)(CX*2), R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 128(SP)
+	MOVBLZX      4(AX)(CX*2), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x02, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 132(SP)
+	MOVBLZX      5(AX)(CX*2), R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x04, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 136(SP)
+	MOVBLZX      5(AX)(CX*2), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 140(SP)
+	MOVBLZX      6(AX)(CX*2), R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x08, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 144(SP)
+	MOVBLZX      6(AX)(CX*2), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x0a, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 148(SP)
+	MOVBLZX      7(AX)(CX*2), R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x0c, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 152(SP)
+	MOVBLZX      7(AX)(CX*2), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 156(SP)
+	VCVTDQ2PS    128(SP), Y5
+	VPBROADCASTW (AX)(CX*2), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y5, Y6, Y5
+	VMULPS       (BX), Y5, Y5
+	VMOVUPS      Y5, 64(SP)
+	PREFETCHNTA  4096(DI)
+	PREFETCHNTA  4160(DI)
+	PREFETCHNTA  4224(DI)
+	PREFETCHNTA  4231(DI)
+	MOVWLZX      2(DI), R8
+	MOVBLZX      4(DI), R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 128(SP)
+	MOVBLZX      4(DI), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x02, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 132(SP)
+	MOVBLZX      5(DI), R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x04, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 136(SP)
+	MOVBLZX      5(DI), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 140(SP)
+	MOVBLZX      6(DI), R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x08, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 144(SP)
+	MOVBLZX      6(DI), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x0a, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 148(SP)
+	MOVBLZX      7(DI), R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x0c, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 152(SP)
+	MOVBLZX      7(DI), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVL         R8, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	MOVL         R9, 156(SP)
+	VCVTDQ2PS    128(SP), Y5
+	VPBROADCASTW (DI), X6
+	VCVTPH2PS    X6, Y6
+	VMULPS       Y5, Y6, Y5
+	VMULPS       (BX), Y5, Y5
+	VMOVUPS      Y5, 96(SP)
+	VMOVDQU      qgridiq4nl<>+0(SB), Y9
+	VMOVDQU      (DX), Y5
+	VMOVDQU      8(AX), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      8(AX)(CX*1), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      8(AX)(CX*2), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 64(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      8(DI), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 96(SP), Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VMOVDQU      32(DX), Y5
+	VMOVDQU      24(AX), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      24(AX)(CX*1), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 36(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      24(AX)(CX*2), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 68(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      24(DI), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 100(SP), Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VMOVDQU      64(DX), Y5
+	VMOVDQU      40(AX), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      40(AX)(CX*1), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 40(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      40(AX)(CX*2), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 72(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      40(DI), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 104(SP), Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VMOVDQU      96(DX), Y5
+	VMOVDQU      56(AX), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      56(AX)(CX*1), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 44(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      56(AX)(CX*2), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 76(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      56(DI), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 108(SP), Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VMOVDQU      128(DX), Y5
+	VMOVDQU      72(AX), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      72(AX)(CX*1), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 48(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      72(AX)(CX*2), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 80(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      72(DI), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 112(SP), Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VMOVDQU      160(DX), Y5
+	VMOVDQU      88(AX), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      88(AX)(CX*1), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 52(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      88(AX)(CX*2), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 84(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      88(DI), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 116(SP), Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VMOVDQU      192(DX), Y5
+	VMOVDQU      104(AX), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      104(AX)(CX*1), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 56(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      104(AX)(CX*2), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 88(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      104(DI), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 120(SP), Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VMOVDQU      224(DX), Y5
+	VMOVDQU      120(AX), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 28(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      120(AX)(CX*1), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 60(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      120(AX)(CX*2), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y6
+	VPABSB       Y7, Y8
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 92(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      120(DI), X7
+	VPSRLW       $0x04, X7, X6
+	VINSERTI128  $0x01, X6, Y7, Y7
+	VPAND        qbytes0f<>+0(SB), Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y5, Y5
+	VPABSB       Y7, Y6
+	VPMADDUBSW   Y5, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 124(SP), Y8
+	VFMADD231PS  Y8, Y6, Y4
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000088, DI
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000020, BX
+	DECQ         SI
+	JMP          qdotavx2IQ4XSx1x4_loop
+
+qdotavx2IQ4XSx1x4_done:
+	MOVQ         dst+56(FP), AX
+	MOVQ         ds+64(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0xb1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0x4e, X2, X0
+	VADDPS       X0, X2, X2
+	VPERMILPS    $0xb1, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0x4e, X3, X0
+	VADDPS       X0, X3, X3
+	VPERMILPS    $0xb1, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0x4e, X4, X0
+	VADDPS       X0, X4, X4
+	VPERMILPS    $0xb1, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	MOVQ         dst+56(FP), AX
+	ADDQ         $0x00000010, AX
+	MOVQ         AX, dst+56(FP)
+	MOVQ         w+0(FP), AX
+	MOVQ         ws+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, w+0(FP)
+	MOVQ         groups+72(FP), AX
+	DECQ         AX
+	MOVQ         AX, groups+72(FP)
+	JNZ          qdotavx2IQ4XSx1x4_group
 	VZEROUPPER
 	RET
 

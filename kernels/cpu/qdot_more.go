@@ -7,8 +7,8 @@ import "jspark/kernels/quant"
 // scaled to float and accumulated per lane in block order, summed by
 // laneSum8 at the end. Types with a min term (Q4_1, Q5_1: +m; Q2_K, Q5_K:
 // −dmin·m) carry it in a second accumulator, in block order: one float for
-// Q4_1, Q5_1 and Q2_K, a lane per sub-block for Q5_K (as Q4_K), added or
-// subtracted at the end.
+// Q4_1 and Q5_1, a lane per sub-block for Q5_K (as Q4_K), 8 lanes as the
+// products' for Q2_K; added or subtracted at the end.
 
 // blockScale is a 32-block's scale (d, or MXFP4's power of two) and min
 // (Q4_1 and Q5_1's m, else 0).
@@ -51,21 +51,12 @@ func qdot32Go(t quant.Type) qdotFn {
 	}
 }
 
-// halfSums are the sums of a block's two 16-element halves of activations.
-func halfSums(x []int8) (a, b int32) {
-	for i := 0; i < 16; i++ {
-		a += int32(x[i])
-		b += int32(x[16+i])
-	}
-	return a, b
-}
-
 // qdotQ2KGo: sub-blocks of 16 as d·sc·u − dmin·m, u in 0..3: a block's
 // lanes 0-3 take its first sub-block's scale, 4-7 the second's (as Q6_K);
-// the mins m_A·Σ_A x + m_B·Σ_B x are exact integers, scaled by dmin·dx.
+// the mins go to a second set of lanes, lane i the exact m·Σx of its 4
+// activations, scaled by dmin·dx, subtracted at the end.
 func qdotQ2KGo(w []byte, xq []int8, xd []float32, xs []int32) float32 {
-	var acc [8]float32
-	var msum float32
+	var acc, macc [8]float32
 	var c [quant.QK_K]uint8
 	var u [32]int32
 	var l [8]int32
@@ -77,21 +68,17 @@ func qdotQ2KGo(w []byte, xq []int8, xd []float32, xs []int32) float32 {
 			x := xq[(sb*8+b)*32:]
 			values(quant.Q2_K, c[32*b:], u[:])
 			lanes8(&l, &u, x)
-			sa, sbb := blk[2*b], blk[2*b+1]
+			var ml [8]int32
 			for i := range l {
-				if i < 4 {
-					l[i] *= int32(sa & 15)
-				} else {
-					l[i] *= int32(sbb & 15)
-				}
+				sc := blk[2*b+i/4]
+				l[i] *= int32(sc & 15)
+				ml[i] = int32(sc>>4) * (int32(x[4*i]) + int32(x[4*i+1]) + int32(x[4*i+2]) + int32(x[4*i+3]))
 			}
 			accLanes(&acc, &l, d*xd[sb*8+b])
-			ha, hb := halfSums(x)
-			im := int32(sa>>4)*ha + int32(sbb>>4)*hb
-			msum += float32(im) * (dmin * xd[sb*8+b])
+			accLanes(&macc, &ml, dmin*xd[sb*8+b])
 		}
 	}
-	return laneSum8(&acc) - msum
+	return laneSum8(&acc) - laneSum8(&macc)
 }
 
 // qdotQ3KGo: as Q6_K, with values −4..3 and six-bit signed scales.
