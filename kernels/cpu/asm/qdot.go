@@ -313,7 +313,9 @@ func q32(c *qctx, typ string, nb Register, acc [][]VecVirtual, name string) {
 // q4k: 144-byte super-blocks of 8 sub-blocks: d, dmin, 12 bytes of 6-bit
 // scales and mins, 128 bytes of nibbles (pair p: sub-block 2p low, 2p+1
 // high).
-func q4k(c *qctx, nb Register, acc, macc [][]VecVirtual, name string) { q4k5(c, "Q4K", nb, acc, macc, name) }
+func q4k(c *qctx, nb Register, acc, macc [][]VecVirtual, name string) {
+	q4k5(c, "Q4K", nb, acc, macc, name)
+}
 
 // q4k5 is q4k, or Q5_K (176-byte super-blocks: d, dmin, 12 bytes of
 // scales and mins, qh[32] of fifth bits (sub-block j's in bit j), 128
