@@ -272,3 +272,11 @@ func FuzzParseFields(f *testing.F) {
 		}
 	})
 }
+
+func TestMemoryPlanString(t *testing.T) {
+	p := MemoryPlan{Mapped: 18 << 30, Resident: 300 << 20, Packed: 17 << 30, GivenBack: 17<<30 + 512<<20, ProcessResident: 20 << 30, PackedByThisDevice: true}
+	want := "memory: weights file 18.00 GiB mapped, 300.0 MiB of it resident; packed 17.00 GiB (17.50 GiB of the file given back); process resident 20.00 GiB (weights, KV cache and buffers)"
+	if got := p.String(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
