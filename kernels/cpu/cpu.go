@@ -1,6 +1,8 @@
 // Package cpu is the multi-threaded CPU implementation of kernels.Kernels.
 // On AVX-512, weight matrices are packed at load into groups of 16 rows
-// (packed.go) and multiplied by register tiles of tokens × groups; AVX2 and
+// (packed.go; in memory outside the Go heap that takes the place of the
+// file's pages, pagemem_linux.go) and multiplied by register tiles of
+// tokens × groups; AVX2 and
 // the plain-Go fallback multiply the rows as the file encodes them
 // (matmul.go, qmatmul.go). Products split groups (rows) across goroutines
 // and tile the tokens; attention splits (run of tokens, head) pairs.
