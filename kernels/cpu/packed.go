@@ -129,16 +129,24 @@ func (k *Kernels) pack(w *kernels.Matrix) (*packed, error) {
 	p.buf = kernels.NewHostBuffer(quant.F32, size/4, p.data)
 	src := kernels.HostBytes(w.Buf)
 	rowBytes := w.Type.RowBytes(K)
-	for g := 0; g < p.groups; g++ {
-		dst := p.data[g*p.groupBytes : (g+1)*p.groupBytes]
-		for i := 0; i < groupRows; i++ {
-			r := g*groupRows + i
-			if r >= w.Rows {
-				break
+	// Groups are independent: the device's threads pack a share each
+	// (a model's load is mostly packing).
+	var wg sync.WaitGroup
+	for t := range k.pool.workers {
+		wg.Go(func() {
+			for g := t; g < p.groups; g += k.pool.workers {
+				dst := p.data[g*p.groupBytes : (g+1)*p.groupBytes]
+				for i := 0; i < groupRows; i++ {
+					r := g*groupRows + i
+					if r >= w.Rows {
+						break
+					}
+					packRow(w.Type, dst, i, src[r*rowBytes:(r+1)*rowBytes], K)
+				}
 			}
-			packRow(w.Type, dst, i, src[r*rowBytes:(r+1)*rowBytes], K)
-		}
+		})
 	}
+	wg.Wait()
 	k.mem.packed.Add(int64(size))
 	k.mem.released.Add(int64(releaseSource(src[:w.Rows*rowBytes])))
 	return p, nil
