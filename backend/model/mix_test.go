@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -37,6 +38,13 @@ var mixModels = map[string]SynthOptions{
 var ikOnly = map[string]string{"IQ5_K": "Q5_K", "Q6_0": "Q5_1"}
 
 var mixNames = []string{"q3_k_m", "q4_k_m", "q5_k_m", "iq4_xs"}
+
+// quantLine is a tensor's line of llama-quantize's log: name, first two
+// dimensions and type; convertLine the type it converts to.
+var (
+	quantLine   = regexp.MustCompile(`^\[\s*\d+/\s*\d+\]\s+(\S+) - \[\s*(\d+),\s*(\d+),.*type =\s*(\w+)`)
+	convertLine = regexp.MustCompile(`converting to (\w+)`)
+)
 
 // TestMixMatchesLlamaQuantize: for every mix and tensor of the mixModels,
 // Mix.TypeOf gives the type llama-quantize gave (up to ikOnly).
@@ -125,16 +133,37 @@ func recordMixes(t *testing.T, bin string) {
 			if err != nil {
 				t.Fatalf("%s %s: %v\n%s", bin, mix, err, out)
 			}
-			f, err := gguf.Open(dst)
-			if err != nil {
-				t.Fatal(err)
+			// Read the types from llama-quantize's log (the file may hold
+			// ik-only types gguf refuses): "[ 5/ 21] blk.0.attn_q.weight -
+			// [ 256, 256, 1, 1], type = f32, converting to q4_K .. size …",
+			// the conversion perhaps lines later, after a fallback's warning;
+			// "size =" with no conversion keeps the type.
+			n, pending := 0, ""
+			emit := func(tensor, typ string) {
+				lines = append(lines, fmt.Sprintf("%s\t%s\t%s\t%s", name, mix, tensor, strings.ToUpper(typ)))
+				n++
 			}
-			for _, ti := range f.Tensors {
-				if len(ti.Dims) >= 2 {
-					lines = append(lines, fmt.Sprintf("%s\t%s\t%s\t%s", name, mix, ti.Name, ti.Type))
+			for _, line := range strings.Split(string(out), "\n") {
+				conv := convertLine.FindStringSubmatch(line)
+				if m := quantLine.FindStringSubmatch(line); m != nil {
+					pending = ""
+					switch {
+					case m[3] == "1": // one-dimensional: never quantized
+					case conv != nil:
+						emit(m[1], conv[1])
+					case strings.Contains(line, "size ="):
+						emit(m[1], m[4])
+					default:
+						pending = m[1]
+					}
+				} else if pending != "" && conv != nil {
+					emit(pending, conv[1])
+					pending = ""
 				}
 			}
-			f.Close()
+			if n == 0 {
+				t.Fatalf("%s %s: no tensor lines in its log:\n%s", bin, mix, out)
+			}
 		}
 	}
 	sort.Strings(lines)
