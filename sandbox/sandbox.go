@@ -38,7 +38,8 @@ type Sandbox struct {
 	dir       string // the workspace's folder on disk
 	root      string // where its files are while the sandbox is open (see Root)
 	rootFD    int    // the workspace directory, which every host-side file access starts from
-	tmpfs     bool   // the workspace is a tmpfs of limits.Workspace bytes, copied to dir at Close
+	tmpfs     bool   // the workspace is a tmpfs of limits.Workspace bytes, copied to dir (keep)
+	keep      *mirror
 	id        *uidLock
 	uid       int
 	dedicated bool
@@ -120,7 +121,26 @@ func New(dir string, files map[string]string, o Options) (*Sandbox, error) {
 			return nil, fmt.Errorf("seed file %q: %w", n, err)
 		}
 	}
+	s.sync()
 	return s, nil
+}
+
+// sync brings the copy of a capped workspace up to date (keep.go).
+func (s *Sandbox) sync() {
+	if s.keep != nil {
+		s.keep.sync()
+	}
+}
+
+// Kept says what the copy of a capped workspace holds in its folder (as of
+// the last command, or of Close); nil when the workspace is the folder
+// itself.
+func (s *Sandbox) Kept() *Kept {
+	if s.keep == nil {
+		return nil
+	}
+	k := s.keep.report()
+	return &k
 }
 
 // open takes the sandbox's uid, cgroup and workspace, and says what is in force.
@@ -166,7 +186,10 @@ func (s *Sandbox) open(o Options) error {
 		}
 		s.tmpfs = true
 		s.root = fmt.Sprintf("/proc/self/fd/%d", s.rootFD)
-		s.iso.Workspace = fmt.Sprintf("tmpfs of %s, copied out at the cut", bytesText(s.limits.Workspace))
+		if s.keep, err = newMirror(s.rootFD, s.dir, s.limits.Workspace); err != nil {
+			return err
+		}
+		s.iso.Workspace = fmt.Sprintf("tmpfs of %s (at most %d files), copied to its folder after every command", bytesText(s.limits.Workspace), workspaceInodes)
 	} else {
 		if s.dedicated {
 			if err := chownTree(s.dir, s.uid); err != nil {
@@ -187,6 +210,7 @@ func (s *Sandbox) open(o Options) error {
 
 // release gives back what open took.
 func (s *Sandbox) release() {
+	s.keep.close()
 	if s.rootFD >= 0 {
 		unix.Close(s.rootFD)
 		s.rootFD = -1
@@ -250,6 +274,7 @@ func (s *Sandbox) Exec(ctx context.Context, command string, timeout time.Duratio
 		s.sh = sh
 	}
 	res, err := s.sh.run(ctx, command, timeout, limit, s.sweep)
+	defer s.sync() // nothing runs now to change the workspace
 	if res.Restarted || err != nil {
 		s.stopShell()
 		return res, err
@@ -261,7 +286,8 @@ func (s *Sandbox) Exec(ctx context.Context, command string, timeout time.Duratio
 }
 
 // Close kills the shell and every process the sandbox started, reaps them,
-// and copies a tmpfs workspace into its folder.
+// and brings the copy of a capped workspace up to date (a file left out at
+// the cap is in Kept, not an error).
 func (s *Sandbox) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -275,7 +301,10 @@ func (s *Sandbox) Close() error {
 	}
 	var err error
 	if s.tmpfs {
-		err = copyOut(s.rootFD, s.dir)
+		s.sync()
+		if k := s.Kept(); k.Error != "" {
+			err = fmt.Errorf("copy the workspace out to %s: %s", s.dir, k.Error)
+		}
 		s.pathMu.Lock()
 		s.root = s.dir
 		s.pathMu.Unlock()
