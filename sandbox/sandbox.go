@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -145,6 +144,11 @@ func (s *Sandbox) Kept() *Kept {
 
 // open takes the sandbox's uid, cgroup and workspace, and says what is in force.
 func (s *Sandbox) open(o Options) error {
+	reapOnce.Do(func() {
+		if r := reapDead(); r != (reaped{}) {
+			s.iso.Warnings = append(s.iso.Warnings, r.String())
+		}
+	})
 	var err error
 	if s.id, err = allocUID(); err != nil {
 		return err
@@ -174,6 +178,9 @@ func (s *Sandbox) open(o Options) error {
 	if setup, why := cgroups(); setup != nil {
 		if s.cg, err = newCgroup(setup, s.limits); err != nil {
 			return err
+		}
+		for _, dir := range s.cg.dirs {
+			s.id.record("cgroup " + dir)
 		}
 		s.iso.Cgroup = setup.mode()
 	} else {
@@ -323,34 +330,13 @@ func (s *Sandbox) stopShell() {
 	s.sh = nil
 }
 
-// sweep kills every process of the sandbox but keep, stopping them first so
-// that a fork bomb cannot outrun the scan, until two scans in a row find none.
+// sweep kills every process of the sandbox but keep (see killAll).
 func (s *Sandbox) sweep(keep int) {
 	shell := 0
 	if s.sh != nil {
 		shell = s.sh.pid()
 	}
-	empty := 0
-	for range 400 {
-		var stopped []int
-		for _, pid := range append(members(shell, s.uid, s.dedicated), s.cg.procs()...) {
-			if pid != keep {
-				syscall.Kill(pid, syscall.SIGSTOP)
-				stopped = append(stopped, pid)
-			}
-		}
-		if len(stopped) == 0 {
-			if empty++; empty == 2 {
-				return
-			}
-		} else {
-			empty = 0
-			for _, pid := range stopped {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	killAll(func() []int { return append(members(shell, s.uid, s.dedicated), s.cg.procs()...) }, keep)
 }
 
 // waitGone is how long a killed command's shell gets to report back before
