@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -47,6 +48,7 @@ type Sandbox struct {
 	iso       Isolation
 	limits    Limits
 	binds     []string // host paths seen read-only (ReadOnly and program prefixes)
+	tmp       string   // without namespaces: the sandbox's own temporary folder (TMPDIR)
 	path      []string // folders added to the sandbox's PATH for programs found off it
 
 	pathMu sync.Mutex // guards root, which Close moves; held only for that
@@ -161,19 +163,10 @@ func (s *Sandbox) open(o Options) error {
 	s.iso.Namespaces = s.ns
 	s.iso.Landlock, s.iso.LandlockNote = landlockProbe()
 	s.iso.ReadOnly = s.binds
-	files := "files"
-	switch {
-	case s.ns:
+	if s.ns {
 		s.iso.Root = "allowlist (system directories, a curated /etc, the workspace, a private /tmp, the read-only binds)"
-	case s.iso.Landlock > 0:
-		s.iso.Root = "the host's, opened only on the allowlist by Landlock (the workspace, /tmp, system directories, a curated /etc, the read-only binds)"
-		files = "files of the allowlist (Landlock)"
-	default:
-		s.iso.Root = "the host's, every file its uid may read"
-	}
-	if !s.ns {
-		s.iso.Warnings = append(s.iso.Warnings, fmt.Sprintf("NO NAMESPACES (%s): commands see the host's network, processes and %s as uid %d; "+
-			"they can read jspark's command line (/proc/PID/cmdline), so pass API keys with JSPARK_API_KEY or a key file, never --api-key", why, files, s.uid))
+	} else if err := s.openHost(why); err != nil {
+		return err
 	}
 	if setup, why := cgroups(); setup != nil {
 		if s.cg, err = newCgroup(setup, s.limits); err != nil {
@@ -218,6 +211,9 @@ func (s *Sandbox) open(o Options) error {
 // release gives back what open took.
 func (s *Sandbox) release() {
 	s.keep.close()
+	if s.tmp != "" {
+		os.RemoveAll(s.tmp)
+	}
 	if s.rootFD >= 0 {
 		unix.Close(s.rootFD)
 		s.rootFD = -1
@@ -368,8 +364,11 @@ func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, pr
 		Argv:       argv,
 		Env: []string{
 			"PATH=" + strings.Join(append(append([]string{}, sandboxPath...), s.path...), ":"), "HOME=" + home, "TERM=dumb", "LANG=C.UTF-8",
-			"USER=agent", "TMPDIR=/tmp", "PAGER=cat", "GIT_PAGER=cat",
+			"USER=agent", "TMPDIR=" + cmp.Or(s.tmp, "/tmp"), "PAGER=cat", "GIT_PAGER=cat",
 		},
+	}
+	if !s.ns {
+		c.Tmp, c.Seccomp = s.tmp, s.iso.Seccomp == seccompOn
 	}
 	if s.ns {
 		for _, d := range s.doors {
