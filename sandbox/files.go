@@ -111,7 +111,7 @@ func (s *Sandbox) FileSizeLimit() int64 { return int64(s.limits.FileSize) }
 // file-size limit and any existing path that is not a regular file.
 func (s *Sandbox) WriteFile(rel string, data []byte) error {
 	err := s.writeFile(rel, data, true)
-	s.sync()
+	s.syncDue()
 	return err
 }
 

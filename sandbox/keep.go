@@ -9,15 +9,17 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // A capped workspace is a tmpfs, in memory: its folder on disk holds a copy
 // that is brought up to date after every command and every file the tools
-// write, and once more at Close, so a run that is killed (SIGKILL, a crash)
-// still has, where its results are, the workspace as of its last command.
-// The copy
+// write (less often where a pass would take more than a tenth of the time:
+// syncDue), and once more at Close, so a run that is killed (SIGKILL, a
+// crash) still has, where its results are, the workspace as of its last
+// command. The copy
 //
 //   - writes only beneath the folder's descriptor and never through a
 //     symlink (openat2 with RESOLVE_BENEATH and RESOLVE_NO_SYMLINKS, the
@@ -56,6 +58,8 @@ type mirror struct {
 	files map[string]copied // what the last pass left in the folder, by workspace path
 	kept  Kept
 	seq   int
+	ended time.Time     // when the last pass ended
+	took  time.Duration // and how long it took
 }
 
 // copied is one entry of the folder as the last pass left it.
@@ -70,9 +74,13 @@ type copied struct {
 
 // entry is one thing of the workspace, as listed.
 type entry struct {
-	rel  string
-	st   unix.Stat_t
-	link string
+	rel   string
+	kind  uint32
+	nlink uint32
+	ino   uint64
+	size  int64
+	ctime unix.Timespec
+	link  string
 }
 
 // newMirror opens dir, which must be an empty folder, as the copy of src.
@@ -106,6 +114,7 @@ func (m *mirror) report() Kept {
 func (m *mirror) sync() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	start := time.Now()
 	var k Kept
 	fail := func(err error) {
 		if k.Error == "" && err != nil {
@@ -114,17 +123,18 @@ func (m *mirror) sync() {
 	}
 	ents, err := listTree(m.src)
 	fail(err)
-	now := make(map[string]*entry, len(ents))
+	now := make(map[string]uint32, len(ents)) // path → kind
 	for i := range ents {
-		now[ents[i].rel] = &ents[i]
+		now[ents[i].rel] = ents[i].kind
 	}
 	// What is gone or changed kind goes first: its bytes count no more.
 	var gone []string
 	for rel, c := range m.files {
-		if e := now[rel]; e == nil || e.st.Mode&unix.S_IFMT != c.kind {
+		if now[rel] != c.kind {
 			gone = append(gone, rel)
 		}
 	}
+	now = nil
 	sort.Sort(sort.Reverse(sort.StringSlice(gone))) // children before their folder
 	for _, rel := range gone {
 		fail(m.at(rel, func(dir int, name string) error { return removeAt(dir, name) }))
@@ -135,11 +145,10 @@ func (m *mirror) sync() {
 		used += c.cost
 	}
 	first := map[uint64]string{} // an inode of several names → its name copied this pass
-	next := make(map[string]copied, len(ents))
 	for i := range ents {
 		e := &ents[i]
 		old, had := m.files[e.rel]
-		c := copied{kind: e.st.Mode & unix.S_IFMT, ino: e.st.Ino, size: e.st.Size, ctime: e.st.Ctim, link: e.link}
+		c := copied{kind: e.kind, ino: e.ino, size: e.size, ctime: e.ctime, link: e.link}
 		same := had && old.ino == c.ino && old.size == c.size && old.ctime == c.ctime && old.link == c.link
 		var err error
 		switch c.kind {
@@ -154,43 +163,55 @@ func (m *mirror) sync() {
 				})
 			}
 		case unix.S_IFREG:
-			linked := e.st.Nlink > 1 && first[e.st.Ino] != ""
+			linked := e.nlink > 1 && first[e.ino] != ""
 			switch {
 			case same:
 				c.cost = old.cost
 			case linked:
-				err = m.link(first[e.st.Ino], e.rel)
+				err = m.link(first[e.ino], e.rel)
 			default:
 				c.cost, err = m.copyFile(e, used-old.cost)
 				if err == nil {
 					used += c.cost - old.cost
 				}
 			}
-			if err == nil && e.st.Nlink > 1 && first[e.st.Ino] == "" {
-				first[e.st.Ino] = e.rel
+			if err == nil && e.nlink > 1 && first[e.ino] == "" {
+				first[e.ino] = e.rel
 			}
 			if err != nil {
 				k.LeftOut++
-				k.LeftOutBytes += e.st.Size
+				k.LeftOutBytes += e.size
 			} else {
 				k.Files++
 			}
 		}
 		switch {
 		case err == nil:
-			next[e.rel] = c
+			m.files[e.rel] = c
 		case errors.Is(err, errCap):
 			k.Capped = true
 		default:
 			fail(fmt.Errorf("%s: %w", e.rel, err))
 		}
-		if err != nil && had {
-			next[e.rel] = old // the older copy is still there
-		}
+		// On an error an older copy (still in m.files) stays.
 	}
-	m.files = next
 	k.Bytes = used
 	m.kept = k
+	m.ended = time.Now()
+	m.took = m.ended.Sub(start)
+}
+
+// syncDue is sync after a command, skipped while passes would take more
+// than a tenth of the time: the copy of a workspace of many files (listing
+// 256k takes seconds) is brought up to date every few commands, a small one
+// after each.
+func (m *mirror) syncDue() {
+	m.mu.Lock()
+	due := time.Since(m.ended) >= 10*m.took
+	m.mu.Unlock()
+	if due {
+		m.sync()
+	}
 }
 
 // errCap is a file left out because it would pass the cap.
@@ -332,12 +353,13 @@ func listTree(fd int) ([]entry, error) {
 			first = fmt.Errorf("%s: %w", rel, err)
 		}
 		sort.Strings(names)
+		var st unix.Stat_t
 		for _, name := range names {
-			e := entry{rel: path.Join(rel, name)}
-			if err := unix.Fstatat(dir, name, &e.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				continue // gone since the listing
 			}
-			switch e.st.Mode & unix.S_IFMT {
+			e := entry{rel: path.Join(rel, name), kind: st.Mode & unix.S_IFMT, nlink: uint32(st.Nlink), ino: st.Ino, size: st.Size, ctime: st.Ctim}
+			switch e.kind {
 			case unix.S_IFDIR:
 				out = append(out, e)
 				sub, err := beneath(dir, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)

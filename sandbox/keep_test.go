@@ -212,3 +212,37 @@ func TestCopyStopsAtTheCap(t *testing.T) {
 		t.Errorf("b: %v", err)
 	}
 }
+
+// A pass that takes long (a workspace of many files) is not repeated after
+// every command: passes take at most a tenth of the time. Close's is made
+// whatever it costs.
+func TestSlowCopyIsNotRepeatedAfterEveryCommand(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	fd, err := unix.Open(src, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	m, err := newMirror(fd, dst, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close()
+	m.syncDue()
+	os.WriteFile(filepath.Join(src, "a"), []byte("a"), 0o644)
+	m.took = time.Hour // as if listing the workspace took that long
+	m.syncDue()
+	if _, err := os.Stat(filepath.Join(dst, "a")); err == nil {
+		t.Errorf("a pass of an hour was repeated at once")
+	}
+	m.sync()
+	if _, err := os.Stat(filepath.Join(dst, "a")); err != nil {
+		t.Errorf("sync: %v", err)
+	}
+	os.WriteFile(filepath.Join(src, "b"), []byte("b"), 0o644)
+	m.ended = m.ended.Add(-time.Second) // a quick pass, then a command of a second
+	m.syncDue()
+	if _, err := os.Stat(filepath.Join(dst, "b")); err != nil {
+		t.Errorf("after a quick pass: %v", err)
+	}
+}

@@ -133,6 +133,13 @@ func (s *Sandbox) sync() {
 	}
 }
 
+// syncDue brings it up to date unless passes cost too much (keep.go).
+func (s *Sandbox) syncDue() {
+	if s.keep != nil {
+		s.keep.syncDue()
+	}
+}
+
 // Kept says what the copy of a capped workspace holds in its folder (as of
 // the last command, or of Close); nil when the workspace is the folder
 // itself.
@@ -277,7 +284,7 @@ func (s *Sandbox) Exec(ctx context.Context, command string, timeout time.Duratio
 		s.sh = sh
 	}
 	res, err := s.sh.run(ctx, command, timeout, limit, s.sweep)
-	defer s.sync() // nothing runs now to change the workspace
+	defer s.syncDue() // nothing runs now to change the workspace
 	if res.Restarted || err != nil {
 		s.stopShell()
 		return res, err
