@@ -63,6 +63,9 @@ func reapLocks(dir string) reaped {
 		if err != nil || uid < uidBase || uid >= uidBase+uidCount {
 			continue
 		}
+		if fi, err := e.Info(); err != nil || fi.Size() == 0 {
+			continue // closed cleanly (most of them: a lock file stays once made)
+		}
 		f, err := os.OpenFile(filepath.Join(dir, e.Name()), os.O_RDWR|unix.O_NOFOLLOW, 0)
 		if err != nil {
 			continue
