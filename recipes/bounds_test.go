@@ -108,3 +108,34 @@ func TestManyDecodingErrorsAreCounted(t *testing.T) {
 		t.Errorf("%d errors:\n%v", len(es), es)
 	}
 }
+
+// Any input is a recipe or errors that name file:line, at most maxErrors and
+// a count; never a panic.
+func FuzzParse(f *testing.F) {
+	f.Add(good)
+	f.Add(strings.Repeat("nudge: {max: 1}\n", 40) + good)
+	f.Add("x: &a [1, 2]\ny: [*a, *a, *a]\n" + good)
+	f.Add("tasks:\n  - files: {a: b, a: c}\n")
+	f.Add("rounds: [{name: r, concurrency: 99999}]\n")
+	f.Fuzz(func(t *testing.T, y string) {
+		r, err := Parse("f.yaml", []byte(y))
+		if err == nil {
+			if r == nil || r.Name == "" {
+				t.Fatalf("no error and no recipe: %+v", r)
+			}
+			return
+		}
+		var es Errors
+		if !errors.As(err, &es) {
+			t.Fatalf("not recipe errors: %v", err)
+		}
+		if len(es) == 0 || len(es) > maxErrors+1 {
+			t.Fatalf("%d errors", len(es))
+		}
+		for _, e := range es {
+			if e.File != "f.yaml" || e.Line < 1 {
+				t.Fatalf("error without file:line: %+v", e)
+			}
+		}
+	})
+}
