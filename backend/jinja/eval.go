@@ -139,7 +139,7 @@ func (r *renderer) node(n node, sc *scope) error {
 	case *setNode:
 		return r.set(n, sc)
 	case *macroNode:
-		sc.vars[n.name] = r.macro(n, sc)
+		sc.vars[n.name] = macro(n, sc)
 		return nil
 	case *filterBlock:
 		if n.filters == nil {
@@ -326,7 +326,7 @@ func (l *loopState) attr(name string) (Value, bool) {
 		}
 		return Undefined{"nextitem"}, true
 	case "cycle":
-		return &Func{Name: "cycle", Fn: func(args []Value, _ *Dict) (Value, error) {
+		return &Func{Name: "cycle", fn: func(_ *renderer, args []Value, _ *Dict) (Value, error) {
 			if len(args) == 0 {
 				return nil, fmt.Errorf("loop.cycle needs at least one value")
 			}
@@ -336,8 +336,8 @@ func (l *loopState) attr(name string) (Value, bool) {
 	return nil, false
 }
 
-func (r *renderer) macro(n *macroNode, def *scope) *Func {
-	return &Func{Name: n.name, Fn: func(args []Value, kwargs *Dict) (Value, error) {
+func macro(n *macroNode, def *scope) *Func {
+	return &Func{Name: n.name, fn: func(r *renderer, args []Value, kwargs *Dict) (Value, error) {
 		if len(args) > len(n.params) {
 			return nil, fmt.Errorf("macro %s takes at most %d arguments, got %d", n.name, len(n.params), len(args))
 		}
@@ -886,7 +886,7 @@ func (r *renderer) call(x *callExpr, sc *scope) (Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := f.Fn(args, kw)
+	v, err := f.fn(r, args, kw)
 	if err != nil {
 		var ex *Exception
 		var je *Error

@@ -66,10 +66,11 @@ func (d *Dict) del(key string) {
 	}
 }
 
-// Func is a callable: a global, a bound method, or a macro.
+// Func is a callable: a global, a bound method, or a macro. It is called
+// with the renderer of the call, whose budget it spends.
 type Func struct {
 	Name string
-	Fn   func(args []Value, kwargs *Dict) (Value, error)
+	fn   func(r *renderer, args []Value, kwargs *Dict) (Value, error)
 }
 
 // FromJSON decodes JSON keeping object key order and the int/float

@@ -1,0 +1,578 @@
+package jinja
+
+import (
+	"fmt"
+	"html"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// filterFunc is one filter: v is the value piped in, args and kw the
+// call's arguments. A filter whose output can outgrow its input takes the
+// size from r's budget before it builds it.
+type filterFunc func(r *renderer, v Value, args []Value, kw *Dict) (Value, error)
+
+// filters is the registry of filters by name; it is filled in init because
+// map and select call back into it and into tests.
+var filters map[string]filterFunc
+
+func init() {
+	filters = map[string]filterFunc{
+		"tojson":     tojsonFilter,
+		"string":     func(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) { return str(v), nil },
+		"safe":       identity,
+		"generation": identity,
+		"length":     lengthFilter,
+		"count":      lengthFilter,
+		"list":       listFilter,
+		"first":      endFilter(true),
+		"last":       endFilter(false),
+		"default":    defaultFilter,
+		"d":          defaultFilter,
+		"join":       joinFilter,
+		"items":      itemsFilter,
+		"dictsort":   dictsortFilter,
+		"upper":      stringFilter(strings.ToUpper),
+		"lower":      stringFilter(strings.ToLower),
+		"capitalize": stringFilter(capitalize),
+		"title":      stringFilter(title),
+		"trim":       trimFilter,
+		"replace":    replaceFilter,
+		"indent":     indentFilter,
+		"int":        intFilter,
+		"float":      floatFilter,
+		"abs":        absFilter,
+		"round":      roundFilter,
+		"reverse":    reverseFilter,
+		"sort":       sortFilter,
+		"unique":     uniqueFilter,
+		"sum":        sumFilter,
+		"min":        extremeFilter(-1),
+		"max":        extremeFilter(1),
+		"map":        mapFilter,
+		"select":     selectFilter(false, true),
+		"reject":     selectFilter(false, false),
+		"selectattr": selectFilter(true, true),
+		"rejectattr": selectFilter(true, false),
+		"batch":      batchFilter,
+		"wordcount": func(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+			return int64(len(strings.Fields(str(v)))), nil
+		},
+		"attr":     attrFilter,
+		"pprint":   func(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) { return repr(v), nil },
+		"center":   centerFilter,
+		"truncate": truncateFilter,
+	}
+	for _, name := range []string{"e", "escape", "forceescape"} {
+		filters[name] = func(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) { return html.EscapeString(str(v)), nil }
+	}
+}
+
+func (r *renderer) filter(f *filterExpr, v Value, sc *scope) (Value, error) {
+	args, kw, err := r.args(f.args, f.kwargs, sc)
+	if err != nil {
+		return nil, err
+	}
+	out, err := r.applyFilter(f.name, v, args, kw)
+	if err != nil {
+		return nil, errorf(f.line, "filter %s: %v", f.name, err)
+	}
+	return out, nil
+}
+
+func (r *renderer) applyFilter(name string, v Value, args []Value, kw *Dict) (Value, error) {
+	fn, ok := filters[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown filter")
+	}
+	return fn(r, v, args, kw)
+}
+
+// arg returns positional i, else keyword name, else def.
+func arg(args []Value, kw *Dict, i int, name string, def Value) Value {
+	if i >= 0 && i < len(args) {
+		return args[i]
+	}
+	if v, ok := kw.Get(name); ok {
+		return v
+	}
+	return def
+}
+
+func identity(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) { return v, nil }
+
+func tojsonFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	o := newJSONOptions()
+	switch ind := arg(args, kw, 0, "indent", nil).(type) {
+	case nil:
+	case int64:
+		o.hasIndent, o.indent, o.itemSep = true, strings.Repeat(" ", int(max(ind, 0))), ","
+	case string:
+		o.hasIndent, o.indent, o.itemSep = true, ind, ","
+	default:
+		return nil, fmt.Errorf("indent must be an integer or a string")
+	}
+	if sep, ok := arg(nil, kw, -1, "separators", nil).(*List); ok && len(sep.Items) == 2 {
+		o.itemSep, o.keySep = str(sep.Items[0]), str(sep.Items[1])
+	}
+	o.sortKeys = truthy(arg(nil, kw, -1, "sort_keys", false))
+	o.ensureASCI = truthy(arg(nil, kw, -1, "ensure_ascii", false))
+	return toJSON(v, o)
+}
+
+func lengthFilter(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) { return length(v) }
+
+func listFilter(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+	items, err := iterate(v)
+	return &List{Items: slices.Clone(items)}, err
+}
+
+// endFilter is first (first true) or last.
+func endFilter(first bool) filterFunc {
+	return func(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+		items, err := iterate(v)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case len(items) == 0 && first:
+			return Undefined{"first"}, nil
+		case len(items) == 0:
+			return Undefined{"last"}, nil
+		case first:
+			return items[0], nil
+		}
+		return items[len(items)-1], nil
+	}
+}
+
+func defaultFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	def := arg(args, kw, 0, "default_value", "")
+	_, undef := v.(Undefined)
+	if undef || truthy(arg(args, kw, 1, "boolean", false)) && !truthy(v) {
+		return def, nil
+	}
+	return v, nil
+}
+
+func joinFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	attr := arg(nil, kw, -1, "attribute", nil)
+	parts := make([]string, len(items))
+	for i, x := range items {
+		if attr != nil {
+			x = getItem(x, attr)
+		}
+		parts[i] = str(x)
+	}
+	return strings.Join(parts, str(arg(args, kw, 0, "d", ""))), nil
+}
+
+func itemsFilter(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+	d, ok := v.(*Dict)
+	if !ok {
+		if _, undef := v.(Undefined); undef {
+			return &List{}, nil
+		}
+		return nil, fmt.Errorf("needs a dict, got a %s", typeName(v))
+	}
+	return dictItems(d), nil
+}
+
+func dictsortFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	d, ok := v.(*Dict)
+	if !ok {
+		return nil, fmt.Errorf("needs a dict, got a %s", typeName(v))
+	}
+	keys := slices.Clone(d.keys)
+	byValue := str(arg(args, kw, 1, "by", "key")) == "value"
+	var err error
+	slices.SortStableFunc(keys, func(a, b string) int {
+		if byValue {
+			c, e := compare(d.m[a], d.m[b])
+			if e != nil {
+				err = e
+			}
+			return c
+		}
+		return strings.Compare(strings.ToLower(a), strings.ToLower(b))
+	})
+	if truthy(arg(args, kw, 2, "reverse", false)) {
+		slices.Reverse(keys)
+	}
+	out := &List{}
+	for _, k := range keys {
+		out.Items = append(out.Items, &List{Items: []Value{k, d.m[k]}, tuple: true})
+	}
+	return out, err
+}
+
+// stringFilter applies fn to the value as a string.
+func stringFilter(fn func(string) string) filterFunc {
+	return func(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) { return fn(str(v)), nil }
+}
+
+func trimFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	s := str(v)
+	if chars, ok := arg(args, kw, 0, "chars", nil).(string); ok {
+		return strings.Trim(s, chars), nil
+	}
+	return strings.TrimSpace(s), nil
+}
+
+func replaceFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	s := str(v)
+	old, ok1 := arg(args, kw, 0, "old", nil).(string)
+	nw, ok2 := arg(args, kw, 1, "new", nil).(string)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("needs old and new strings")
+	}
+	n := -1
+	if c, ok := toInt(arg(args, kw, 2, "count", nil)); ok {
+		n = int(c)
+	}
+	return strings.Replace(s, old, nw, n), nil
+}
+
+func indentFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	pad := "    "
+	switch w := arg(args, kw, 0, "width", int64(4)).(type) {
+	case int64:
+		pad = strings.Repeat(" ", int(max(w, 0)))
+	case string:
+		pad = w
+	}
+	first := truthy(arg(args, kw, 1, "first", false))
+	blank := truthy(arg(args, kw, 2, "blank", false))
+	lines := strings.Split(str(v), "\n")
+	for i, l := range lines {
+		if i == 0 && !first {
+			continue
+		}
+		if l == "" && !blank {
+			continue
+		}
+		lines[i] = pad + l
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+func intFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	switch x := v.(type) {
+	case int64:
+		return x, nil
+	case float64:
+		return int64(x), nil
+	case bool:
+		n, _ := toInt(x)
+		return n, nil
+	case string:
+		if n, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64); err == nil {
+			return n, nil
+		}
+		if f, err := strconv.ParseFloat(strings.TrimSpace(x), 64); err == nil {
+			return int64(f), nil
+		}
+	}
+	return arg(args, kw, 0, "default", int64(0)), nil
+}
+
+func floatFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	if f, ok := toNumber(v); ok {
+		return f, nil
+	}
+	if s, ok := v.(string); ok {
+		if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
+			return f, nil
+		}
+	}
+	return arg(args, kw, 0, "default", 0.0), nil
+}
+
+func absFilter(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+	switch x := v.(type) {
+	case int64:
+		if x < 0 {
+			return -x, nil
+		}
+		return x, nil
+	case float64:
+		return math.Abs(x), nil
+	}
+	return nil, fmt.Errorf("needs a number, got a %s", typeName(v))
+}
+
+func roundFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	f, ok := toNumber(v)
+	if !ok {
+		return nil, fmt.Errorf("needs a number, got a %s", typeName(v))
+	}
+	p, _ := toInt(arg(args, kw, 0, "precision", int64(0)))
+	m := math.Pow(10, float64(p))
+	switch str(arg(args, kw, 1, "method", "common")) {
+	case "floor":
+		return math.Floor(f*m) / m, nil
+	case "ceil":
+		return math.Ceil(f*m) / m, nil
+	}
+	return math.RoundToEven(f*m) / m, nil
+}
+
+func reverseFilter(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+	if s, ok := v.(string); ok {
+		rs := []rune(s)
+		slices.Reverse(rs)
+		return string(rs), nil
+	}
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	out := slices.Clone(items)
+	slices.Reverse(out)
+	return &List{Items: out}, nil
+}
+
+func sortFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	out := slices.Clone(items)
+	attr := arg(args, kw, 2, "attribute", nil)
+	var cerr error
+	slices.SortStableFunc(out, func(a, b Value) int {
+		if attr != nil {
+			a, b = getItem(a, attr), getItem(b, attr)
+		}
+		c, e := compare(a, b)
+		if e != nil {
+			cerr = e
+		}
+		return c
+	})
+	if truthy(arg(args, kw, 0, "reverse", false)) {
+		slices.Reverse(out)
+	}
+	return &List{Items: out}, cerr
+}
+
+func uniqueFilter(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	out := &List{}
+	for _, x := range items {
+		if !slices.ContainsFunc(out.Items, func(y Value) bool { return equal(x, y) }) {
+			out.Items = append(out.Items, x)
+		}
+	}
+	return out, nil
+}
+
+func sumFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	var total Value = arg(args, kw, 1, "start", int64(0))
+	for _, x := range items {
+		if total, err = binaryOp("+", total, x); err != nil {
+			return nil, err
+		}
+	}
+	return total, nil
+}
+
+// extremeFilter is min (sign -1) or max (sign 1).
+func extremeFilter(sign int) filterFunc {
+	return func(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+		items, err := iterate(v)
+		if err != nil {
+			return nil, err
+		}
+		if len(items) == 0 {
+			if sign < 0 {
+				return Undefined{"min"}, nil
+			}
+			return Undefined{"max"}, nil
+		}
+		best := items[0]
+		for _, x := range items[1:] {
+			c, err := compare(x, best)
+			if err != nil {
+				return nil, err
+			}
+			if c*sign > 0 {
+				best = x
+			}
+		}
+		return best, nil
+	}
+}
+
+func mapFilter(r *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	out := &List{}
+	if attr, ok := kw.Get("attribute"); ok {
+		for _, x := range items {
+			y := getItem(x, attr)
+			if _, undef := y.(Undefined); undef {
+				if d, ok := kw.Get("default"); ok {
+					y = d
+				}
+			}
+			out.Items = append(out.Items, y)
+		}
+		return out, nil
+	}
+	if len(args) == 0 {
+		return nil, fmt.Errorf("needs a filter name or attribute=")
+	}
+	fname, ok := args[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("needs a filter name")
+	}
+	for _, x := range items {
+		y, err := r.applyFilter(fname, x, args[1:], NewDict())
+		if err != nil {
+			return nil, err
+		}
+		out.Items = append(out.Items, y)
+	}
+	return out, nil
+}
+
+// selectFilter is select/reject (byAttr false) and selectattr/rejectattr:
+// items whose value (or attribute) passes the named test, or is truthy
+// without one, are kept when keep is true and dropped when it is false.
+func selectFilter(byAttr, keep bool) filterFunc {
+	return func(_ *renderer, v Value, args []Value, _ *Dict) (Value, error) {
+		items, err := iterate(v)
+		if err != nil {
+			return nil, err
+		}
+		rest := args
+		var attr Value
+		if byAttr {
+			if len(rest) == 0 {
+				return nil, fmt.Errorf("needs an attribute name")
+			}
+			attr, rest = rest[0], rest[1:]
+		}
+		out := &List{}
+		for _, x := range items {
+			y := x
+			if byAttr {
+				y = getItem(x, attr)
+			}
+			ok := truthy(y)
+			if len(rest) > 0 {
+				tn, isStr := rest[0].(string)
+				if !isStr {
+					return nil, fmt.Errorf("needs a test name")
+				}
+				if ok, err = applyTest(tn, y, rest[1:]); err != nil {
+					return nil, err
+				}
+			}
+			if ok == keep {
+				out.Items = append(out.Items, x)
+			}
+		}
+		return out, nil
+	}
+}
+
+func batchFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	items, err := iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	n, ok := toInt(arg(args, kw, 0, "linecount", nil))
+	if !ok || n <= 0 {
+		return nil, fmt.Errorf("needs a positive size")
+	}
+	out := &List{}
+	for i := 0; i < len(items); i += int(n) {
+		out.Items = append(out.Items, &List{Items: slices.Clone(items[i:min(len(items), i+int(n))])})
+	}
+	return out, nil
+}
+
+func attrFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	return getAttr(v, str(arg(args, kw, 0, "name", ""))), nil
+}
+
+func centerFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	w, _ := toInt(arg(args, kw, 0, "width", int64(80)))
+	s := str(v)
+	pad := int(w) - len([]rune(s))
+	if pad <= 0 {
+		return s, nil
+	}
+	left := pad / 2
+	return strings.Repeat(" ", left) + s + strings.Repeat(" ", pad-left), nil
+}
+
+func truncateFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	s := []rune(str(v))
+	n, _ := toInt(arg(args, kw, 0, "length", int64(255)))
+	end := str(arg(args, kw, 2, "end", "..."))
+	leeway, _ := toInt(arg(args, kw, 3, "leeway", int64(5)))
+	if len(s) <= int(n+leeway) {
+		return string(s), nil
+	}
+	cut := string(s[:max(0, int(n)-len([]rune(end)))])
+	if !truthy(arg(args, kw, 1, "killwords", false)) {
+		if i := strings.LastIndexByte(cut, ' '); i >= 0 {
+			cut = cut[:i]
+		}
+	}
+	return cut + end, nil
+}
+
+func dictItems(d *Dict) *List {
+	out := &List{}
+	for _, k := range d.keys {
+		out.Items = append(out.Items, &List{Items: []Value{k, d.m[k]}, tuple: true})
+	}
+	return out
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	rs := []rune(strings.ToLower(s))
+	rs[0] = unicode.ToUpper(rs[0])
+	return string(rs)
+}
+
+func title(s string) string {
+	rs := []rune(s)
+	prev := false
+	for i, r := range rs {
+		if unicode.IsLetter(r) {
+			if prev {
+				rs[i] = unicode.ToLower(r)
+			} else {
+				rs[i] = unicode.ToUpper(r)
+			}
+			prev = true
+		} else {
+			prev = unicode.IsDigit(r) || r == '\''
+		}
+	}
+	return string(rs)
+}
