@@ -11,8 +11,12 @@ type Template struct {
 	body []node
 }
 
-// Compile parses source.
+// Compile parses source. A source over maxSource bytes is refused before
+// it is read: what is kept of a template is bounded by what it may be.
 func Compile(source string) (*Template, error) {
+	if len(source) > maxSource {
+		return nil, errorf(0, "the template is %d bytes, over the %d KiB a template may have", len(source), maxSource>>10)
+	}
 	toks, err := lex(source)
 	if err != nil {
 		return nil, err
@@ -24,13 +28,6 @@ func Compile(source string) (*Template, error) {
 	return &Template{body: body}, nil
 }
 
-// Limits keep a template from running away on its input.
-const (
-	maxOutput = 64 << 20
-	maxDepth  = 64
-	maxSteps  = 5_000_000
-)
-
 // Exception is raised by the template itself (raise_exception).
 type Exception struct{ Msg string }
 
@@ -38,44 +35,89 @@ func (e *Exception) Error() string { return e.Msg }
 
 // Render runs the template with vars as its top-level names; globals
 // (range, namespace, raise_exception, …) are there unless vars shadows them.
+// A template that runs past its budget (budget.go) fails with an error.
 func (t *Template) Render(vars map[string]Value) (string, error) {
-	r := &renderer{}
-	root := &scope{vars: map[string]Value{}}
+	return t.render(vars, defaultLimits)
+}
+
+func (t *Template) render(vars map[string]Value, lim limits) (string, error) {
+	r := &renderer{lim: lim}
+	root := &scope{more: make(map[string]Value, len(globals)+len(vars))}
 	for k, v := range globals {
-		root.vars[k] = v
+		root.more[k] = v
 	}
 	for k, v := range vars {
-		root.vars[k] = v
+		root.more[k] = v
 	}
 	r.root = root
-	if err := r.nodes(t.body, &scope{vars: map[string]Value{}, parent: root}); err != nil {
-		if errors.Is(err, errBreak) || errors.Is(err, errContinue) {
-			return "", errorf(0, "break or continue outside a loop")
-		}
+	err := r.nodes(t.body, &scope{parent: root})
+	switch {
+	case r.err != nil:
+		// The budget's error, not what a filter made of running out.
+		return "", r.err
+	case errors.Is(err, errBreak) || errors.Is(err, errContinue):
+		return "", errorf(0, "break or continue outside a loop")
+	case err != nil:
 		return "", err
 	}
 	return r.out.String(), nil
 }
 
+// scope holds the names a block sets. Most set one to four (a loop's
+// target and loop, a macro's parameters), so they live in the struct and
+// a map is made only past that: a loop pass allocated a map before, which
+// cost more than most loop bodies.
 type scope struct {
-	vars   map[string]Value
+	names  [4]string
+	vals   [4]Value
+	n      int
+	more   map[string]Value
 	parent *scope
+}
+
+func (s *scope) set(name string, v Value) {
+	for i := range s.n {
+		if s.names[i] == name {
+			s.vals[i] = v
+			return
+		}
+	}
+	if _, ok := s.more[name]; !ok && s.n < len(s.names) {
+		s.names[s.n], s.vals[s.n] = name, v
+		s.n++
+		return
+	}
+	if s.more == nil {
+		s.more = map[string]Value{}
+	}
+	s.more[name] = v
 }
 
 func (s *scope) lookup(name string) (Value, bool) {
 	for ; s != nil; s = s.parent {
-		if v, ok := s.vars[name]; ok {
+		for i := range s.n {
+			if s.names[i] == name {
+				return s.vals[i], true
+			}
+		}
+		if v, ok := s.more[name]; ok {
 			return v, true
 		}
 	}
 	return nil, false
 }
 
+// renderer is one Render's state: the text being written (the output, or
+// a capture's while a macro, set block or filter block runs) and what it
+// has spent of its limits.
 type renderer struct {
-	out   strings.Builder
-	root  *scope
-	depth int
-	steps int
+	out    strings.Builder
+	root   *scope
+	lim    limits
+	spent  int64 // bytes built
+	worked int64 // units of work
+	calls  int   // macro calls nested
+	err    error // the first budget error; it sticks
 }
 
 var (
@@ -84,10 +126,13 @@ var (
 )
 
 func (r *renderer) write(s string) error {
-	r.out.WriteString(s)
-	if r.out.Len() > maxOutput {
-		return errorf(0, "output is over %d MiB", maxOutput>>20)
+	if err := r.spend(int64(len(s))); err != nil {
+		return err
 	}
+	if int64(r.out.Len()+len(s)) > r.lim.output {
+		return errorf(0, "output is over %d MiB", r.lim.output>>20)
+	}
+	r.out.WriteString(s)
 	return nil
 }
 
@@ -96,15 +141,6 @@ func (r *renderer) nodes(ns []node, sc *scope) error {
 		if err := r.node(n, sc); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// step counts work so a template that loops without writing still ends.
-func (r *renderer) step() error {
-	r.steps++
-	if r.steps > maxSteps {
-		return errorf(0, "template ran over %d steps", maxSteps)
 	}
 	return nil
 }
@@ -121,7 +157,11 @@ func (r *renderer) node(n node, sc *scope) error {
 		if err != nil {
 			return err
 		}
-		return r.write(str(v))
+		t, err := r.str(v)
+		if err != nil {
+			return err
+		}
+		return r.write(t)
 	case *ifNode:
 		for i, c := range n.conds {
 			v, err := r.eval(c, sc)
@@ -138,7 +178,12 @@ func (r *renderer) node(n node, sc *scope) error {
 	case *setNode:
 		return r.set(n, sc)
 	case *macroNode:
-		sc.vars[n.name] = macro(n, sc)
+		// A macro keeps its scope alive: a template defining them in a
+		// loop and keeping them pays for what it keeps.
+		if err := r.spend(macroCost); err != nil {
+			return err
+		}
+		sc.set(n.name, macro(n, sc))
 		return nil
 	case *filterBlock:
 		if n.filters == nil {
@@ -152,7 +197,11 @@ func (r *renderer) node(n node, sc *scope) error {
 		if err != nil {
 			return err
 		}
-		return r.write(str(v))
+		t, err := r.str(v)
+		if err != nil {
+			return err
+		}
+		return r.write(t)
 	case *breakNode:
 		return errBreak
 	case *continueNode:
@@ -204,14 +253,14 @@ func (r *renderer) set(n *setNode, sc *scope) error {
 		}
 		d.Set(n.attr, v)
 	case len(n.targets) == 1:
-		sc.vars[n.targets[0]] = v
+		sc.set(n.targets[0], v)
 	default:
-		items, err := iterate(v)
+		items, err := r.iterate(v)
 		if err != nil || len(items) != len(n.targets) {
 			return errorf(n.line, "cannot unpack %s into %d names", typeName(v), len(n.targets))
 		}
 		for i, t := range n.targets {
-			sc.vars[t] = items[i]
+			sc.set(t, items[i])
 		}
 	}
 	return nil
@@ -219,15 +268,15 @@ func (r *renderer) set(n *setNode, sc *scope) error {
 
 func (r *renderer) bind(targets []string, item Value, sc *scope, line int) error {
 	if len(targets) == 1 {
-		sc.vars[targets[0]] = item
+		sc.set(targets[0], item)
 		return nil
 	}
-	items, err := iterate(item)
+	items, err := r.iterate(item)
 	if _, isStr := item.(string); err != nil || isStr || len(items) != len(targets) {
 		return errorf(line, "cannot unpack %s into %d names", typeName(item), len(targets))
 	}
 	for i, t := range targets {
-		sc.vars[t] = items[i]
+		sc.set(t, items[i])
 	}
 	return nil
 }
@@ -237,7 +286,7 @@ func (r *renderer) forLoop(n *forNode, sc *scope) error {
 	if err != nil {
 		return err
 	}
-	items, err := iterate(it)
+	items, err := r.iterate(it)
 	if err != nil {
 		return errorf(n.line, "for loop: %v", err)
 	}
@@ -247,7 +296,7 @@ func (r *renderer) forLoop(n *forNode, sc *scope) error {
 			if err := r.step(); err != nil {
 				return err
 			}
-			s := &scope{vars: map[string]Value{}, parent: sc}
+			s := &scope{parent: sc}
 			if err := r.bind(n.targets, item, s, n.line); err != nil {
 				return err
 			}
@@ -270,11 +319,11 @@ func (r *renderer) forLoop(n *forNode, sc *scope) error {
 		if err := r.step(); err != nil {
 			return err
 		}
-		s := &scope{vars: map[string]Value{}, parent: sc}
+		s := &scope{parent: sc}
 		if err := r.bind(n.targets, item, s, n.line); err != nil {
 			return err
 		}
-		s.vars["loop"] = &loopState{items: items, i: i}
+		s.set("loop", &loopState{items: items, i: i})
 		err := r.nodes(n.body, s)
 		if errors.Is(err, errBreak) {
 			break
@@ -340,25 +389,25 @@ func macro(n *macroNode, def *scope) *Func {
 		if len(args) > len(n.params) {
 			return nil, fmt.Errorf("macro %s takes at most %d arguments, got %d", n.name, len(n.params), len(args))
 		}
-		if r.depth >= maxDepth {
-			return nil, fmt.Errorf("macro %s: calls nested over %d deep", n.name, maxDepth)
+		if r.calls >= r.lim.calls {
+			return nil, fmt.Errorf("macro %s: calls nested over %d deep", n.name, r.lim.calls)
 		}
-		s := &scope{vars: map[string]Value{}, parent: def}
+		s := &scope{parent: def}
 		for i, p := range n.params {
 			switch {
 			case i < len(args):
-				s.vars[p] = args[i]
+				s.set(p, args[i])
 			default:
 				if v, ok := kwargs.Get(p); ok {
-					s.vars[p] = v
+					s.set(p, v)
 				} else if n.defaults[i] != nil {
 					v, err := r.eval(n.defaults[i], s)
 					if err != nil {
 						return nil, err
 					}
-					s.vars[p] = v
+					s.set(p, v)
 				} else {
-					s.vars[p] = Undefined{p}
+					s.set(p, Undefined{p})
 				}
 			}
 		}
@@ -371,9 +420,9 @@ func macro(n *macroNode, def *scope) *Func {
 				return nil, fmt.Errorf("macro %s has no argument %s", n.name, k)
 			}
 		}
-		r.depth++
+		r.calls++
 		out, err := r.capture(n.body, s)
-		r.depth--
+		r.calls--
 		return out, err
 	}}
 }

@@ -20,17 +20,23 @@ func (r *renderer) eval(x expr, sc *scope) (Value, error) {
 		if err != nil {
 			return nil, err
 		}
+		if u, ok := obj.(Undefined); ok {
+			return nil, errorf(x.line, "%s is undefined (reading its .%s)", undefinedName(u), x.name)
+		}
 		return getAttr(obj, x.name), nil
 	case *indexExpr:
 		obj, err := r.eval(x.x, sc)
 		if err != nil {
 			return nil, err
 		}
+		if u, ok := obj.(Undefined); ok {
+			return nil, errorf(x.line, "%s is undefined (reading an item of it)", undefinedName(u))
+		}
 		i, err := r.eval(x.i, sc)
 		if err != nil {
 			return nil, err
 		}
-		return getItem(obj, i), nil
+		return r.getItem(obj, i), nil
 	case *sliceExpr:
 		return r.slice(x, sc)
 	case *callExpr:
@@ -85,6 +91,9 @@ func (r *renderer) eval(x expr, sc *scope) (Value, error) {
 		}
 		return r.eval(x.b, sc)
 	case *listExpr:
+		if err := r.spendN(int64(len(x.items)), 16); err != nil {
+			return nil, err
+		}
 		l := &List{}
 		for _, e := range x.items {
 			v, err := r.eval(e, sc)
@@ -95,6 +104,9 @@ func (r *renderer) eval(x expr, sc *scope) (Value, error) {
 		}
 		return l, nil
 	case *tupleExpr:
+		if err := r.spendN(int64(len(x.items)), 16); err != nil {
+			return nil, err
+		}
 		l := &List{tuple: true}
 		for _, e := range x.items {
 			v, err := r.eval(e, sc)
@@ -105,9 +117,16 @@ func (r *renderer) eval(x expr, sc *scope) (Value, error) {
 		}
 		return l, nil
 	case *dictExpr:
+		if err := r.spendN(int64(len(x.keys)), 64); err != nil {
+			return nil, err
+		}
 		d := NewDict()
 		for i := range x.keys {
 			k, err := r.eval(x.keys[i], sc)
+			if err != nil {
+				return nil, err
+			}
+			key, err := r.str(k)
 			if err != nil {
 				return nil, err
 			}
@@ -115,7 +134,7 @@ func (r *renderer) eval(x expr, sc *scope) (Value, error) {
 			if err != nil {
 				return nil, err
 			}
-			d.Set(str(k), v)
+			d.Set(key, v)
 		}
 		return d, nil
 	}
@@ -143,7 +162,7 @@ func (r *renderer) binary(x *binaryExpr, sc *scope) (Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := binaryOp(x.op, l, rv)
+	v, err := r.binaryOp(x.op, l, rv)
 	if err != nil {
 		return nil, errorf(x.line, "%v", err)
 	}
@@ -169,7 +188,14 @@ func (r *renderer) slice(x *sliceExpr, sc *scope) (Value, error) {
 	switch o := obj.(type) {
 	case *List:
 		n = len(o.Items)
+		if err := r.spendN(int64(n), 16); err != nil {
+			return nil, err
+		}
 	case string:
+		// The runes, and a result of at most the string's size.
+		if err := r.spendN(int64(len(o)), 5); err != nil {
+			return nil, err
+		}
 		runes = []rune(o)
 		n = len(runes)
 	default:
@@ -227,6 +253,10 @@ func (r *renderer) call(x *callExpr, sc *scope) (Value, error) {
 	}
 	args, kw, err := r.args(x.args, x.kwargs, sc)
 	if err != nil {
+		return nil, err
+	}
+	// As a filter's, a call's work is counted from what it is given.
+	if err := r.work(workStep + sizeOf(f.recv) + sizesOf(args) + sizesOf(kw.values())); err != nil {
 		return nil, err
 	}
 	v, err := f.fn(r, args, kw)

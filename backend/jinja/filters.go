@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // filterFunc is one filter: v is the value piped in, args and kw the
@@ -22,7 +23,7 @@ var filters map[string]filterFunc
 func init() {
 	filters = map[string]filterFunc{
 		"tojson":     tojsonFilter,
-		"string":     func(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) { return str(v), nil },
+		"string":     func(r *renderer, v Value, _ []Value, _ *Dict) (Value, error) { return r.str(v) },
 		"safe":       identity,
 		"generation": identity,
 		"length":     lengthFilter,
@@ -58,16 +59,14 @@ func init() {
 		"selectattr": selectFilter(true, true),
 		"rejectattr": selectFilter(true, false),
 		"batch":      batchFilter,
-		"wordcount": func(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
-			return int64(len(strings.Fields(str(v)))), nil
-		},
-		"attr":     attrFilter,
-		"pprint":   func(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) { return repr(v), nil },
-		"center":   centerFilter,
-		"truncate": truncateFilter,
+		"wordcount":  wordcountFilter,
+		"attr":       attrFilter,
+		"pprint":     func(r *renderer, v Value, _ []Value, _ *Dict) (Value, error) { return r.repr(v) },
+		"center":     centerFilter,
+		"truncate":   truncateFilter,
 	}
 	for _, name := range []string{"e", "escape", "forceescape"} {
-		filters[name] = func(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) { return html.EscapeString(str(v)), nil }
+		filters[name] = escapeFilter
 	}
 }
 
@@ -83,10 +82,15 @@ func (r *renderer) filter(f *filterExpr, v Value, sc *scope) (Value, error) {
 	return out, nil
 }
 
+// applyFilter runs filter name. Its work is counted from the sizes of what
+// it is given, as if it read all of it: most filters do.
 func (r *renderer) applyFilter(name string, v Value, args []Value, kw *Dict) (Value, error) {
 	fn, ok := filters[name]
 	if !ok {
 		return nil, fmt.Errorf("unknown filter")
+	}
+	if err := r.work(workStep + sizeOf(v) + sizesOf(args) + sizesOf(kw.values())); err != nil {
+		return nil, err
 	}
 	return fn(r, v, args, kw)
 }
@@ -104,12 +108,16 @@ func arg(args []Value, kw *Dict, i int, name string, def Value) Value {
 
 func identity(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) { return v, nil }
 
-func tojsonFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+func tojsonFilter(r *renderer, v Value, args []Value, kw *Dict) (Value, error) {
 	o := newJSONOptions()
 	switch ind := arg(args, kw, 0, "indent", nil).(type) {
 	case nil:
 	case int64:
-		o.hasIndent, o.indent, o.itemSep = true, strings.Repeat(" ", int(max(ind, 0))), ","
+		pad, err := r.spaces(ind)
+		if err != nil {
+			return nil, err
+		}
+		o.hasIndent, o.indent, o.itemSep = true, pad, ","
 	case string:
 		o.hasIndent, o.indent, o.itemSep = true, ind, ","
 	default:
@@ -120,20 +128,23 @@ func tojsonFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
 	}
 	o.sortKeys = truthy(arg(nil, kw, -1, "sort_keys", false))
 	o.ensureASCI = truthy(arg(nil, kw, -1, "ensure_ascii", false))
-	return toJSON(v, o)
+	return r.toJSON(v, o)
 }
 
-func lengthFilter(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) { return length(v) }
+func lengthFilter(r *renderer, v Value, _ []Value, _ *Dict) (Value, error) { return r.length(v) }
 
-func listFilter(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
-	items, err := iterate(v)
-	return &List{Items: slices.Clone(items)}, err
+func listFilter(r *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+	items, err := r.iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	return r.newList(slices.Clone(items))
 }
 
 // endFilter is first (first true) or last.
 func endFilter(first bool) filterFunc {
-	return func(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
-		items, err := iterate(v)
+	return func(r *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+		items, err := r.iterate(v)
 		if err != nil {
 			return nil, err
 		}
@@ -158,23 +169,29 @@ func defaultFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) 
 	return v, nil
 }
 
-func joinFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
-	items, err := iterate(v)
+func joinFilter(r *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
 	}
-	attr := arg(nil, kw, -1, "attribute", nil)
-	parts := make([]string, len(items))
-	for i, x := range items {
-		if attr != nil {
-			x = getItem(x, attr)
+	if attr := arg(nil, kw, -1, "attribute", nil); attr != nil {
+		if err := r.spendN(int64(len(items)), 16); err != nil {
+			return nil, err
 		}
-		parts[i] = str(x)
+		got := make([]Value, len(items))
+		for i, x := range items {
+			got[i] = r.getItem(x, attr)
+		}
+		items = got
 	}
-	return strings.Join(parts, str(arg(args, kw, 0, "d", ""))), nil
+	sep, err := r.str(arg(args, kw, 0, "d", ""))
+	if err != nil {
+		return nil, err
+	}
+	return r.join(items, sep)
 }
 
-func itemsFilter(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+func itemsFilter(r *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
 	d, ok := v.(*Dict)
 	if !ok {
 		if _, undef := v.(Undefined); undef {
@@ -182,20 +199,26 @@ func itemsFilter(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
 		}
 		return nil, fmt.Errorf("needs a dict, got a %s", typeName(v))
 	}
-	return dictItems(d), nil
+	return r.dictItems(d)
 }
 
-func dictsortFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+func dictsortFilter(r *renderer, v Value, args []Value, kw *Dict) (Value, error) {
 	d, ok := v.(*Dict)
 	if !ok {
 		return nil, fmt.Errorf("needs a dict, got a %s", typeName(v))
 	}
+	if err := r.sorting(len(d.keys)); err != nil {
+		return nil, err
+	}
+	out, err := r.dictItems(d)
+	if err != nil {
+		return nil, err
+	}
 	keys := slices.Clone(d.keys)
 	byValue := str(arg(args, kw, 1, "by", "key")) == "value"
-	var err error
 	slices.SortStableFunc(keys, func(a, b string) int {
 		if byValue {
-			c, e := compare(d.m[a], d.m[b])
+			c, e := r.compare(d.m[a], d.m[b])
 			if e != nil {
 				err = e
 			}
@@ -206,51 +229,78 @@ func dictsortFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error)
 	if truthy(arg(args, kw, 2, "reverse", false)) {
 		slices.Reverse(keys)
 	}
-	out := &List{}
-	for _, k := range keys {
-		out.Items = append(out.Items, &List{Items: []Value{k, d.m[k]}, tuple: true})
+	for i, k := range keys {
+		out.Items[i] = &List{Items: []Value{k, d.m[k]}, tuple: true}
 	}
 	return out, err
 }
 
 // stringFilter applies fn to the value as a string.
+// stringFilter applies fn to the value as a string; fn's output is about
+// its input's size (case mappings).
 func stringFilter(fn func(string) string) filterFunc {
-	return func(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) { return fn(str(v)), nil }
+	return func(r *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+		s, err := r.str(v)
+		if err != nil {
+			return nil, err
+		}
+		return r.built(fn(s))
+	}
 }
 
-func trimFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
-	s := str(v)
+func trimFilter(r *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	s, err := r.str(v)
+	if err != nil {
+		return nil, err
+	}
 	if chars, ok := arg(args, kw, 0, "chars", nil).(string); ok {
 		return strings.Trim(s, chars), nil
 	}
 	return strings.TrimSpace(s), nil
 }
 
-func replaceFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
-	s := str(v)
+func replaceFilter(r *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	s, err := r.str(v)
+	if err != nil {
+		return nil, err
+	}
 	old, ok1 := arg(args, kw, 0, "old", nil).(string)
 	nw, ok2 := arg(args, kw, 1, "new", nil).(string)
 	if !ok1 || !ok2 {
 		return nil, fmt.Errorf("needs old and new strings")
 	}
-	n := -1
+	n := int64(-1)
 	if c, ok := toInt(arg(args, kw, 2, "count", nil)); ok {
-		n = int(c)
+		n = c
 	}
-	return strings.Replace(s, old, nw, n), nil
+	return r.replace(s, old, nw, n)
 }
 
-func indentFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+func indentFilter(r *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	s, err := r.str(v)
+	if err != nil {
+		return nil, err
+	}
 	pad := "    "
 	switch w := arg(args, kw, 0, "width", int64(4)).(type) {
 	case int64:
-		pad = strings.Repeat(" ", int(max(w, 0)))
+		if pad, err = r.spaces(w); err != nil {
+			return nil, err
+		}
 	case string:
 		pad = w
 	}
 	first := truthy(arg(args, kw, 1, "first", false))
 	blank := truthy(arg(args, kw, 2, "blank", false))
-	lines := strings.Split(str(v), "\n")
+	// Each line may get the pad and lives twice (its own and the join).
+	n := int64(strings.Count(s, "\n")) + 1
+	if err := r.spendN(n, 2*int64(len(pad))+16); err != nil {
+		return nil, err
+	}
+	if err := r.spend(2 * int64(len(s))); err != nil {
+		return nil, err
+	}
+	lines := strings.Split(s, "\n")
 	for i, l := range lines {
 		if i == 0 && !first {
 			continue
@@ -324,24 +374,35 @@ func roundFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
 	return math.RoundToEven(f*m) / m, nil
 }
 
-func reverseFilter(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+func reverseFilter(r *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
 	if s, ok := v.(string); ok {
+		if err := r.spendN(int64(len(s)), 5); err != nil {
+			return nil, err
+		}
 		rs := []rune(s)
 		slices.Reverse(rs)
 		return string(rs), nil
 	}
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
 	}
-	out := slices.Clone(items)
-	slices.Reverse(out)
-	return &List{Items: out}, nil
+	out, err := r.newList(slices.Clone(items))
+	if err == nil {
+		slices.Reverse(out.(*List).Items)
+	}
+	return out, err
 }
 
-func sortFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
-	items, err := iterate(v)
+func sortFilter(r *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	items, err := r.iterate(v)
 	if err != nil {
+		return nil, err
+	}
+	if err := r.sorting(len(items)); err != nil {
+		return nil, err
+	}
+	if err := r.spendN(int64(len(items)), 16); err != nil {
 		return nil, err
 	}
 	out := slices.Clone(items)
@@ -349,9 +410,9 @@ func sortFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
 	var cerr error
 	slices.SortStableFunc(out, func(a, b Value) int {
 		if attr != nil {
-			a, b = getItem(a, attr), getItem(b, attr)
+			a, b = r.getItem(a, attr), r.getItem(b, attr)
 		}
-		c, e := compare(a, b)
+		c, e := r.compare(a, b)
 		if e != nil {
 			cerr = e
 		}
@@ -363,28 +424,34 @@ func sortFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
 	return &List{Items: out}, cerr
 }
 
-func uniqueFilter(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
-	items, err := iterate(v)
+func uniqueFilter(r *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+	items, err := r.iterate(v)
 	if err != nil {
+		return nil, err
+	}
+	if err := r.spendN(int64(len(items)), 16); err != nil {
 		return nil, err
 	}
 	out := &List{}
 	for _, x := range items {
-		if !slices.ContainsFunc(out.Items, func(y Value) bool { return equal(x, y) }) {
+		if !slices.ContainsFunc(out.Items, func(y Value) bool { return r.equal(x, y) }) {
 			out.Items = append(out.Items, x)
+		}
+		if r.err != nil {
+			return nil, r.err
 		}
 	}
 	return out, nil
 }
 
-func sumFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
-	items, err := iterate(v)
+func sumFilter(r *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
 	}
 	var total Value = arg(args, kw, 1, "start", int64(0))
 	for _, x := range items {
-		if total, err = binaryOp("+", total, x); err != nil {
+		if total, err = r.binaryOp("+", total, x); err != nil {
 			return nil, err
 		}
 	}
@@ -393,8 +460,8 @@ func sumFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
 
 // extremeFilter is min (sign -1) or max (sign 1).
 func extremeFilter(sign int) filterFunc {
-	return func(_ *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
-		items, err := iterate(v)
+	return func(r *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+		items, err := r.iterate(v)
 		if err != nil {
 			return nil, err
 		}
@@ -406,7 +473,7 @@ func extremeFilter(sign int) filterFunc {
 		}
 		best := items[0]
 		for _, x := range items[1:] {
-			c, err := compare(x, best)
+			c, err := r.compare(x, best)
 			if err != nil {
 				return nil, err
 			}
@@ -419,14 +486,17 @@ func extremeFilter(sign int) filterFunc {
 }
 
 func mapFilter(r *renderer, v Value, args []Value, kw *Dict) (Value, error) {
-	items, err := iterate(v)
+	items, err := r.iterate(v)
 	if err != nil {
+		return nil, err
+	}
+	if err := r.spendN(int64(len(items)), 16); err != nil {
 		return nil, err
 	}
 	out := &List{}
 	if attr, ok := kw.Get("attribute"); ok {
 		for _, x := range items {
-			y := getItem(x, attr)
+			y := r.getItem(x, attr)
 			if _, undef := y.(Undefined); undef {
 				if d, ok := kw.Get("default"); ok {
 					y = d
@@ -457,9 +527,12 @@ func mapFilter(r *renderer, v Value, args []Value, kw *Dict) (Value, error) {
 // items whose value (or attribute) passes the named test, or is truthy
 // without one, are kept when keep is true and dropped when it is false.
 func selectFilter(byAttr, keep bool) filterFunc {
-	return func(_ *renderer, v Value, args []Value, _ *Dict) (Value, error) {
-		items, err := iterate(v)
+	return func(r *renderer, v Value, args []Value, _ *Dict) (Value, error) {
+		items, err := r.iterate(v)
 		if err != nil {
+			return nil, err
+		}
+		if err := r.spendN(int64(len(items)), 16); err != nil {
 			return nil, err
 		}
 		rest := args
@@ -474,7 +547,7 @@ func selectFilter(byAttr, keep bool) filterFunc {
 		for _, x := range items {
 			y := x
 			if byAttr {
-				y = getItem(x, attr)
+				y = r.getItem(x, attr)
 			}
 			ok := truthy(y)
 			if len(rest) > 0 {
@@ -482,7 +555,7 @@ func selectFilter(byAttr, keep bool) filterFunc {
 				if !isStr {
 					return nil, fmt.Errorf("needs a test name")
 				}
-				if ok, err = applyTest(tn, y, rest[1:]); err != nil {
+				if ok, err = r.applyTest(tn, y, rest[1:]); err != nil {
 					return nil, err
 				}
 			}
@@ -494,8 +567,8 @@ func selectFilter(byAttr, keep bool) filterFunc {
 	}
 }
 
-func batchFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
-	items, err := iterate(v)
+func batchFilter(r *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
 	}
@@ -503,9 +576,12 @@ func batchFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
 	if !ok || n <= 0 {
 		return nil, fmt.Errorf("needs a positive size")
 	}
+	if err := r.spendN(int64(len(items)), 64); err != nil {
+		return nil, err
+	}
 	out := &List{}
-	for i := 0; i < len(items); i += int(n) {
-		out.Items = append(out.Items, &List{Items: slices.Clone(items[i:min(len(items), i+int(n))])})
+	for i := int64(0); i < int64(len(items)); i += n {
+		out.Items = append(out.Items, &List{Items: slices.Clone(items[i:min(int64(len(items)), i+n)])})
 	}
 	return out, nil
 }
@@ -514,26 +590,44 @@ func attrFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
 	return getAttr(v, str(arg(args, kw, 0, "name", ""))), nil
 }
 
-func centerFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+func centerFilter(r *renderer, v Value, args []Value, kw *Dict) (Value, error) {
 	w, _ := toInt(arg(args, kw, 0, "width", int64(80)))
-	s := str(v)
-	pad := int(w) - len([]rune(s))
+	s, err := r.str(v)
+	if err != nil {
+		return nil, err
+	}
+	pad := w - int64(utf8.RuneCountInString(s))
 	if pad <= 0 {
 		return s, nil
 	}
+	// The pad twice and the string three times: the two pads, the
+	// concatenation's intermediate and the result.
+	if err := r.spendN(pad, 2); err != nil {
+		return nil, err
+	}
+	if err := r.spendN(int64(len(s)), 3); err != nil {
+		return nil, err
+	}
 	left := pad / 2
-	return strings.Repeat(" ", left) + s + strings.Repeat(" ", pad-left), nil
+	return strings.Repeat(" ", int(left)) + s + strings.Repeat(" ", int(pad-left)), nil
 }
 
-func truncateFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error) {
-	s := []rune(str(v))
+func truncateFilter(r *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	t, err := r.str(v)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.spendN(int64(len(t)), 5); err != nil {
+		return nil, err
+	}
+	s := []rune(t)
 	n, _ := toInt(arg(args, kw, 0, "length", int64(255)))
 	end := str(arg(args, kw, 2, "end", "..."))
 	leeway, _ := toInt(arg(args, kw, 3, "leeway", int64(5)))
-	if len(s) <= int(n+leeway) {
-		return string(s), nil
+	if int64(len(s)) <= n+max(leeway, 0) {
+		return t, nil
 	}
-	cut := string(s[:max(0, int(n)-len([]rune(end)))])
+	cut := string(s[:min(int64(len(s)), max(0, n-int64(utf8.RuneCountInString(end))))])
 	if !truthy(arg(args, kw, 1, "killwords", false)) {
 		if i := strings.LastIndexByte(cut, ' '); i >= 0 {
 			cut = cut[:i]
@@ -542,12 +636,45 @@ func truncateFilter(_ *renderer, v Value, args []Value, kw *Dict) (Value, error)
 	return cut + end, nil
 }
 
-func dictItems(d *Dict) *List {
-	out := &List{}
-	for _, k := range d.keys {
-		out.Items = append(out.Items, &List{Items: []Value{k, d.m[k]}, tuple: true})
+// dictItems is d.items(): (key, value) tuples in d's order.
+func (r *renderer) dictItems(d *Dict) (*List, error) {
+	if err := r.spendN(int64(len(d.keys)), 96); err != nil {
+		return nil, err
 	}
-	return out
+	out := &List{Items: make([]Value, len(d.keys))}
+	for i, k := range d.keys {
+		out.Items[i] = &List{Items: []Value{k, d.m[k]}, tuple: true}
+	}
+	return out, nil
+}
+
+func wordcountFilter(r *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+	s, err := r.str(v)
+	if err != nil {
+		return nil, err
+	}
+	n, in := int64(0), false
+	for _, c := range s {
+		if unicode.IsSpace(c) {
+			in = false
+		} else if !in {
+			in, n = true, n+1
+		}
+	}
+	return n, nil
+}
+
+func escapeFilter(r *renderer, v Value, _ []Value, _ *Dict) (Value, error) {
+	s, err := r.str(v)
+	if err != nil {
+		return nil, err
+	}
+	// Each of <>&'" becomes at most 5 bytes.
+	special := strings.Count(s, "<") + strings.Count(s, ">") + strings.Count(s, "&") + strings.Count(s, "'") + strings.Count(s, `"`)
+	if err := r.spend(int64(len(s)) + 4*int64(special)); err != nil {
+		return nil, err
+	}
+	return html.EscapeString(s), nil
 }
 
 func capitalize(s string) string {

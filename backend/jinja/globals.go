@@ -20,7 +20,9 @@ var globals = map[string]Value{
 	"strftime_now":    &Func{Name: "strftime_now", fn: strftimeNowFn},
 }
 
-func rangeFn(_ *renderer, args []Value, _ *Dict) (Value, error) {
+// rangeFn is Python's range, built as a list: its length is taken from
+// the budget before any of it is (range(10**12) is one error, not 16 TB).
+func rangeFn(r *renderer, args []Value, _ *Dict) (Value, error) {
 	var n [3]int64
 	n[2] = 1
 	for i, a := range args {
@@ -36,15 +38,27 @@ func rangeFn(_ *renderer, args []Value, _ *Dict) (Value, error) {
 	case 1:
 		n[0], n[1] = 0, n[0]
 	}
-	if n[2] == 0 {
+	start, stop, step := n[0], n[1], n[2]
+	if step == 0 {
 		return nil, fmt.Errorf("range step must not be zero")
 	}
-	l := &List{}
-	for i := n[0]; (n[2] > 0 && i < n[1]) || (n[2] < 0 && i > n[1]); i += n[2] {
-		if len(l.Items) >= 1_000_000 {
-			return nil, fmt.Errorf("range is over a million items")
-		}
-		l.Items = append(l.Items, i)
+	// The count in uint64, where stop-start cannot overflow.
+	var count uint64
+	switch {
+	case step > 0 && start < stop:
+		count = (uint64(stop-start) + uint64(step) - 1) / uint64(step)
+	case step < 0 && start > stop:
+		count = (uint64(start-stop) + uint64(-step) - 1) / uint64(-step)
+	}
+	if count > 1<<40 {
+		return nil, r.spend(-1)
+	}
+	if err := r.spendN(int64(count), 24); err != nil {
+		return nil, err
+	}
+	l := &List{Items: make([]Value, count)}
+	for i := range l.Items {
+		l.Items[i] = start + int64(i)*step
 	}
 	return l, nil
 }

@@ -152,7 +152,11 @@ func (lx *lexer) run() error {
 		case '#':
 			err = lx.comment()
 		case '%':
-			if lx.rawBlock() {
+			raw, err := lx.rawBlock()
+			if err != nil {
+				return err
+			}
+			if raw {
 				continue
 			}
 			lx.emit(tBlockBegin, "{%", lx.line)
@@ -203,14 +207,16 @@ func (lx *lexer) comment() error {
 	return nil
 }
 
-// rawBlock handles {% raw %}…{% endraw %}: its content is text as is.
-func (lx *lexer) rawBlock() bool {
+// rawBlock handles {% raw %}…{% endraw %}: its content is text as is. A
+// raw block that is not closed is an error at once (scanning on from each
+// of many would cost the square of the source).
+func (lx *lexer) rawBlock() (bool, error) {
 	p := lx.pos
 	for p < len(lx.src) && isSpace(lx.src[p]) {
 		p++
 	}
 	if !strings.HasPrefix(lx.src[p:], "raw") {
-		return false
+		return false, nil
 	}
 	p += 3
 	for p < len(lx.src) && isSpace(lx.src[p]) {
@@ -221,14 +227,14 @@ func (lx *lexer) rawBlock() bool {
 		mod, p = lx.src[p], p+1
 	}
 	if !strings.HasPrefix(lx.src[p:], "%}") {
-		return false
+		return false, nil
 	}
 	p += 2
 	// Find {% endraw %} with optional modifiers.
 	for q := p; ; {
 		k := strings.Index(lx.src[q:], "{%")
 		if k < 0 {
-			return false
+			return false, errorf(lx.line, "raw block is not closed with {%% endraw %%}")
 		}
 		k += q
 		r := k + 2
@@ -260,7 +266,7 @@ func (lx *lexer) rawBlock() bool {
 		lx.text(p, k, '%', emod)
 		lx.pos = r + 2
 		lx.closeTag('%', cmod)
-		return true
+		return true, nil
 	}
 }
 

@@ -39,7 +39,7 @@ var (
 		"isalnum":    classMethod(func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }),
 	}
 	dictMethods = map[string]methodFunc[*Dict]{
-		"items":  func(_ *renderer, d *Dict, _ []Value, _ *Dict) (Value, error) { return dictItems(d), nil },
+		"items":  func(r *renderer, d *Dict, _ []Value, _ *Dict) (Value, error) { return r.dictItems(d) },
 		"keys":   dictKeysMethod,
 		"values": dictValuesMethod,
 		"get":    dictGetMethod,
@@ -77,7 +77,7 @@ func bindMethod[T any](table map[string]methodFunc[T], recv T, name string) *Fun
 	if !ok {
 		return nil
 	}
-	return &Func{Name: typeName(recv) + "." + name, fn: func(r *renderer, args []Value, kw *Dict) (Value, error) {
+	return &Func{Name: typeName(recv) + "." + name, recv: recv, fn: func(r *renderer, args []Value, kw *Dict) (Value, error) {
 		return fn(r, recv, args, kw)
 	}}
 }
@@ -127,7 +127,7 @@ func stripMethod(space func(string) string, chars func(s, cutset string) string)
 }
 
 func splitMethod(fromRight bool) methodFunc[string] {
-	return func(_ *renderer, s string, args []Value, kw *Dict) (Value, error) {
+	return func(r *renderer, s string, args []Value, kw *Dict) (Value, error) {
 		sep, hasSep := strArg(args, 0)
 		if v, ok := kw.Get("sep"); ok {
 			sep, hasSep = str(v), v != nil
@@ -135,6 +135,18 @@ func splitMethod(fromRight bool) methodFunc[string] {
 		n := int64(-1)
 		if v, ok := toInt(arg(args, kw, 1, "maxsplit", int64(-1))); ok {
 			n = v
+		}
+		// At most one part per separator (or per byte, split on space),
+		// each a string header and a value: counted before splitting.
+		most := int64(len(s)) + 1
+		if hasSep && sep != "" {
+			most = int64(strings.Count(s, sep)) + 1
+		}
+		if n >= 0 {
+			most = min(most, n+1)
+		}
+		if err := r.spendN(most, 48); err != nil {
+			return nil, err
 		}
 		var parts []string
 		switch {
@@ -161,10 +173,13 @@ func splitMethod(fromRight bool) methodFunc[string] {
 	}
 }
 
-func splitlinesMethod(_ *renderer, s string, _ []Value, _ *Dict) (Value, error) {
+func splitlinesMethod(r *renderer, s string, _ []Value, _ *Dict) (Value, error) {
 	out := &List{}
 	if s == "" {
 		return out, nil
+	}
+	if err := r.spendN(int64(strings.Count(s, "\n"))+1, 48); err != nil {
+		return nil, err
 	}
 	for _, l := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
 		out.Items = append(out.Items, strings.TrimSuffix(l, "\r"))
@@ -173,22 +188,22 @@ func splitlinesMethod(_ *renderer, s string, _ []Value, _ *Dict) (Value, error) 
 }
 
 func caseMethod(fn func(string) string) methodFunc[string] {
-	return func(_ *renderer, s string, _ []Value, _ *Dict) (Value, error) { return fn(s), nil }
+	return func(r *renderer, s string, _ []Value, _ *Dict) (Value, error) { return r.built(fn(s)) }
 }
 
-func strReplaceMethod(_ *renderer, s string, args []Value, _ *Dict) (Value, error) {
+func strReplaceMethod(r *renderer, s string, args []Value, _ *Dict) (Value, error) {
 	old, ok1 := strArg(args, 0)
 	nw, ok2 := strArg(args, 1)
 	if !ok1 || !ok2 {
 		return nil, fmt.Errorf("needs old and new strings")
 	}
-	n := -1
+	n := int64(-1)
 	if len(args) > 2 {
 		if c, ok := toInt(args[2]); ok {
-			n = int(c)
+			n = c
 		}
 	}
-	return strings.Replace(s, old, nw, n), nil
+	return r.replace(s, old, nw, n)
 }
 
 // findMethod is find or rfind: the index in characters, or -1.
@@ -200,7 +215,7 @@ func findMethod(index func(s, sub string) int) methodFunc[string] {
 		}
 		i := index(s, sub)
 		if i >= 0 {
-			i = len([]rune(s[:i]))
+			i = utf8.RuneCountInString(s[:i])
 		}
 		return int64(i), nil
 	}
@@ -214,19 +229,20 @@ func strCountMethod(_ *renderer, s string, args []Value, _ *Dict) (Value, error)
 	return int64(strings.Count(s, sub)), nil
 }
 
-func strJoinMethod(_ *renderer, s string, args []Value, _ *Dict) (Value, error) {
+func strJoinMethod(r *renderer, s string, args []Value, _ *Dict) (Value, error) {
 	if len(args) != 1 {
 		return nil, fmt.Errorf("takes one iterable")
 	}
-	items, err := iterate(args[0])
+	items, err := r.iterate(args[0])
 	if err != nil {
 		return nil, err
 	}
-	parts := make([]string, len(items))
-	for i, x := range items {
-		parts[i] = str(x)
+	for _, x := range items {
+		if _, ok := x.(string); !ok {
+			return nil, fmt.Errorf("sequence item: expected str instance, %s found", typeName(x))
+		}
 	}
-	return strings.Join(parts, s), nil
+	return r.join(items, s)
 }
 
 // classMethod is isdigit, isalpha, …: a non-empty string whose every
@@ -245,7 +261,10 @@ func classMethod(in func(rune) bool) methodFunc[string] {
 	}
 }
 
-func dictKeysMethod(_ *renderer, d *Dict, _ []Value, _ *Dict) (Value, error) {
+func dictKeysMethod(r *renderer, d *Dict, _ []Value, _ *Dict) (Value, error) {
+	if err := r.spendN(int64(len(d.keys)), 32); err != nil {
+		return nil, err
+	}
 	out := &List{Items: make([]Value, 0, len(d.keys))}
 	for _, k := range d.keys {
 		out.Items = append(out.Items, k)
@@ -253,7 +272,10 @@ func dictKeysMethod(_ *renderer, d *Dict, _ []Value, _ *Dict) (Value, error) {
 	return out, nil
 }
 
-func dictValuesMethod(_ *renderer, d *Dict, _ []Value, _ *Dict) (Value, error) {
+func dictValuesMethod(r *renderer, d *Dict, _ []Value, _ *Dict) (Value, error) {
+	if err := r.spendN(int64(len(d.keys)), 16); err != nil {
+		return nil, err
+	}
 	out := &List{Items: make([]Value, 0, len(d.keys))}
 	for _, k := range d.keys {
 		out.Items = append(out.Items, d.m[k])
@@ -287,13 +309,19 @@ func dictPopMethod(_ *renderer, d *Dict, args []Value, _ *Dict) (Value, error) {
 	return v, nil
 }
 
-func dictUpdateMethod(_ *renderer, d *Dict, args []Value, kw *Dict) (Value, error) {
+func dictUpdateMethod(r *renderer, d *Dict, args []Value, kw *Dict) (Value, error) {
 	for _, a := range args {
 		if src, ok := a.(*Dict); ok {
+			if err := r.spendN(int64(len(src.keys)), 64); err != nil {
+				return nil, err
+			}
 			for _, k := range src.keys {
 				d.Set(k, src.m[k])
 			}
 		}
+	}
+	if err := r.spendN(int64(len(kw.keys)), 64); err != nil {
+		return nil, err
 	}
 	for _, k := range kw.keys {
 		d.Set(k, kw.m[k])
@@ -301,7 +329,10 @@ func dictUpdateMethod(_ *renderer, d *Dict, args []Value, kw *Dict) (Value, erro
 	return nil, nil
 }
 
-func dictCopyMethod(_ *renderer, d *Dict, _ []Value, _ *Dict) (Value, error) {
+func dictCopyMethod(r *renderer, d *Dict, _ []Value, _ *Dict) (Value, error) {
+	if err := r.spendN(int64(len(d.keys)), 64); err != nil {
+		return nil, err
+	}
 	out := NewDict()
 	for _, k := range d.keys {
 		out.Set(k, d.m[k])
@@ -309,21 +340,30 @@ func dictCopyMethod(_ *renderer, d *Dict, _ []Value, _ *Dict) (Value, error) {
 	return out, nil
 }
 
-func listAppendMethod(_ *renderer, l *List, args []Value, _ *Dict) (Value, error) {
+func listAppendMethod(r *renderer, l *List, args []Value, _ *Dict) (Value, error) {
 	if len(args) != 1 {
 		return nil, fmt.Errorf("takes one value")
+	}
+	if err := r.spend(16); err != nil {
+		return nil, err
 	}
 	l.Items = append(l.Items, args[0])
 	return nil, nil
 }
 
-func listExtendMethod(_ *renderer, l *List, args []Value, _ *Dict) (Value, error) {
+func listExtendMethod(r *renderer, l *List, args []Value, _ *Dict) (Value, error) {
 	if len(args) != 1 {
 		return nil, fmt.Errorf("takes one list")
 	}
-	items, err := iterate(args[0])
+	items, err := r.iterate(args[0])
+	if err != nil {
+		return nil, err
+	}
+	if err := r.spendN(int64(len(items)), 16); err != nil {
+		return nil, err
+	}
 	l.Items = append(l.Items, items...)
-	return nil, err
+	return nil, nil
 }
 
 func listPopMethod(_ *renderer, l *List, args []Value, _ *Dict) (Value, error) {
@@ -345,26 +385,29 @@ func listPopMethod(_ *renderer, l *List, args []Value, _ *Dict) (Value, error) {
 	return v, nil
 }
 
-func listIndexMethod(_ *renderer, l *List, args []Value, _ *Dict) (Value, error) {
+func listIndexMethod(r *renderer, l *List, args []Value, _ *Dict) (Value, error) {
 	if len(args) == 0 {
 		return nil, fmt.Errorf("needs a value")
 	}
 	for i, x := range l.Items {
-		if equal(x, args[0]) {
+		if r.equal(x, args[0]) {
 			return int64(i), nil
 		}
+	}
+	if r.err != nil {
+		return nil, r.err
 	}
 	return nil, fmt.Errorf("%s is not in list", repr(args[0]))
 }
 
-func listCountMethod(_ *renderer, l *List, args []Value, _ *Dict) (Value, error) {
+func listCountMethod(r *renderer, l *List, args []Value, _ *Dict) (Value, error) {
 	n := int64(0)
 	for _, x := range l.Items {
-		if len(args) > 0 && equal(x, args[0]) {
+		if len(args) > 0 && r.equal(x, args[0]) {
 			n++
 		}
 	}
-	return n, nil
+	return n, r.err
 }
 
 // splitFields is str.split()/rsplit() with maxsplit n on runs of space.

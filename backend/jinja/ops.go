@@ -4,16 +4,18 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unicode/utf8"
 )
 
-func binaryOp(op string, l, r Value) (Value, error) {
+// binaryOp applies op to a and b, building its result within r's budget.
+func (r *renderer) binaryOp(op string, a, b Value) (Value, error) {
 	switch op {
 	case "==":
-		return equal(l, r), nil
+		return r.equal(a, b), r.err
 	case "!=":
-		return !equal(l, r), nil
+		return !r.equal(a, b), r.err
 	case "<", ">", "<=", ">=":
-		c, err := compare(l, r)
+		c, err := r.compare(a, b)
 		if err != nil {
 			return nil, err
 		}
@@ -27,75 +29,133 @@ func binaryOp(op string, l, r Value) (Value, error) {
 		}
 		return c >= 0, nil
 	case "in", "not in":
-		in, err := contains(r, l)
+		in, err := r.contains(b, a)
 		if err != nil {
 			return nil, err
 		}
 		return in == (op == "in"), nil
 	case "~":
-		return str(l) + str(r), nil
+		x, err := r.str(a)
+		if err != nil {
+			return nil, err
+		}
+		y, err := r.str(b)
+		if err != nil {
+			return nil, err
+		}
+		return r.concat(x, y)
 	}
-	for _, v := range []Value{l, r} {
+	for _, v := range []Value{a, b} {
 		if u, ok := v.(Undefined); ok {
 			return nil, fmt.Errorf("%s is undefined", undefinedName(u))
 		}
 	}
 	switch op {
 	case "+":
-		switch a := l.(type) {
+		switch x := a.(type) {
 		case string:
-			if b, ok := r.(string); ok {
-				return a + b, nil
+			if y, ok := b.(string); ok {
+				return r.concat(x, y)
 			}
 		case *List:
-			if b, ok := r.(*List); ok {
-				out := &List{tuple: a.tuple}
-				out.Items = append(append(out.Items, a.Items...), b.Items...)
+			if y, ok := b.(*List); ok {
+				if err := r.spendN(int64(len(x.Items)+len(y.Items)), 16); err != nil {
+					return nil, err
+				}
+				out := &List{tuple: x.tuple, Items: make([]Value, 0, len(x.Items)+len(y.Items))}
+				out.Items = append(append(out.Items, x.Items...), y.Items...)
 				return out, nil
 			}
 		}
 	case "*":
-		if n, ok := toInt(r); ok {
-			switch a := l.(type) {
-			case string:
-				if int64(len(a))*n > maxOutput {
-					return nil, fmt.Errorf("string repetition over %d MiB", maxOutput>>20)
-				}
-				return strings.Repeat(a, int(max(n, 0))), nil
-			case *List:
-				if int64(len(a.Items))*n > 1_000_000 {
-					return nil, fmt.Errorf("list repetition over a million items")
-				}
-				out := &List{}
-				for range max(n, 0) {
-					out.Items = append(out.Items, a.Items...)
-				}
-				return out, nil
-			}
+		if v, ok := r.repeat(a, b); ok {
+			return v()
+		}
+		if v, ok := r.repeat(b, a); ok {
+			return v()
 		}
 	}
-	ai, aInt := toInt(l)
-	bi, bInt := toInt(r)
-	af, aNum := toNumber(l)
-	bf, bNum := toNumber(r)
+	return arith(op, a, b)
+}
+
+// concat is x + y within the budget.
+func (r *renderer) concat(x, y string) (Value, error) {
+	if err := r.spend(int64(len(x)) + int64(len(y))); err != nil {
+		return nil, err
+	}
+	return x + y, nil
+}
+
+// repeat is seq * n for a string or list seq and an integer n (Python's
+// sequence repetition; n below one gives an empty one). The size is taken
+// from the budget before anything is built, checked for overflow.
+func (r *renderer) repeat(seq, times Value) (func() (Value, error), bool) {
+	n, ok := toInt(times)
+	if !ok {
+		return nil, false
+	}
+	n = max(n, 0)
+	switch s := seq.(type) {
+	case string:
+		return func() (Value, error) {
+			if err := r.spendN(int64(len(s)), n); err != nil {
+				return nil, err
+			}
+			return strings.Repeat(s, int(n)), nil
+		}, true
+	case *List:
+		return func() (Value, error) {
+			if err := r.spendN(int64(len(s.Items))*16, n); err != nil {
+				return nil, err
+			}
+			out := &List{Items: make([]Value, 0, int64(len(s.Items))*n)}
+			for range n {
+				out.Items = append(out.Items, s.Items...)
+			}
+			return out, nil
+		}, true
+	}
+	return nil, false
+}
+
+// arith is the arithmetic of numbers (bools count as 0 and 1). Integers
+// that would overflow int64 are an error: Python's would grow instead.
+func arith(op string, a, b Value) (Value, error) {
+	ai, aInt := toInt(a)
+	bi, bInt := toInt(b)
+	af, aNum := toNumber(a)
+	bf, bNum := toNumber(b)
 	if !aNum || !bNum {
-		return nil, fmt.Errorf("unsupported operand types for %s: %s and %s", op, typeName(l), typeName(r))
+		return nil, fmt.Errorf("unsupported operand types for %s: %s and %s", op, typeName(a), typeName(b))
 	}
 	ints := aInt && bInt
+	overflow := fmt.Errorf("integer overflow in %d %s %d", ai, op, bi)
 	switch op {
 	case "+":
 		if ints {
-			return ai + bi, nil
+			s := ai + bi
+			if (s > ai) != (bi > 0) {
+				return nil, overflow
+			}
+			return s, nil
 		}
 		return af + bf, nil
 	case "-":
 		if ints {
-			return ai - bi, nil
+			d := ai - bi
+			if (d < ai) != (bi > 0) {
+				return nil, overflow
+			}
+			return d, nil
 		}
 		return af - bf, nil
 	case "*":
 		if ints {
-			return ai * bi, nil
+			p, ok := mulInt(ai, bi)
+			if !ok {
+				return nil, overflow
+			}
+			return p, nil
 		}
 		return af * bf, nil
 	case "/":
@@ -108,6 +168,9 @@ func binaryOp(op string, l, r Value) (Value, error) {
 			return nil, fmt.Errorf("integer division by zero")
 		}
 		if ints {
+			if ai == math.MinInt64 && bi == -1 {
+				return nil, overflow
+			}
 			q := ai / bi
 			if (ai%bi != 0) && ((ai < 0) != (bi < 0)) {
 				q--
@@ -120,6 +183,9 @@ func binaryOp(op string, l, r Value) (Value, error) {
 			return nil, fmt.Errorf("modulo by zero")
 		}
 		if ints {
+			if bi == -1 {
+				return int64(0), nil
+			}
 			m := ai % bi
 			if m != 0 && (m < 0) != (bi < 0) {
 				m += bi
@@ -133,9 +199,9 @@ func binaryOp(op string, l, r Value) (Value, error) {
 		return m, nil
 	case "**":
 		if ints && bi >= 0 {
-			p := int64(1)
-			for range bi {
-				p *= ai
+			p, ok := powInt(ai, bi)
+			if !ok {
+				return nil, overflow
 			}
 			return p, nil
 		}
@@ -144,21 +210,56 @@ func binaryOp(op string, l, r Value) (Value, error) {
 	return nil, fmt.Errorf("unknown operator %s", op)
 }
 
-func contains(container, item Value) (bool, error) {
+// mulInt is a*b and whether it fits in an int64.
+func mulInt(a, b int64) (int64, bool) {
+	if a == 0 || b == 0 {
+		return 0, true
+	}
+	p := a * b
+	if p/b != a || (a == -1 && b == math.MinInt64) || (b == -1 && a == math.MinInt64) {
+		return 0, false
+	}
+	return p, true
+}
+
+// powInt is a**e by squaring (at most 63 multiplications), and whether it
+// fits in an int64.
+func powInt(a, e int64) (int64, bool) {
+	p := int64(1)
+	for ; e > 0; e >>= 1 {
+		var ok bool
+		if e&1 == 1 {
+			if p, ok = mulInt(p, a); !ok {
+				return 0, false
+			}
+		}
+		if e > 1 {
+			if a, ok = mulInt(a, a); !ok {
+				return 0, false
+			}
+		}
+	}
+	return p, true
+}
+
+func (r *renderer) contains(container, item Value) (bool, error) {
 	switch c := container.(type) {
 	case string:
 		s, ok := item.(string)
 		if !ok {
 			return false, fmt.Errorf("'in <string>' needs a string on the left, not %s", typeName(item))
 		}
+		if err := r.work(int64(len(c))); err != nil {
+			return false, err
+		}
 		return strings.Contains(c, s), nil
 	case *List:
 		for _, x := range c.Items {
-			if equal(x, item) {
+			if r.equal(x, item) {
 				return true, nil
 			}
 		}
-		return false, nil
+		return false, r.err
 	case *Dict:
 		s, ok := item.(string)
 		if !ok {
@@ -192,7 +293,7 @@ func getAttr(obj Value, name string) Value {
 }
 
 // getItem is obj[i]: keys first, then methods (Jinja's getitem order).
-func getItem(obj Value, i Value) Value {
+func (r *renderer) getItem(obj Value, i Value) Value {
 	switch o := obj.(type) {
 	case *Dict:
 		if k, ok := i.(string); ok {
@@ -220,17 +321,33 @@ func getItem(obj Value, i Value) Value {
 			}
 		}
 	case string:
-		if n, ok := toInt(i); ok {
-			rs := []rune(o)
-			if n < 0 {
-				n += int64(len(rs))
-			}
-			if n >= 0 && n < int64(len(rs)) {
-				return string(rs[n])
+		if n, ok := toInt(i); ok && r.work(int64(len(o))) == nil {
+			if c, ok := runeAt(o, n); ok {
+				return c
 			}
 		}
 	}
-	return Undefined{str(i)}
+	if k, ok := i.(string); ok {
+		return Undefined{k}
+	}
+	return Undefined{repr(i)}
+}
+
+// runeAt is s[n] in characters, counting from the end for n < 0.
+func runeAt(s string, n int64) (string, bool) {
+	if n < 0 {
+		n += int64(utf8.RuneCountInString(s))
+		if n < 0 {
+			return "", false
+		}
+	}
+	for _, c := range s {
+		if n == 0 {
+			return string(c), true
+		}
+		n--
+	}
+	return "", false
 }
 
 // sliceIndices applies Python's slice rules to a sequence of length n.

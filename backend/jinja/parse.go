@@ -5,7 +5,24 @@ import "slices"
 type parser struct {
 	toks []token
 	pos  int
+	nest int // statements, sub-expressions and chain links open (enter)
 }
+
+// enter notes one more level the evaluator will recurse through: a
+// statement inside another, a sub-expression, a link of a chain (a+b+c,
+// x|f|g, a.b.c, not not x) that nests the tree one deeper. Bounding it
+// here bounds every recursion over the tree: a million '(' fails to
+// compile instead of overflowing the stack. The caller undoes it with
+// leave.
+func (p *parser) enter() error {
+	p.nest++
+	if p.nest > maxNest {
+		return errorf(p.cur().line, "the template nests over %d deep", maxNest)
+	}
+	return nil
+}
+
+func (p *parser) leave(n int) { p.nest -= n }
 
 func parse(toks []token) ([]node, error) {
 	p := &parser{toks: toks}
@@ -133,6 +150,10 @@ func (p *parser) body(ends ...string) ([]node, string, error) {
 }
 
 func (p *parser) statement() (node, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave(1)
 	kw := p.next()
 	switch kw.val {
 	case "if":

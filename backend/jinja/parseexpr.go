@@ -28,11 +28,20 @@ func (p *parser) tuple(cond bool) (expr, error) {
 
 // expression parses a full expression; cond allows "a if c else b".
 func (p *parser) expression(cond bool) (expr, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	links := 1
+	defer func() { p.leave(links) }()
 	x, err := p.or()
 	if err != nil || !cond {
 		return x, err
 	}
 	for p.isName("if") {
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		links++
 		p.pos++
 		c, err := p.or()
 		if err != nil {
@@ -55,11 +64,17 @@ func (p *parser) binary(ops []string, names bool, sub func() (expr, error)) (exp
 	if err != nil {
 		return nil, err
 	}
+	links := 0
+	defer func() { p.leave(links) }()
 	for {
 		t := p.cur()
 		if !(names && t.kind == tName || !names && t.kind == tOp) || !slices.Contains(ops, t.val) {
 			return x, nil
 		}
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		links++
 		p.pos++
 		y, err := sub()
 		if err != nil {
@@ -79,6 +94,10 @@ func (p *parser) and() (expr, error) {
 
 func (p *parser) not() (expr, error) {
 	if p.isName("not") {
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		defer p.leave(1)
 		line := p.next().line
 		x, err := p.not()
 		if err != nil {
@@ -94,6 +113,8 @@ func (p *parser) compare() (expr, error) {
 	if err != nil {
 		return nil, err
 	}
+	links := 0
+	defer func() { p.leave(links) }()
 	for {
 		t := p.cur()
 		op := ""
@@ -110,6 +131,10 @@ func (p *parser) compare() (expr, error) {
 		default:
 			return x, nil
 		}
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		links++
 		y, err := p.math1()
 		if err != nil {
 			return nil, err
@@ -132,6 +157,10 @@ func (p *parser) unaryFiltered() (expr, error) { return p.unary(true) }
 func (p *parser) unary(filters bool) (expr, error) {
 	var x expr
 	if p.isOp("-") || p.isOp("+") {
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		defer p.leave(1)
 		t := p.next()
 		y, err := p.unary(false)
 		if err != nil {
@@ -154,7 +183,15 @@ func (p *parser) unary(filters bool) (expr, error) {
 }
 
 func (p *parser) filtersAndTests(x expr) (expr, error) {
+	links := 0
+	defer func() { p.leave(links) }()
 	for {
+		if p.isOp("|") || p.isName("is") {
+			if err := p.enter(); err != nil {
+				return nil, err
+			}
+			links++
+		}
 		switch {
 		case p.isOp("|"):
 			p.pos++
@@ -201,8 +238,16 @@ func (p *parser) filtersAndTests(x expr) (expr, error) {
 }
 
 func (p *parser) postfix(x expr) (expr, error) {
+	links := 0
+	defer func() { p.leave(links) }()
 	for {
 		t := p.cur()
+		if p.isOp(".") || p.isOp("[") || p.isOp("(") {
+			if err := p.enter(); err != nil {
+				return nil, err
+			}
+			links++
+		}
 		switch {
 		case p.isOp("."):
 			p.pos++

@@ -6,35 +6,35 @@ import (
 )
 
 // testFunc is one test ("x is name(args)").
-type testFunc func(v Value, args []Value) (bool, error)
+type testFunc func(r *renderer, v Value, args []Value) (bool, error)
 
 // tests is the registry of tests by name, with Jinja's aliases.
 var tests = map[string]testFunc{
-	"defined":     func(v Value, _ []Value) (bool, error) { _, u := v.(Undefined); return !u, nil },
-	"undefined":   func(v Value, _ []Value) (bool, error) { _, u := v.(Undefined); return u, nil },
-	"none":        func(v Value, _ []Value) (bool, error) { return v == nil, nil },
+	"defined":     func(_ *renderer, v Value, _ []Value) (bool, error) { _, u := v.(Undefined); return !u, nil },
+	"undefined":   func(_ *renderer, v Value, _ []Value) (bool, error) { _, u := v.(Undefined); return u, nil },
+	"none":        func(_ *renderer, v Value, _ []Value) (bool, error) { return v == nil, nil },
 	"boolean":     isType[bool],
-	"true":        func(v Value, _ []Value) (bool, error) { b, ok := v.(bool); return ok && b, nil },
-	"false":       func(v Value, _ []Value) (bool, error) { b, ok := v.(bool); return ok && !b, nil },
+	"true":        func(_ *renderer, v Value, _ []Value) (bool, error) { b, ok := v.(bool); return ok && b, nil },
+	"false":       func(_ *renderer, v Value, _ []Value) (bool, error) { b, ok := v.(bool); return ok && !b, nil },
 	"string":      isType[string],
-	"number":      func(v Value, _ []Value) (bool, error) { return isNumber(v), nil },
+	"number":      func(_ *renderer, v Value, _ []Value) (bool, error) { return isNumber(v), nil },
 	"integer":     isType[int64],
 	"float":       isType[float64],
-	"mapping":     func(v Value, _ []Value) (bool, error) { d, ok := v.(*Dict); return ok && !d.ns, nil },
-	"sequence":    func(v Value, _ []Value) (bool, error) { return isSequence(v, false), nil },
-	"iterable":    func(v Value, _ []Value) (bool, error) { return isSequence(v, true), nil },
+	"mapping":     func(_ *renderer, v Value, _ []Value) (bool, error) { d, ok := v.(*Dict); return ok && !d.ns, nil },
+	"sequence":    func(_ *renderer, v Value, _ []Value) (bool, error) { return isSequence(v, false), nil },
+	"iterable":    func(_ *renderer, v Value, _ []Value) (bool, error) { return isSequence(v, true), nil },
 	"callable":    isType[*Func],
 	"odd":         parity(1),
 	"even":        parity(0),
 	"divisibleby": divisibleBy,
-	"eq":          binaryTest(func(a, b Value) (bool, error) { return equal(a, b), nil }),
-	"ne":          binaryTest(func(a, b Value) (bool, error) { return !equal(a, b), nil }),
+	"eq":          binaryTest(func(r *renderer, a, b Value) (bool, error) { return r.equal(a, b), r.err }),
+	"ne":          binaryTest(func(r *renderer, a, b Value) (bool, error) { return !r.equal(a, b), r.err }),
 	"sameas":      binaryTest(sameAs),
 	"lt":          order(func(c int) bool { return c < 0 }),
 	"gt":          order(func(c int) bool { return c > 0 }),
 	"le":          order(func(c int) bool { return c <= 0 }),
 	"ge":          order(func(c int) bool { return c >= 0 }),
-	"in":          binaryTest(func(a, b Value) (bool, error) { return contains(b, a) }),
+	"in":          binaryTest(func(r *renderer, a, b Value) (bool, error) { return r.contains(b, a) }),
 	"lower":       caseTest(strings.ToLower),
 	"upper":       caseTest(strings.ToUpper),
 }
@@ -57,22 +57,22 @@ func (r *renderer) test(t *testExpr, sc *scope) (Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	ok, err := applyTest(t.name, v, args)
+	ok, err := r.applyTest(t.name, v, args)
 	if err != nil {
 		return nil, errorf(t.line, "test %s: %v", t.name, err)
 	}
 	return ok != t.negate, nil
 }
 
-func applyTest(name string, v Value, args []Value) (bool, error) {
+func (r *renderer) applyTest(name string, v Value, args []Value) (bool, error) {
 	fn, ok := tests[name]
 	if !ok {
 		return false, fmt.Errorf("unknown test")
 	}
-	return fn(v, args)
+	return fn(r, v, args)
 }
 
-func isType[T any](v Value, _ []Value) (bool, error) {
+func isType[T any](_ *renderer, v Value, _ []Value) (bool, error) {
 	_, ok := v.(T)
 	return ok, nil
 }
@@ -99,7 +99,7 @@ func isSequence(v Value, undefinedToo bool) bool {
 
 // parity is odd (rem 1) or even (rem 0).
 func parity(rem int64) testFunc {
-	return func(v Value, _ []Value) (bool, error) {
+	return func(_ *renderer, v Value, _ []Value) (bool, error) {
 		n, ok := toInt(v)
 		if !ok {
 			return false, fmt.Errorf("needs an integer")
@@ -108,48 +108,48 @@ func parity(rem int64) testFunc {
 	}
 }
 
-func divisibleBy(v Value, args []Value) (bool, error) {
-	return binaryTest(func(v, a Value) (bool, error) {
+func divisibleBy(r *renderer, v Value, args []Value) (bool, error) {
+	return binaryTest(func(_ *renderer, v, a Value) (bool, error) {
 		n, ok1 := toInt(v)
 		d, ok2 := toInt(a)
 		if !ok1 || !ok2 || d == 0 {
 			return false, fmt.Errorf("needs nonzero integers")
 		}
 		return n%d == 0, nil
-	})(v, args)
+	})(r, v, args)
 }
 
 // binaryTest is a test of the value against its one argument.
-func binaryTest(fn func(v, a Value) (bool, error)) testFunc {
-	return func(v Value, args []Value) (bool, error) {
+func binaryTest(fn func(r *renderer, v, a Value) (bool, error)) testFunc {
+	return func(r *renderer, v Value, args []Value) (bool, error) {
 		if len(args) != 1 {
 			return false, fmt.Errorf("takes one argument")
 		}
-		return fn(v, args[0])
+		return fn(r, v, args[0])
 	}
 }
 
 // sameAs is Python's "is": identity for lists and dicts, equality for the
 // immutable values (which Python interns where templates compare them).
-func sameAs(v, a Value) (bool, error) {
+func sameAs(r *renderer, v, a Value) (bool, error) {
 	switch v.(type) {
 	case *List, *Dict:
 		return v == a, nil
 	}
-	return equal(v, a), nil
+	return r.equal(v, a), r.err
 }
 
 // order is a comparison test: ok says whether compare's result passes.
 func order(ok func(int) bool) testFunc {
-	return binaryTest(func(v, a Value) (bool, error) {
-		c, err := compare(v, a)
+	return binaryTest(func(r *renderer, v, a Value) (bool, error) {
+		c, err := r.compare(v, a)
 		return ok(c), err
 	})
 }
 
 // caseTest is lower or upper: a string that fold leaves unchanged.
 func caseTest(fold func(string) string) testFunc {
-	return func(v Value, _ []Value) (bool, error) {
+	return func(_ *renderer, v Value, _ []Value) (bool, error) {
 		s, ok := v.(string)
 		return ok && s == fold(s), nil
 	}
