@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -110,22 +111,40 @@ func render(src string, vars map[string]Value) (string, error) {
 }
 
 // FuzzTemplate: any source compiles or fails with an error, and a compiled
-// one renders or fails with an error, within the limits.
+// one renders or fails with an error within its budget: what a render
+// allocates stays within a small multiple of its byte budget plus what
+// its steps' bookkeeping costs, whatever the template does.
 func FuzzTemplate(f *testing.F) {
 	for _, s := range readSnippetsF(f) {
 		f.Add(s)
 	}
-	vars, _ := FromJSON([]byte(`{"messages": [{"role": "user", "content": "hi", "tool_calls": [{"function": {"name": "f", "arguments": {"a": [1, 2.5, null]}}}]}], "tools": [{"type": "function"}], "n": 3, "s": "text"}`))
-	ctx := map[string]Value{}
-	for _, k := range vars.(*Dict).Keys() {
-		ctx[k], _ = vars.(*Dict).Get(k)
+	for _, s := range []string{
+		"{{ 'x'|center(2**40) }}",
+		"{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+		"{% set l = [] %}{% set _ = l.append(l) %}{{ l }}{{ l == l }}",
+		"{{ range(100)|join('x' * 100000) }}",
+		"{{ ((((((((1)))))))) }}",
+	} {
+		f.Add(s)
 	}
+	const vars = `{"messages": [{"role": "user", "content": "hi", "tool_calls": [{"function": {"name": "f", "arguments": {"a": [1, 2.5, null]}}}]}], "tools": [{"type": "function"}], "n": 3, "s": "text"}`
 	f.Fuzz(func(t *testing.T, src string) {
 		tpl, err := Compile(src)
 		if err != nil {
 			return
 		}
-		tpl.Render(ctx)
+		v, _ := FromJSON([]byte(vars)) // fresh: a template may append to them
+		ctx := map[string]Value{}
+		for _, k := range v.(*Dict).Keys() {
+			ctx[k], _ = v.(*Dict).Get(k)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		tpl.render(ctx, small)
+		runtime.ReadMemStats(&after)
+		if n := after.TotalAlloc - before.TotalAlloc; n > 8*uint64(small.bytes)+uint64(small.work/workStep)*512 {
+			t.Fatalf("rendering allocated %d MiB", n>>20)
+		}
 	})
 }
 
