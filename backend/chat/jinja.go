@@ -60,8 +60,12 @@ func (t Template) renderJinja(msgs []Message, tools []Tool, addGeneration bool, 
 		vars[name] = v
 	}
 	ms := jinja.NewList()
-	for _, m := range msgs {
-		ms.Items = append(ms.Items, messageValue(m))
+	for i, m := range msgs {
+		v, err := messageValue(m)
+		if err != nil {
+			return "", fmt.Errorf("messages[%d].%w", i, err)
+		}
+		ms.Items = append(ms.Items, v)
 	}
 	vars["messages"] = ms
 	vars["add_generation_prompt"] = addGeneration
@@ -72,7 +76,7 @@ func (t Template) renderJinja(msgs []Message, tools []Tool, addGeneration bool, 
 		for i, tool := range tools {
 			v, err := toolValue(tool)
 			if err != nil {
-				return "", fmt.Errorf("tools[%d]: %w", i, err)
+				return "", fmt.Errorf("tools[%d].%w", i, err)
 			}
 			tl.Items = append(tl.Items, v)
 		}
@@ -89,7 +93,11 @@ func (t Template) renderJinja(msgs []Message, tools []Tool, addGeneration bool, 
 	return out, nil
 }
 
-func messageValue(m Message) *jinja.Dict {
+// messageValue is m as a template reads it. Arguments that are not JSON
+// stay text (vLLM's choice); arguments nested past what a template may
+// walk are an error naming the field (the JSON is checked before it is
+// decoded: five million '[' once overflowed the stack here).
+func messageValue(m Message) (*jinja.Dict, error) {
 	d := jinja.NewDict()
 	d.Set("role", m.Role)
 	if m.Role == "assistant" && m.Content == "" && len(m.ToolCalls) > 0 {
@@ -102,7 +110,7 @@ func messageValue(m Message) *jinja.Dict {
 	}
 	if len(m.ToolCalls) > 0 {
 		calls := jinja.NewList()
-		for _, c := range m.ToolCalls {
+		for j, c := range m.ToolCalls {
 			cd := jinja.NewDict()
 			if c.ID != "" {
 				cd.Set("id", c.ID)
@@ -115,7 +123,11 @@ func messageValue(m Message) *jinja.Dict {
 			fn := jinja.NewDict()
 			fn.Set("name", c.Function.Name)
 			var args jinja.Value = c.Function.Arguments
-			if v, err := jinja.FromJSON([]byte(c.Function.Arguments)); err == nil {
+			v, err := jinja.FromJSON([]byte(c.Function.Arguments))
+			switch {
+			case errors.Is(err, jinja.ErrNested):
+				return nil, fmt.Errorf("tool_calls[%d].function.arguments: %w", j, err)
+			case err == nil:
 				args = v
 			}
 			fn.Set("arguments", args)
@@ -130,7 +142,7 @@ func messageValue(m Message) *jinja.Dict {
 	if m.ReasoningContent != "" {
 		d.Set("reasoning_content", m.ReasoningContent)
 	}
-	return d
+	return d, nil
 }
 
 // toolValue keeps the client's key order inside parameters, so the same
@@ -144,7 +156,7 @@ func toolValue(t Tool) (*jinja.Dict, error) {
 	if len(t.Function.Parameters) > 0 {
 		p, err := jinja.FromJSON(t.Function.Parameters)
 		if err != nil {
-			return nil, fmt.Errorf("parameters: %w", err)
+			return nil, fmt.Errorf("function.parameters: %w", err)
 		}
 		fn.Set("parameters", p)
 	}
