@@ -26,7 +26,7 @@ func Load(source string, sp Special) (Template, error) {
 		return Pick(source), fmt.Errorf("chat template does not compile (%v); using the built-in %s template", err, Pick(source).Name)
 	}
 	return Template{Name: "gguf", prog: prog, special: sp, hermes: strings.Contains(source, ToolCallOpen),
-		thinks: strings.Contains(source, ThinkClose)}, nil
+		thinks: strings.Contains(source, ThinkClose), harmony: strings.Contains(source, harmonyChannel)}, nil
 }
 
 // CallDelims is the text around a forced tool call and between two of
@@ -40,12 +40,16 @@ func (t Template) CallDelims() (open, close, sep string) {
 	return "", "", ""
 }
 
-// renderJinja passes the conversation as vLLM and llama.cpp pass it to a
-// Hugging Face template: messages as dicts (tool-call arguments parsed from
-// their JSON text, content none for an assistant turn that only calls
-// tools), tools as the request's objects and left undefined when there are
-// none, bos_token, eos_token and add_generation_prompt, none of which the
-// request's own variables (chat_template_kwargs) may replace.
+// harmonyChannel marks gpt-oss's harmony template, which reads an assistant
+// turn's reasoning as "thinking".
+const harmonyChannel = "<|channel|>"
+
+// renderJinja passes the conversation as llama.cpp passes it to a Hugging
+// Face template: messages as dicts (content always a string, tool-call
+// arguments parsed from their JSON text as vLLM does), tools as the
+// request's objects and left undefined when there are none, bos_token,
+// eos_token and add_generation_prompt, none of which the request's own
+// variables (chat_template_kwargs) may replace.
 func (t Template) renderJinja(msgs []Message, tools []Tool, addGeneration bool, extra Vars) (string, error) {
 	vars := map[string]jinja.Value{}
 	for name, raw := range extra {
@@ -61,7 +65,7 @@ func (t Template) renderJinja(msgs []Message, tools []Tool, addGeneration bool, 
 	}
 	ms := jinja.NewList()
 	for i, m := range msgs {
-		v, err := messageValue(m)
+		v, err := messageValue(m, t.harmony)
 		if err != nil {
 			return "", fmt.Errorf("messages[%d].%w", i, err)
 		}
@@ -93,18 +97,20 @@ func (t Template) renderJinja(msgs []Message, tools []Tool, addGeneration bool, 
 	return out, nil
 }
 
-// messageValue is m as a template reads it. Arguments that are not JSON
-// stay text (vLLM's choice); arguments nested past what a template may
-// walk are an error naming the field (the JSON is checked before it is
-// decoded: five million '[' once overflowed the stack here).
-func messageValue(m Message) (*jinja.Dict, error) {
+// messageValue is m as a template reads it: role, content (a string, ""
+// for none: GLM's templates print a none as "None", Devstral's index it),
+// name, tool_calls (id, type, function with arguments parsed), tool_call_id
+// and reasoning_content, each present only when set. Arguments that are not
+// JSON stay text (vLLM's choice); arguments nested past what a template
+// may walk are an error naming the field (the JSON is checked before it
+// is decoded: five million '[' once overflowed the stack here). For
+// harmony, reasoning is also "thinking", and a turn with both reasoning
+// and calls loses its content (the template refuses both), as llama.cpp
+// passes them.
+func messageValue(m Message, harmony bool) (*jinja.Dict, error) {
 	d := jinja.NewDict()
 	d.Set("role", m.Role)
-	if m.Role == "assistant" && m.Content == "" && len(m.ToolCalls) > 0 {
-		d.Set("content", nil)
-	} else {
-		d.Set("content", string(m.Content))
-	}
+	d.Set("content", string(m.Content))
 	if m.Name != "" {
 		d.Set("name", m.Name)
 	}
@@ -141,6 +147,12 @@ func messageValue(m Message) (*jinja.Dict, error) {
 	}
 	if m.ReasoningContent != "" {
 		d.Set("reasoning_content", m.ReasoningContent)
+		if harmony {
+			d.Set("thinking", m.ReasoningContent)
+			if len(m.ToolCalls) > 0 {
+				d.Delete("content")
+			}
+		}
 	}
 	return d, nil
 }

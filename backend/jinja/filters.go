@@ -486,6 +486,9 @@ func extremeFilter(sign int) filterFunc {
 }
 
 func mapFilter(r *renderer, v Value, args []Value, kw *Dict) (Value, error) {
+	if !truthy(v) {
+		return &List{}, nil // Jinja2's "if seq:": none maps to nothing
+	}
 	items, err := r.iterate(v)
 	if err != nil {
 		return nil, err
@@ -528,6 +531,9 @@ func mapFilter(r *renderer, v Value, args []Value, kw *Dict) (Value, error) {
 // without one, are kept when keep is true and dropped when it is false.
 func selectFilter(byAttr, keep bool) filterFunc {
 	return func(r *renderer, v Value, args []Value, _ *Dict) (Value, error) {
+		if !truthy(v) {
+			return &List{}, nil // Jinja2's "if seq:": none selects nothing
+		}
 		items, err := r.iterate(v)
 		if err != nil {
 			return nil, err

@@ -66,6 +66,9 @@ func (d *Dict) values() []Value {
 // Len is the number of keys.
 func (d *Dict) Len() int { return len(d.keys) }
 
+// Delete removes key.
+func (d *Dict) Delete(key string) { d.del(key) }
+
 func (d *Dict) del(key string) {
 	if _, ok := d.m[key]; ok {
 		delete(d.m, key)
