@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,5 +154,46 @@ func TestFiftyMegabyteTemplateFallsBackToTheBuiltIn(t *testing.T) {
 	}
 	if tpl.Name != "chatml" {
 		t.Fatalf("template %s", tpl.Name)
+	}
+}
+
+// TestLongConversationFitsTheBudget: the budget grows with what a template
+// is given, so a 15 MB agent conversation renders through the templates
+// that spend the most on it (gemma-4 builds about 6.5 times its input,
+// gpt-oss runs the most steps), where a fixed budget sized against hostile
+// templates would refuse it.
+func TestLongConversationFitsTheBudget(t *testing.T) {
+	big := strings.Repeat("lorem ipsum dolor sit amet, \"quoted\" \\ back\n", 2300) // 103 KB
+	msgs := []Message{{Role: "system", Content: "You are an agent."}}
+	for i := range 120 {
+		id := fmt.Sprintf("c%08d", i)
+		msgs = append(msgs,
+			Message{Role: "user", Content: Content(fmt.Sprint("step ", i))},
+			Message{Role: "assistant", ReasoningContent: big[:1000], ToolCalls: []ToolCall{{ID: id, Type: "function",
+				Function: FunctionCall{Name: "bash", Arguments: fmt.Sprintf(`{"command": %q}`, big[:20000])}}}},
+			Message{Role: "tool", ToolCallID: id, Content: Content(big)},
+			Message{Role: "assistant", Content: Content(big[:5000])})
+	}
+	msgs = append(msgs, Message{Role: "user", Content: "next"})
+	tools := []Tool{{Type: "function", Function: Function{Name: "bash", Description: "Run a command.",
+		Parameters: []byte(`{"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}`)}}}
+	for _, name := range []string{"google-gemma-4-31B-it.jinja", "openai-gpt-oss-120b.jinja"} {
+		t.Run(name, func(t *testing.T) {
+			src, err := os.ReadFile(filepath.Join("testdata/templates", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tpl, err := Load(string(src), Special{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := tpl.Render(msgs, tools, true, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out) < 10_000_000 {
+				t.Fatalf("rendered %d bytes", len(out))
+			}
+		})
 	}
 }

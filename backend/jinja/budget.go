@@ -27,12 +27,55 @@ type limits struct {
 const (
 	workStep = 1024
 	elemWork = 64
+	// runeWork is the work of a byte decoded rune by rune (counting or
+	// walking characters), several times a byte compared or copied.
+	runeWork = 4
 )
 
 // macroCost is what a macro definition keeps (its closure and scope).
 const macroCost = 256
 
-var defaultLimits = limits{output: 64 << 20, bytes: 256 << 20, work: 5_000_000 * workStep, calls: 64}
+// defaultLimits are what a render may spend on top of what it is given:
+// the byte and work budgets grow with the size of the variables (scaled),
+// so a long conversation renders (a 12.6 MB one through gemma-4's
+// template built 82 MB and ran 205k steps) while a hostile template over
+// a small request gets little (about a second of work, 64 MiB).
+var defaultLimits = limits{output: 64 << 20, bytes: 64 << 20, work: 1_000_000 * workStep, calls: 64}
+
+// Per byte of input, what a render may build and work on top.
+const (
+	bytesPerInput = 8
+	workPerInput  = 64
+)
+
+// scaled is l grown for variables of input bytes.
+func (l limits) scaled(input int64) limits {
+	l.bytes += bytesPerInput * input
+	l.work += workPerInput * input
+	return l
+}
+
+// inputSize is the size of what a template is given: bytes of strings and
+// keys, 16 a value, walked no deeper than maxValueDepth.
+func inputSize(v Value, depth int) int64 {
+	if depth > maxValueDepth {
+		return 0
+	}
+	n := int64(16)
+	switch v := v.(type) {
+	case string:
+		n += int64(len(v))
+	case *List:
+		for _, x := range v.Items {
+			n += inputSize(x, depth+1)
+		}
+	case *Dict:
+		for _, k := range v.keys {
+			n += int64(len(k)) + inputSize(v.m[k], depth+1)
+		}
+	}
+	return n
+}
 
 // Compile-time bounds: the source a template may have, how deep its
 // statements and expressions may nest, and how deep a value may nest

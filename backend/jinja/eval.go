@@ -37,7 +37,11 @@ func (e *Exception) Error() string { return e.Msg }
 // (range, namespace, raise_exception, …) are there unless vars shadows them.
 // A template that runs past its budget (budget.go) fails with an error.
 func (t *Template) Render(vars map[string]Value) (string, error) {
-	return t.render(vars, defaultLimits)
+	var input int64
+	for k, v := range vars {
+		input += int64(len(k)) + inputSize(v, 0)
+	}
+	return t.render(vars, defaultLimits.scaled(input))
 }
 
 func (t *Template) render(vars map[string]Value, lim limits) (string, error) {

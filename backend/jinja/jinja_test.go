@@ -174,7 +174,7 @@ func TestErrorsNameTheLine(t *testing.T) {
 		{"{{ x is nosuchtest }}", "line 1: test nosuchtest: unknown test"},
 		{"\n\n{{ [1] + 'a' }}", "line 3: unsupported operand types for +: list and str"},
 		{"{% macro m() %}{{ m() }}{{ m() }}{% endmacro %}{{ m() }}", "calls nested over 64 deep"},
-		{"{{ 'x' * 100000000000 }}", "template ran out of its budget: it built over 256 MiB"},
+		{"{{ 'x' * 100000000000 }}", "template ran out of its budget: it built over 64 MiB"},
 		{"{% set ns = 1 %}{% set ns.a = 2 %}", "only namespace() objects take attributes"},
 	}
 	for _, c := range cases {

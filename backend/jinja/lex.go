@@ -374,7 +374,11 @@ func (lx *lexer) inside(closer byte) error {
 			}
 			switch op {
 			case "(", "[", "{":
-				depth++
+				// The parser bounds nesting too; here a million brackets
+				// stop before they are a million tokens.
+				if depth++; depth > maxNest {
+					return errorf(lx.line, "the template nests over %d deep", maxNest)
+				}
 			case ")", "]", "}":
 				depth--
 			}

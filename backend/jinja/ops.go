@@ -321,8 +321,8 @@ func (r *renderer) getItem(obj Value, i Value) Value {
 			}
 		}
 	case string:
-		if n, ok := toInt(i); ok && r.work(int64(len(o))) == nil {
-			if c, ok := runeAt(o, n); ok {
+		if n, ok := toInt(i); ok {
+			if c, ok := r.runeAt(o, n); ok {
 				return c
 			}
 		}
@@ -333,21 +333,31 @@ func (r *renderer) getItem(obj Value, i Value) Value {
 	return Undefined{repr(i)}
 }
 
-// runeAt is s[n] in characters, counting from the end for n < 0.
-func runeAt(s string, n int64) (string, bool) {
-	if n < 0 {
-		n += int64(utf8.RuneCountInString(s))
+// runeAt is s[n] in characters, counting from the end for n < 0; it walks
+// from the nearer end only as far as the index (s[-1] reads one rune),
+// and that walk is its work.
+func (r *renderer) runeAt(s string, n int64) (string, bool) {
+	rest := s
+	for {
+		var c rune
+		var w int
 		if n < 0 {
+			c, w = utf8.DecodeLastRuneInString(rest)
+		} else {
+			c, w = utf8.DecodeRuneInString(rest)
+		}
+		if w == 0 || r.work(int64(w)*runeWork) != nil {
 			return "", false
 		}
-	}
-	for _, c := range s {
-		if n == 0 {
+		switch {
+		case n == 0 || n == -1:
 			return string(c), true
+		case n < 0:
+			rest, n = rest[:len(rest)-w], n+1
+		default:
+			rest, n = rest[w:], n-1
 		}
-		n--
 	}
-	return "", false
 }
 
 // sliceIndices applies Python's slice rules to a sequence of length n.

@@ -386,7 +386,7 @@ func (r *renderer) length(v Value) (int64, error) {
 	case Undefined:
 		return 0, nil
 	case string:
-		return int64(utf8.RuneCountInString(v)), r.work(int64(len(v)))
+		return int64(utf8.RuneCountInString(v)), r.work(int64(len(v)) * runeWork)
 	case *List:
 		return int64(len(v.Items)), nil
 	case *Dict:
