@@ -36,6 +36,12 @@ type (
 		defaults []expr // per param; nil where none
 		body     []node
 	}
+	// callBlock is {% call(params) m(args) %}body{% endcall %}: m is
+	// called with a caller() that renders body.
+	callBlock struct {
+		call   *callExpr
+		caller *macroNode
+	}
 	filterBlock struct {
 		filters []*filterExpr
 		body    []node

@@ -3,6 +3,7 @@ package jinja
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -189,6 +190,19 @@ func (r *renderer) node(n node, sc *scope) error {
 		}
 		sc.set(n.name, macro(n, sc))
 		return nil
+	case *callBlock:
+		if err := r.spend(macroCost); err != nil {
+			return err
+		}
+		v, err := r.callWith(n.call, sc, macro(n.caller, sc))
+		if err != nil {
+			return err
+		}
+		t, err := r.str(v)
+		if err != nil {
+			return err
+		}
+		return r.write(t)
 	case *filterBlock:
 		if n.filters == nil {
 			return r.nodes(n.body, sc)
@@ -416,11 +430,12 @@ func macro(n *macroNode, def *scope) *Func {
 			}
 		}
 		for _, k := range kwargs.Keys() {
-			known := false
-			for _, p := range n.params {
-				known = known || p == k
-			}
-			if !known {
+			switch {
+			case slices.Contains(n.params, k):
+			case k == "caller":
+				// What {% call %} passes: the body it wraps.
+				s.set(k, kwargs.m[k])
+			default:
 				return nil, fmt.Errorf("macro %s has no argument %s", n.name, k)
 			}
 		}

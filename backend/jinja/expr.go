@@ -239,7 +239,10 @@ func (r *renderer) args(args []expr, kwargs []kwarg, sc *scope) ([]Value, *Dict,
 	return av, kw, nil
 }
 
-func (r *renderer) call(x *callExpr, sc *scope) (Value, error) {
+func (r *renderer) call(x *callExpr, sc *scope) (Value, error) { return r.callWith(x, sc, nil) }
+
+// callWith calls x, passing caller (when not nil) as {% call %} does.
+func (r *renderer) callWith(x *callExpr, sc *scope, caller *Func) (Value, error) {
 	fn, err := r.eval(x.fn, sc)
 	if err != nil {
 		return nil, err
@@ -254,6 +257,9 @@ func (r *renderer) call(x *callExpr, sc *scope) (Value, error) {
 	args, kw, err := r.args(x.args, x.kwargs, sc)
 	if err != nil {
 		return nil, err
+	}
+	if caller != nil {
+		kw.Set("caller", caller)
 	}
 	// As a filter's, a call's work is counted from what it is given.
 	if err := r.work(workStep + sizeOf(f.recv) + sizesOf(args) + sizesOf(kw.values())); err != nil {

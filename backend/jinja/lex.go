@@ -2,7 +2,7 @@
 // (tokenizer.chat_template), with the settings Hugging Face's
 // apply_chat_template uses: trim_blocks, lstrip_blocks, loop controls, and
 // a tojson that writes what Python's json.dumps writes. It covers the
-// language those templates use (statements if/for/set/macro/filter/
+// language those templates use (statements if/for/set/macro/call/filter/
 // break/continue/raw/generation, Python-like expressions, the common
 // filters, tests and str/dict/list methods); a template using anything
 // else fails to compile with its line, so a caller can fall back.

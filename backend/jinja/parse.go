@@ -118,7 +118,7 @@ func (p *parser) block() ([]node, string, error) {
 				return nil, "", errorf(kw.line, "expected a statement, found %s", kw)
 			}
 			switch kw.val {
-			case "endif", "endfor", "endset", "endmacro", "endfilter", "endgeneration", "else", "elif":
+			case "endif", "endfor", "endset", "endmacro", "endcall", "endfilter", "endgeneration", "else", "elif":
 				p.pos++
 				return out, kw.val, nil
 			}
@@ -164,6 +164,8 @@ func (p *parser) statement() (node, error) {
 		return p.setStmt(kw.line)
 	case "macro":
 		return p.macroStmt()
+	case "call":
+		return p.callStmt()
 	case "filter":
 		f, err := p.filterChain(nil)
 		if err != nil {
@@ -336,28 +338,7 @@ func (p *parser) macroStmt() (node, error) {
 	if n.name, err = p.expectName(); err != nil {
 		return nil, err
 	}
-	if err := p.expectOp("("); err != nil {
-		return nil, err
-	}
-	for !p.isOp(")") {
-		name, err := p.expectName()
-		if err != nil {
-			return nil, err
-		}
-		var def expr
-		if p.isOp("=") {
-			p.pos++
-			if def, err = p.expression(true); err != nil {
-				return nil, err
-			}
-		}
-		n.params, n.defaults = append(n.params, name), append(n.defaults, def)
-		if !p.isOp(",") {
-			break
-		}
-		p.pos++
-	}
-	if err := p.expectOp(")"); err != nil {
+	if err := p.params(n); err != nil {
 		return nil, err
 	}
 	if err := p.expectBlockEnd(); err != nil {
@@ -370,6 +351,58 @@ func (p *parser) macroStmt() (node, error) {
 		p.pos++
 	}
 	return n, p.expectBlockEnd()
+}
+
+// callStmt parses {% call(params) m(args) %}…{% endcall %}.
+func (p *parser) callStmt() (node, error) {
+	line := p.cur().line
+	caller := &macroNode{name: "caller"}
+	if p.isOp("(") {
+		if err := p.params(caller); err != nil {
+			return nil, err
+		}
+	}
+	x, err := p.expression(false)
+	if err != nil {
+		return nil, err
+	}
+	call, ok := x.(*callExpr)
+	if !ok {
+		return nil, errorf(line, "{%% call %%} needs a macro call")
+	}
+	if err := p.expectBlockEnd(); err != nil {
+		return nil, err
+	}
+	if caller.body, _, err = p.body("endcall"); err != nil {
+		return nil, err
+	}
+	return &callBlock{call: call, caller: caller}, p.expectBlockEnd()
+}
+
+// params parses a macro's "(a, b=default)" into n.
+func (p *parser) params(n *macroNode) error {
+	if err := p.expectOp("("); err != nil {
+		return err
+	}
+	for !p.isOp(")") {
+		name, err := p.expectName()
+		if err != nil {
+			return err
+		}
+		var def expr
+		if p.isOp("=") {
+			p.pos++
+			if def, err = p.expression(true); err != nil {
+				return err
+			}
+		}
+		n.params, n.defaults = append(n.params, name), append(n.defaults, def)
+		if !p.isOp(",") {
+			break
+		}
+		p.pos++
+	}
+	return p.expectOp(")")
 }
 
 // filterChain parses "|f(args)|g" (the leading '|' optional when x is nil
