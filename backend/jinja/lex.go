@@ -6,6 +6,11 @@
 // break/continue/raw/generation, Python-like expressions, the common
 // filters, tests and str/dict/list methods); a template using anything
 // else fails to compile with its line, so a caller can fall back.
+//
+// A template is untrusted code (a GGUF from anywhere carries its own): a
+// render spends one budget (budget.go) on everything it builds, every step
+// it takes and every level it nests, and a template that runs out fails
+// with an error for that render, never the process.
 package jinja
 
 import (
