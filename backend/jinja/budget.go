@@ -153,23 +153,27 @@ func sizeOf(v Value) int64 {
 // many times over cannot expand past the budget, and one nested past
 // maxValueDepth (or holding itself) ends instead of recursing on.
 type sink struct {
-	b    strings.Builder
-	max  int64
-	err  error
-	full bool // err is that it reached max
+	b        strings.Builder
+	n        int64 // bytes written (or counted)
+	max      int64
+	counting bool // count only, hold nothing
+	err      error
+	full     bool // err is that it reached max
 }
 
 func newSink(max int64) *sink { return &sink{max: max} }
 
+// fits takes n bytes and reports whether to write them.
 func (s *sink) fits(n int) bool {
 	if s.err != nil {
 		return false
 	}
-	if int64(s.b.Len())+int64(n) > s.max {
+	if s.n+int64(n) > s.max {
 		s.err, s.full = fmt.Errorf("the text is over %d bytes", s.max), true
 		return false
 	}
-	return true
+	s.n += int64(n)
+	return !s.counting
 }
 
 func (s *sink) WriteString(x string) {
@@ -209,15 +213,40 @@ func (s *sink) deep(depth int) bool {
 
 func (s *sink) String() string { return s.b.String() }
 
-// text is what s holds, taken from r's budget, or why it could not be.
-func (r *renderer) text(s *sink) (string, error) {
-	if s.full {
-		return "", r.spend(-1)
+// smallText is what build writes in one pass.
+const smallText = 1 << 20
+
+// build is the text write makes, within the budget. Text up to smallText
+// is written once; longer text is counted first and then written into one
+// allocation of its size, so text that cannot fit fails before any of it
+// is held and text that fits leaves no trail of outgrown builders (growing
+// one to 64 MiB left over three times that in garbage).
+func (r *renderer) build(write func(*sink) error) (string, error) {
+	s := newSink(min(r.room(), smallText))
+	if err := write(s); err != nil {
+		return "", err
 	}
-	if s.err != nil {
+	if s.full && r.room() > smallText {
+		s = &sink{max: r.room(), counting: true}
+		if err := write(s); err != nil {
+			return "", err
+		}
+		if s.err == nil {
+			n := s.n
+			s = &sink{max: n}
+			s.b.Grow(int(n))
+			if err := write(s); err != nil {
+				return "", err
+			}
+		}
+	}
+	switch {
+	case s.full:
+		return "", r.spend(-1)
+	case s.err != nil:
 		return "", s.err
 	}
-	if err := r.spend(int64(s.b.Len())); err != nil {
+	if err := r.spend(s.n); err != nil {
 		return "", err
 	}
 	return s.String(), nil
@@ -271,9 +300,7 @@ func (r *renderer) spaces(n int64) (string, error) {
 
 // repr is Python's repr() within the budget.
 func (r *renderer) repr(v Value) (Value, error) {
-	s := newSink(r.room())
-	writeRepr(s, v, 0)
-	return r.text(s)
+	return r.build(func(s *sink) error { writeRepr(s, v, 0); return nil })
 }
 
 // join is sep.join(str(x) for x in items), its size taken from the budget

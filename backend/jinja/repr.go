@@ -39,9 +39,7 @@ func (r *renderer) str(v Value) (string, error) {
 	case Undefined:
 		return "", nil
 	}
-	s := newSink(r.room())
-	writeRepr(s, v, 0)
-	return r.text(s)
+	return r.build(func(s *sink) error { writeRepr(s, v, 0); return nil })
 }
 
 func writeRepr(b *sink, v Value, depth int) {
@@ -209,11 +207,7 @@ func newJSONOptions() jsonOptions { return jsonOptions{itemSep: ", ", keySep: ":
 // toJSON writes v as Python's json.dumps(v, ensure_ascii=False, …) does,
 // within the render's budget.
 func (r *renderer) toJSON(v Value, o jsonOptions) (string, error) {
-	b := newSink(r.room())
-	if err := writeJSON(b, v, o, 0); err != nil {
-		return "", err
-	}
-	s, err := r.text(b)
+	s, err := r.build(func(b *sink) error { return writeJSON(b, v, o, 0) })
 	if err != nil {
 		return "", fmt.Errorf("tojson: %w", err)
 	}
@@ -239,7 +233,7 @@ func writeJSON(b *sink, v Value, o jsonOptions, depth int) error {
 	case nil:
 		b.WriteString("null")
 	case Undefined:
-		return fmt.Errorf("tojson: %s is undefined", undefinedName(v))
+		return fmt.Errorf("%s is undefined", undefinedName(v))
 	case bool:
 		if v {
 			b.WriteString("true")
@@ -309,7 +303,7 @@ func writeJSON(b *sink, v Value, o jsonOptions, depth int) error {
 		newline(depth)
 		b.WriteByte('}')
 	default:
-		return fmt.Errorf("tojson: a %s is not JSON serializable", typeName(v))
+		return fmt.Errorf("a %s is not JSON serializable", typeName(v))
 	}
 	return nil
 }
