@@ -3,9 +3,11 @@ package jinja
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -183,4 +185,34 @@ func TestErrorsNameTheLine(t *testing.T) {
 			t.Errorf("%q: error %v, want %q", c.src, err, c.want)
 		}
 	}
+}
+
+// TestConcurrentRenders: a compiled template is shared by every request;
+// renders in parallel give each its own output (run with -race).
+func TestConcurrentRenders(t *testing.T) {
+	tpl, err := Compile("{% set ns = namespace(n=0) %}{% macro m(x) %}<{{ x }}>{% endmacro %}" +
+		"{% for i in range(n) %}{% set ns.n = ns.n + i %}{{ m(i) }}{% endfor %}={{ ns.n }}{{ l.append(n) }}{{ l|length }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for range 50 {
+				out, err := tpl.Render(map[string]Value{"n": int64(g), "l": NewList()})
+				want := ""
+				sum := 0
+				for i := range g {
+					want += fmt.Sprintf("<%d>", i)
+					sum += i
+				}
+				want += fmt.Sprintf("=%dNone1", sum)
+				if err != nil || out != want {
+					t.Errorf("%q, %v; want %q", out, err, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
