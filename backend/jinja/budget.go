@@ -87,10 +87,10 @@ const (
 	maxValueDepth = 512
 )
 
-// errBudget is what a render that ran out of its budget fails with.
-type errBudget struct{ what string }
-
-func (e errBudget) Error() string { return "template ran out of its budget: " + e.what }
+// budgetError is what a render that ran out of its budget fails with.
+func budgetError(format string, args ...any) *Error {
+	return &Error{Msg: "template ran out of its budget: " + fmt.Sprintf(format, args...)}
+}
 
 // spend takes n bytes from the budget before they are allocated. The first
 // failure sticks: later spending and work fail at once, so loops inside a
@@ -100,7 +100,7 @@ func (r *renderer) spend(n int64) error {
 		return r.err
 	}
 	if n < 0 || n > r.lim.bytes-r.spent {
-		r.err = &Error{Msg: errBudget{fmt.Sprintf("it built over %d MiB of text and values", r.lim.bytes>>20)}.Error()}
+		r.err = budgetError("it built over %d MiB of text and values", r.lim.bytes>>20)
 		return r.err
 	}
 	r.spent += n
@@ -126,7 +126,7 @@ func (r *renderer) work(units int64) error {
 	}
 	r.worked += units
 	if r.worked > r.lim.work {
-		r.err = &Error{Msg: errBudget{fmt.Sprintf("it ran over %d steps", r.lim.work/workStep)}.Error()}
+		r.err = budgetError("it ran over %d steps", r.lim.work/workStep)
 	}
 	return r.err
 }
