@@ -69,7 +69,11 @@ func (t Template) renderJinja(msgs []Message, tools []Tool, addGeneration bool, 
 		if err != nil {
 			return "", fmt.Errorf("messages[%d].%w", i, err)
 		}
-		ms.Items = append(ms.Items, v)
+		if t.harmony {
+			ms.Items = append(ms.Items, harmonyTurns(v)...)
+		} else {
+			ms.Items = append(ms.Items, v)
+		}
 	}
 	vars["messages"] = ms
 	vars["add_generation_prompt"] = addGeneration
@@ -155,6 +159,35 @@ func messageValue(m Message, harmony bool) (*jinja.Dict, error) {
 		}
 	}
 	return d, nil
+}
+
+// harmonyTurns splits a turn with several tool calls into one turn a call,
+// as vLLM hands them to harmony: gpt-oss's template renders only a turn's
+// first call. The first keeps the turn's reasoning and content; the others
+// carry role, an empty content and their call.
+func harmonyTurns(d *jinja.Dict) []jinja.Value {
+	v, _ := d.Get("tool_calls")
+	calls, _ := v.(*jinja.List)
+	if calls == nil || len(calls.Items) < 2 {
+		return []jinja.Value{d}
+	}
+	out := make([]jinja.Value, len(calls.Items))
+	for i, c := range calls.Items {
+		turn := jinja.NewDict()
+		if i == 0 {
+			for _, k := range d.Keys() {
+				x, _ := d.Get(k)
+				turn.Set(k, x)
+			}
+		} else {
+			role, _ := d.Get("role")
+			turn.Set("role", role)
+			turn.Set("content", "")
+		}
+		turn.Set("tool_calls", jinja.NewList(c))
+		out[i] = turn
+	}
+	return out
 }
 
 // toolValue keeps the client's key order inside parameters, so the same

@@ -61,6 +61,13 @@ def prepare(msgs, harmony):
                 d["thinking"] = m["reasoning_content"]
                 if calls:
                     del d["content"]
+        if harmony and len(calls) > 1:
+            # One turn a call, as vLLM hands them to harmony.
+            for i, tc in enumerate(d["tool_calls"]):
+                turn = dict(d) if i == 0 else {"role": d["role"], "content": ""}
+                turn["tool_calls"] = [tc]
+                out.append(turn)
+            continue
         out.append(d)
     return out
 
