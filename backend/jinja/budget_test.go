@@ -23,12 +23,12 @@ func allocated(f func()) uint64 {
 }
 
 // renderBounded renders src with the default limits and fails t if that
-// allocated more than the budget allows (256 MiB of values plus what
-// bookkeeping and one builder's doubling cost).
+// allocated more than the budget allows (64 MiB of values, a few times
+// over for builders outgrown and bookkeeping).
 func renderBounded(t *testing.T, src string, vars map[string]Value) (out string, err error) {
 	t.Helper()
 	n := allocated(func() { out, err = render(src, vars) })
-	if n > 800<<20 {
+	if n > 6*uint64(defaultLimits.bytes) {
 		t.Errorf("rendering allocated %d MiB", n>>20)
 	}
 	return out, err
