@@ -57,7 +57,7 @@ func (e *Engine) stepOnce() bool {
 	if len(e.running) == 0 && len(e.waiting) == 0 {
 		return false
 	}
-	t0 := time.Now()
+	t0 := e.stepTime()
 	e.step++
 	p := e.schedule()
 	if len(p.batch.Tokens) == 0 {
@@ -75,7 +75,7 @@ func (e *Engine) stepOnce() bool {
 		return true
 	}
 	e.apply(p, logits)
-	d := time.Since(t0)
+	d := e.stepTime().Sub(t0)
 	if len(p.trace.Prefill) > 0 {
 		// NOTE: decode-only steps are mostly fixed overhead; timing them
 		// would make the next prefill chunk look dear.
@@ -86,6 +86,14 @@ func (e *Engine) stepOnce() bool {
 	e.setLoad()
 	e.trace(p.trace)
 	return true
+}
+
+// stepTime is the time by Options.Clock.
+func (e *Engine) stepTime() time.Time {
+	if e.opt.Clock != nil {
+		return e.opt.Clock()
+	}
+	return time.Now()
 }
 
 // schedule plans one step: decode tokens first, every running stream its

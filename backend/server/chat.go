@@ -145,7 +145,7 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 		j.maxCalls = 1
 	}
 	j.req.Prompt, j.req.CacheSalt = prompt, r.CacheSalt
-	if room := s.e.Options().MaxContext - len(prompt); maxTok == nil && room > 0 {
+	if room := s.e.Options().MaxContext - len(prompt); maxTok == nil && room > 0 && s.opt.MaxTokensDefault > 0 {
 		j.req.MaxTokens = min(s.opt.MaxTokensDefault, room)
 	}
 	var g *grammar.Grammar

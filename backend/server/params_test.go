@@ -16,7 +16,7 @@ import (
 // from /v1/chat/completions and /v1/completions (logprobs, whose field
 // differs, names each API's own).
 func TestCompletionsCheckAsChatDoes(t *testing.T) {
-	f := start(t, engine.Options{MaxContext: 200}, Options{ServedName: "tiny"})
+	f := start(t, func(o *engine.Options) { o.MaxContext = 200 }, func(o *Options) { o.ServedName = "tiny" })
 	cases := []struct {
 		name, field string // field: the same JSON in both bodies
 		chat, text  string // else each API's own
@@ -63,8 +63,8 @@ func TestCompletionsCheckAsChatDoes(t *testing.T) {
 // finished exactly once, last; a request the engine refuses gets finished
 // alone, with the error.
 func TestHooksFollowTheJobsLife(t *testing.T) {
-	f := start(t, engine.Options{MaxContext: 64}, Options{})
-	s := New(f.e, Options{})
+	f := start(t, func(o *engine.Options) { o.MaxContext = 64 }, nil)
+	s := New(f.e, DefaultOptions())
 	tok := f.e.Model().Tok
 	newJob := func(maxTokens int) job {
 		j, err := s.check(generation{maxTokens: &maxTokens, maxParam: "max_tokens", sampling: Sampling{Temperature: new(float32)}})
