@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -69,6 +70,9 @@ func (e *Engine) stepOnce() bool {
 	e.setLoad()
 	logits, err := e.m.Forward(&p.batch, e.kv)
 	if err != nil {
+		// The step's requests end with the error; the loop goes on, so a
+		// device that recovers serves the next ones.
+		err = fmt.Errorf("engine: step %d: %w", e.step, err)
 		for _, en := range p.entries {
 			e.finish(en.s, FinishError, err)
 		}

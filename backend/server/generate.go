@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"unicode/utf8"
 
@@ -196,6 +198,9 @@ func (s *Server) generate(ctx context.Context, j job, h hooks) (res result, err 
 				return res, ctx.Err()
 			case ev.Finish == engine.FinishAbort: // the engine closed under it: never a normal end
 				return res, engineError(cmp.Or(ev.Err, engine.ErrClosed))
+			case ev.Finish == engine.FinishError: // its step failed (a device error)
+				return res, &APIError{Status: http.StatusInternalServerError, Message: fmt.Sprintf("the model's step failed: %v", ev.Err),
+					Type: "server_error", Code: strp("step_failed")}
 			default:
 				return res, ev.Err
 			}
