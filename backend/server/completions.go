@@ -72,14 +72,13 @@ func (s *Server) completions(c echo.Context) error {
 	if err := decode(c, &r); err != nil {
 		return err
 	}
-	maxTok := r.MaxTokens
-	if maxTok == nil {
-		maxTok = new(16) // OpenAI's default for this API
-	}
-	j, err := s.check(generation{model: r.Model, n: r.N, maxTokens: maxTok, maxParam: "max_tokens", sampling: r.Sampling, stop: r.Stop,
+	j, err := s.check(generation{model: r.Model, n: r.N, maxTokens: r.MaxTokens, maxParam: "max_tokens", sampling: r.Sampling, stop: r.Stop,
 		logprobs: r.Logprobs, logprobsParam: "logprobs"})
 	if err != nil {
 		return err
+	}
+	if r.MaxTokens == nil {
+		j.req.MaxTokens = 16 // OpenAI's default for this API
 	}
 	if r.Logprobs != nil && r.Echo {
 		return badRequest("echo", "echo with logprobs needs the prompt's log-probabilities, which this server does not compute")
