@@ -80,6 +80,7 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	flt("rope.freq_base", &c.RopeBase, 10000)
 	flt("expert_weights_scale", &c.ExpertWeightsScale, 1)
 	c.ExpertWeightsNorm, _ = f.Bool(arch + ".expert_weights_norm")
+	_, c.Sinks = f.Tensor("blk.0.attn_sinks.weight")
 	if err := c.readRopeScaling(f); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", f.Path, err)
 	}
