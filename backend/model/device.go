@@ -26,6 +26,7 @@ type device struct {
 	moe                       moeBufs                     // the routed experts' (moe.go)
 
 	att        kernels.Attention
+	step       step         // the step in flight (forward.go)
 	fusedQKV   bool         // some layer runs Q, K, V stacked
 	fusedGLU   map[int]bool // the ff widths of the MLPs that run Gate, Up stacked
 	ff         int          // the widest dense or shared MLP

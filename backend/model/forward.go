@@ -81,11 +81,12 @@ func (m *Model) Forward(b *Batch, kv KVStore) ([]float32, error) {
 		Out: d.attn, Q: d.q, Pos: d.pos, Seq: d.seq, Table: d.table, TableStride: stride, MaxPos: maxPos,
 		BlockSize: kv.BlockSize(), Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: c.AttnScale(), N: n,
 	}
-	s := step{m: m, k: k, d: d, c: &m.Config, n: n, keys: keys, values: values}
+	s := &d.step // kept in the device: a block's forward takes it through an interface
+	*s = step{m: m, k: k, d: d, c: &m.Config, n: n, keys: keys, values: values}
 	k.Embed(d.x, m.TokenEmbd, d.ids, n)
 	for li, blk := range m.Blocks {
 		s.layer = li
-		blk.forward(&s)
+		blk.forward(s)
 	}
 	if nl == 0 {
 		return d.hLogits[:0], nil

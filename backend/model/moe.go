@@ -16,8 +16,6 @@ type moe struct {
 	Down   *Experts        `gguf:"ffn_down_exps" shape:"experts dim expert_ff"` // (experts, dim, expert_ff)
 }
 
-func (*moe) setup(*device) []*kernels.Matrix { return nil }
-
 // expertBias is the biases of the router and of every expert's products
 // (gpt-oss).
 type expertBias struct {

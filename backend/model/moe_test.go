@@ -111,3 +111,26 @@ func TestTopK(t *testing.T) {
 		t.Errorf("topK of 1: %v", one)
 	}
 }
+
+// TestDecodeAllocs: once its buffers have grown, a decode step allocates
+// nothing on the CPU device, dense or routed.
+func TestDecodeAllocs(t *testing.T) {
+	for _, arch := range []string{"llama", "qwen3moe", "glm4moe", "gpt-oss"} {
+		o := tinyMoE(arch, quant.Q8_0)
+		if arch == "llama" {
+			o = tiny(arch, quant.Q8_0)
+		}
+		m := synthModel(t, o, cpu.New(2))
+		pool := NewPool(m.Config, 4, 16)
+		table := pool.Contiguous()
+		for i := 0; i < 40; i++ { // past gpt-oss's window
+			if _, err := m.Forward(&Batch{Tokens: []int{3 + i}, Pos: []int{i}, Table: [][]int32{table}, Logits: []int{0}}, pool); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b := &Batch{Tokens: []int{7}, Pos: []int{40}, Table: [][]int32{table}, Logits: []int{0}}
+		if n := testing.AllocsPerRun(10, func() { m.Forward(b, pool) }); n != 0 {
+			t.Errorf("%s: %v allocations per decode step", arch, n)
+		}
+	}
+}
