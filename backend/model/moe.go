@@ -186,11 +186,13 @@ func softmax(x []float32) {
 		mx = max(mx, v)
 	}
 	var sum float64
-	for _, v := range x {
-		sum += math.Exp(float64(v - mx))
+	for i, v := range x {
+		e := math.Exp(float64(v - mx))
+		x[i] = float32(e)
+		sum += e
 	}
 	for i, v := range x {
-		x[i] = float32(math.Exp(float64(v-mx)) / sum)
+		x[i] = float32(float64(v) / sum)
 	}
 }
 
