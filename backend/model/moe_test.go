@@ -1,9 +1,12 @@
 package model
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
+	"jspark/backend/gguf"
 	"jspark/backend/sample"
 	"jspark/kernels"
 	"jspark/kernels/cpu"
@@ -135,4 +138,52 @@ func TestDecodeAllocs(t *testing.T) {
 			t.Errorf("%s: %v allocations per decode step", arch, n)
 		}
 	}
+}
+
+// FuzzLoadMoEFields is FuzzLoadFields on a gpt-oss file: the expert
+// counts, the window, the rope scaling and the expert tensors' dims take
+// fuzzed values; loading gives an error naming the file or a model whose
+// step runs, never a panic.
+func FuzzLoadMoEFields(f *testing.F) {
+	o := SynthOptions{Arch: "gpt-oss", Layers: 2, Dim: 32, Heads: 4, KVHeads: 2, FF: 64, Type: quant.F32, Seed: 1}
+	DefaultMoE(&o)
+	o.Experts, o.ExpertsUsed, o.ExpertFF, o.SlidingWindow = 4, 2, 32, 8
+	w, err := Synth(o)
+	if err != nil {
+		f.Fatal(err)
+	}
+	base, _ := w.Bytes()
+	keys := []string{"expert_count", "expert_used_count", "expert_feed_forward_length", "attention.sliding_window",
+		"rope.scaling.original_context_length", "block_count"}
+	tensors := []string{"blk.0.ffn_gate_exps.weight", "blk.1.ffn_down_exps.weight", "blk.0.ffn_gate_inp.weight",
+		"blk.0.attn_sinks.weight", "blk.1.ffn_up_exps.bias"}
+	f.Add(uint8(0), uint64(1<<31-1), uint64(0), uint64(0))
+	f.Add(uint8(1), uint64(5), uint64(0), uint64(0))
+	f.Add(uint8(6), uint64(32), uint64(64), uint64(1<<30))
+	f.Fuzz(func(t *testing.T, which uint8, v, d0, d1 uint64) {
+		var data []byte
+		if int(which) < len(keys) {
+			data = rewrite(t, base, "gpt-oss."+keys[which], uint32(v), "", nil)
+		} else {
+			dims := []uint64{v}
+			for _, d := range []uint64{d0, d1} {
+				if d != 0 {
+					dims = append(dims, d)
+				}
+			}
+			data = rewrite(t, base, "", nil, tensors[int(which)%len(tensors)], dims)
+		}
+		m, err := load(data)
+		if err != nil {
+			var ge *gguf.Error
+			if errors.As(err, &ge) || strings.HasPrefix(err.Error(), "hostile.gguf: ") {
+				return
+			}
+			t.Fatalf("error without the file's name: %v", err)
+		}
+		pool := NewPool(m.Config, 1, 16)
+		if _, err := m.Forward(&Batch{Tokens: []int{1, 2}, Pos: []int{0, 1}, Table: [][]int32{pool.Contiguous(), pool.Contiguous()}, Logits: []int{1}}, pool); err != nil {
+			t.Fatalf("a loaded model's step: %v", err)
+		}
+	})
 }
