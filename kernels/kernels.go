@@ -144,6 +144,37 @@ type Attention struct {
 	HeadDim     int
 	Scale       float32
 	N           int
+	// Sinks, when not nil, is F32 (Heads): each head's sink logit, a score
+	// that joins the softmax's denominator but has no value (gpt-oss), so
+	// a head may attend to nothing.
+	Sinks *Buffer
+	// Window, when positive, limits token i to the Window positions
+	// Pos[i]-Window+1..Pos[i] (sliding-window layers); 0 sees every earlier
+	// position.
+	Window int
+}
+
+// Rope is a rotary embedding as ggml's rope_ext computes it. Pair i of a
+// head's first Dim dims (2i and 2i+1, or i and i+Dim/2 when Neox) turns by
+// θ = pos·Base^(-2i/Dim), carried in float32 as ggml does. Scaled
+// contexts (linear, YaRN) interpolate: θ' = FreqScale·θ, mixed back
+// towards θ by ExtFactor·ramp(i) between the correction dims Corr, and
+// both cos and sin are multiplied by Mscale (YaRN's magnitude
+// correction, 1 + 0.1·ln(1/FreqScale) when ExtFactor is not 0, times the
+// file's attention factor). A plain rotation is PlainRope.
+type Rope struct {
+	Dim       int
+	Base      float32
+	Neox      bool
+	FreqScale float32
+	ExtFactor float32
+	Mscale    float32
+	Corr      [2]float32
+}
+
+// PlainRope is an unscaled rotation of the first dim dims.
+func PlainRope(dim int, base float32, neox bool) Rope {
+	return Rope{Dim: dim, Base: base, Neox: neox, FreqScale: 1, Mscale: 1}
 }
 
 // Memory is the buffer half of a device.
@@ -186,14 +217,29 @@ type Kernels interface {
 	Embed(dst *Buffer, w *Matrix, ids *Buffer, n int)
 	// RMSNorm sets each of the n dim-long rows of dst to x/rms(x)·weight.
 	RMSNorm(dst, x, weight *Buffer, n, dim int, eps float32)
-	// RoPE rotates the first ropeDim dims of each head of x (n, heads*headDim)
-	// by its token's position pos (I32, n); neox pairs i with i+ropeDim/2,
-	// normal pairs 2i with 2i+1.
-	RoPE(x, pos *Buffer, n, heads, headDim, ropeDim int, base float32, neox bool)
+	// RoPE rotates the first r.Dim dims of each head of x (n, heads*headDim)
+	// by its token's position pos (I32, n), as Rope says.
+	RoPE(x, pos *Buffer, n, heads, headDim int, r Rope)
 	// Attend computes causal attention.
 	Attend(a *Attention)
 	// SiLUMul sets gate = silu(gate)·up over the first n elements.
 	SiLUMul(gate, up *Buffer, n int)
+	// SwiGLUOAI sets gate = g·σ(alpha·g)·(u+1) over the first n elements,
+	// with g = min(gate, limit) and u = up clamped to ±limit: gpt-oss's
+	// clamped SwiGLU.
+	SwiGLUOAI(gate, up *Buffer, n int, alpha, limit float32)
+	// MatMulGroups multiplies consecutive groups of rows by their own
+	// matrices: rows start[g]..start[g+1]-1 of dst (·, ws[g].Rows) are the
+	// same rows of x (·, ws[g].Cols) · ws[g]ᵀ. Every ws[g] has one shape;
+	// len(start) is len(ws)+1, non-decreasing, and groups without rows are
+	// skipped. A mixture of experts' step: its token rows sorted by
+	// expert, one product per expert that has tokens.
+	MatMulGroups(dst, x *Buffer, ws []*Matrix, start []int)
+	// WeightedSum adds to each of the n width-long rows t of dst the sum
+	// over j < k of weights[t*k+j] · row rows[t*k+j] of src, summed in j
+	// order before it is added: the routed experts' outputs of a token
+	// brought back to its row. weights F32, rows I32, both (n*k).
+	WeightedSum(dst, src, rows, weights *Buffer, n, k, width int)
 	// Add sets dst += src over the first n elements.
 	Add(dst, src *Buffer, n int)
 	// AddBias adds bias (dim) to each of the n dim-long rows of x.

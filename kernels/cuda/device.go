@@ -21,7 +21,7 @@ type Device struct {
 	rt     runtime
 	fn     map[string]kernelFn
 	weight map[quant.Type]weightFns
-	args   [16]uint64 // kernel arguments of the launch in progress
+	args   [24]uint64 // kernel arguments of the launch in progress
 
 	scratchPtr uint64 // attention's partial sums (Attend)
 	scratchLen int    // floats
@@ -73,7 +73,7 @@ var weightKernels = map[quant.Type]string{
 // kernelNames are every kernel the device launches.
 var kernelNames = func() []string {
 	names := []string{"rmsnorm", "rope", "silu_mul", "add", "add_bias", "gather", "scatter_f32",
-		"scatter_f16", "attend_f32", "attend_f16", "attend_merge", "argmax", "softmax"}
+		"scatter_f16", "attend_f32", "attend_f16", "attend_merge", "argmax", "softmax", "swiglu_oai", "weighted_sum"}
 	for _, s := range weightKernels {
 		names = append(names, "matmul_"+s+"_1", "matmul_"+s+"_8", "embed_"+s)
 	}

@@ -34,7 +34,7 @@ type driver struct {
 	stream  cu.Stream
 	mods    []cu.Module
 	fns     map[string]cu.Function
-	params  [16]unsafe.Pointer
+	params  [24]unsafe.Pointer // as many as Device.args
 }
 
 func newDriver(ordinal int) (*driver, error) {
