@@ -226,5 +226,5 @@ func (o SynthOptions) weightType(name string, cols int) quant.Type {
 	if o.KVHeads > 0 {
 		gqa = o.Heads / o.KVHeads
 	}
-	return m.TypeOf(name, cols, MixModel{Layers: o.Layers, GQA: gqa})
+	return m.TypeOf(name, cols, MixModel{Layers: o.Layers, Experts: o.Experts, GQA: gqa})
 }

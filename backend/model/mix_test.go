@@ -25,12 +25,18 @@ var quantizeBin = flag.String("quantize", "", "record testdata/mixes.tsv with th
 const mixesFile = "testdata/mixes.tsv"
 
 // mixModels are shaped to reach every rule: 16 layers for the layer
-// rules, grouped-query attention (4, 2 and 1 query heads a KV head), and
-// rows not a whole number of super-blocks (ff 352, dim 384).
+// rules, grouped-query attention (4, 2 and 1 query heads a KV head), rows
+// not a whole number of super-blocks (ff 352, dim 384), and experts
+// (routed, shared, leading dense layers).
 var mixModels = map[string]SynthOptions{
 	"llama16-gqa4-ff352":  {Arch: "llama", Layers: 16, Dim: 256, Heads: 8, KVHeads: 2, FF: 352, Type: quant.F32, Seed: 3},
 	"qwen2-8-dim384-gqa2": {Arch: "qwen2", Layers: 8, Dim: 384, Heads: 6, KVHeads: 3, FF: 512, Type: quant.F32, Seed: 4},
 	"qwen3-8-gqa1":        {Arch: "qwen3", Layers: 8, Dim: 256, Heads: 4, KVHeads: 4, FF: 768, Type: quant.F32, Seed: 5},
+	// experts: the n_expert rules, expert tensors by layer, rows of 352
+	"qwen3moe-8-e8": {Arch: "qwen3moe", Layers: 8, Dim: 256, Heads: 8, KVHeads: 2, FF: 512, Type: quant.F32, Seed: 6,
+		Experts: 8, ExpertsUsed: 2, ExpertFF: 352},
+	"glm4moe-8-e8-shared": {Arch: "glm4moe", Layers: 8, Dim: 256, Heads: 8, KVHeads: 2, FF: 512, Type: quant.F32, Seed: 7,
+		Experts: 8, ExpertsUsed: 2, ExpertFF: 256, SharedExperts: 1, DenseLayers: 1},
 }
 
 // ikOnly are ik_llama.cpp's picks that jspark replaces by mainline

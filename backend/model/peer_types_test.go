@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"math"
 	"os"
-	"sort"
 	"strings"
 	"testing"
 
@@ -49,15 +48,16 @@ type peerDiff struct {
 func comparePeer(t *testing.T, m *Model, recs []peerRecord, gapMin float64) peerDiff {
 	var d peerDiff
 	for _, r := range recs {
+		banned := map[int]bool{}
+		for id := r.Banned[0]; id < r.Banned[1]; id++ {
+			banned[id] = true
+		}
 		ids := append(append([]int(nil), r.PromptIDs...), r.GenIDs...)
 		logits := allLogits(t, m, ids)
 		for i, top := range r.Top5 {
 			pos := len(r.PromptIDs) - 1 + i
-			row := append([]float32(nil), logits[pos*m.Vocab:(pos+1)*m.Vocab]...)
-			for id := r.Banned[0]; id < r.Banned[1]; id++ {
-				row[id] = float32(math.Inf(-1))
-			}
-			lp := ikLogProbs(row, 5)
+			// ik's normalisation (ikref_test.go): ours in its terms
+			lp, arg := ikLogProbs(logits[pos*m.Vocab:(pos+1)*m.Vocab], banned, 5)
 			for _, p := range top {
 				e := math.Abs(lp[int(p[0])] - p[1])
 				d.worst, d.sum, d.n = math.Max(d.worst, e), d.sum+e, d.n+1
@@ -65,7 +65,7 @@ func comparePeer(t *testing.T, m *Model, recs []peerRecord, gapMin float64) peer
 			d.positions++
 			if top[0][1]-top[1][1] >= gapMin {
 				d.clear++
-				if argmax(lp) != int(top[0][0]) {
+				if arg != int(top[0][0]) {
 					d.differs++
 				}
 			}
@@ -188,45 +188,4 @@ func loadGGUF(t *testing.T, data []byte, k kernels.Kernels) *Model {
 		t.Fatal(err)
 	}
 	return m
-}
-
-// ikLogProbs is what ik_llama.cpp's server reports for logits x with
-// n_probs n (get_token_probabilities in examples/server/server-common.cpp):
-// exp(x_i − max) over a sum that counts every token once and the tokens
-// past the n likeliest a second time (its loop over the vocabulary is
-// followed by one more over the tail). That normalisation, not the
-// logits, would put a softmax 0.3 to 0.7 nats off ik's numbers on these
-// flat distributions; with it, the logits are compared.
-func ikLogProbs(x []float32, n int) []float64 {
-	mx := math.Inf(-1)
-	for _, v := range x {
-		mx = math.Max(mx, float64(v))
-	}
-	e := make([]float64, len(x))
-	var all float64
-	for i, v := range x {
-		e[i] = math.Exp(float64(v) - mx)
-		all += e[i]
-	}
-	top := append([]float64(nil), e...)
-	sort.Sort(sort.Reverse(sort.Float64Slice(top)))
-	tail := all
-	for _, v := range top[:n] {
-		tail -= v
-	}
-	out := make([]float64, len(x))
-	for i, v := range x {
-		out[i] = float64(v) - mx - math.Log(all+tail)
-	}
-	return out
-}
-
-func argmax(x []float64) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }
