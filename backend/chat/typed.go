@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+
+	"jspark/backend/grammar"
 )
 
 // The XML formats (qwen3coder, glm) write each parameter's value as text:
@@ -97,8 +99,8 @@ func escapeJSON(s string) string {
 }
 
 // stringParam reports whether the schema of tool's parameter param takes
-// a string: it names no type, or string among its types. A parameter the
-// tools do not describe is a string, as vLLM reads them.
+// a string (grammar.TakesString, the rule the grammar writes them by). A
+// parameter the tools do not describe is a string, as vLLM reads them.
 func (p *Parser) stringParam(tool, param string) bool {
 	if p.types == nil {
 		p.types = map[string]map[string]bool{}
@@ -111,53 +113,13 @@ func (p *Parser) stringParam(tool, param string) bool {
 			}
 			m := map[string]bool{}
 			for name, raw := range s.Properties {
-				m[name] = takesString(raw, 0)
+				m[name] = grammar.TakesString(raw)
 			}
 			p.types[t.Function.Name] = m
 		}
 	}
 	str, ok := p.types[tool][param]
 	return str || !ok
-}
-
-// takesString reads a property schema's types (type, anyOf, oneOf, enum).
-func takesString(raw json.RawMessage, depth int) bool {
-	var s struct {
-		Type  json.RawMessage   `json:"type"`
-		AnyOf []json.RawMessage `json:"anyOf"`
-		OneOf []json.RawMessage `json:"oneOf"`
-		Enum  []any             `json:"enum"`
-	}
-	if depth > 8 || json.Unmarshal(raw, &s) != nil {
-		return true
-	}
-	var one string
-	var many []string
-	switch {
-	case json.Unmarshal(s.Type, &one) == nil:
-		return one == "string"
-	case json.Unmarshal(s.Type, &many) == nil:
-		for _, t := range many {
-			if t == "string" {
-				return true
-			}
-		}
-		return false
-	}
-	if branches := append(s.AnyOf, s.OneOf...); len(branches) > 0 {
-		for _, b := range branches {
-			if takesString(b, depth+1) {
-				return true
-			}
-		}
-		return false
-	}
-	for _, v := range s.Enum {
-		if _, ok := v.(string); !ok {
-			return false
-		}
-	}
-	return true
 }
 
 // maxWord bounds a name or key read between markers: past it the markup

@@ -312,3 +312,32 @@ func BenchmarkMask(b *testing.B) {
 		}
 	})
 }
+
+// The XML formats write a string parameter raw: any text within its
+// bounds that never holds the closing tag; other values as JSON.
+func TestRawValues(t *testing.T) {
+	tools := []Tool{{"f", []byte(`{"type":"object","properties":{"s":{"type":"string","maxLength":6},"n":{"type":"integer"},"e":{"enum":["a b","c"]}},"required":["s"]}`)}}
+	g, err := ToolCalls("qwen3coder", tools, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(params string) string {
+		return "<tool_call>\n<function=f>\n" + params + "</function>\n</tool_call>"
+	}
+	p := func(k, v string) string { return "<parameter=" + k + ">\n" + v + "\n</parameter>\n" }
+	for text, want := range map[string]bool{
+		call(p("s", "a\"\\\n<b")):                    true,
+		call(p("e", "a b") + p("n", "-3") + p("s", "")): true,
+		call(p("s", "x</parameter>")):                  false,
+		call(p("s", "</par")):                          true,
+		call(p("s", "1234567")):                        false,
+		call(p("s", "x") + p("n", "1.5")):              false,
+		call(p("n", "1")):                              false, // s is required
+		call(p("e", "d") + p("s", "x")):                false,
+		call(p("s", "\"quoted\"")):                     false, // 8 characters
+	} {
+		if got := g.Valid(text); got != want {
+			t.Errorf("Valid(%q) = %v, want %v", text, got, want)
+		}
+	}
+}
