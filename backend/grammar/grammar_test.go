@@ -326,15 +326,15 @@ func TestRawValues(t *testing.T) {
 	}
 	p := func(k, v string) string { return "<parameter=" + k + ">\n" + v + "\n</parameter>\n" }
 	for text, want := range map[string]bool{
-		call(p("s", "a\"\\\n<b")):                    true,
+		call(p("s", "a\"\\\n<b")):                       true,
 		call(p("e", "a b") + p("n", "-3") + p("s", "")): true,
-		call(p("s", "x</parameter>")):                  false,
-		call(p("s", "</par")):                          true,
-		call(p("s", "1234567")):                        false,
-		call(p("s", "x") + p("n", "1.5")):              false,
-		call(p("n", "1")):                              false, // s is required
-		call(p("e", "d") + p("s", "x")):                false,
-		call(p("s", "\"quoted\"")):                     false, // 8 characters
+		call(p("s", "x</parameter>")):                   false,
+		call(p("s", "</par")):                           true,
+		call(p("s", "1234567")):                         false,
+		call(p("s", "x") + p("n", "1.5")):               false,
+		call(p("n", "1")):                               false, // s is required
+		call(p("e", "d") + p("s", "x")):                 false,
+		call(p("s", "\"quoted\"")):                      false, // 8 characters
 	} {
 		if got := g.Valid(text); got != want {
 			t.Errorf("Valid(%q) = %v, want %v", text, got, want)
