@@ -38,7 +38,7 @@ func vocabOf(t *testing.T, texts []string, types []int32) *Tokenizer {
 func TestOneHugeTokenDoesNotVoidTheBound(t *testing.T) {
 	huge := strings.Repeat("x", 32<<20)
 	tok := vocabOf(t, []string{"<unk>", "<s>", "</s>", "ab", "abcd", huge}, nil)
-	prompt := strings.Repeat("abcd ", 6<<20) // 30 MB
+	prompt := strings.Repeat("abcd ", 6<<20)                           // 30 MB
 	if got, want := tok.MinTokens(prompt), len(prompt)/5; got < want { // "abcd" is the longest piece that can occur
 		t.Fatalf("MinTokens = %d for %d bytes, want at least %d", got, len(prompt), want)
 	}
