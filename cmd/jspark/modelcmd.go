@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"jspark/backend/gguf"
 	"jspark/backend/model"
+	"jspark/backend/tokenizer"
 	"jspark/kernels/quant"
 	"jspark/kernels/ref"
 )
@@ -140,7 +142,7 @@ func newModelSynthCmd(stdout io.Writer) *cobra.Command {
 	f.IntVar(&o.Context, "ctx", 4096, "stated context length")
 	f.StringVar(&o.Type, "type", "f32", "weight type: f32, f16, bf16, q8_0, q4_0, q4_k or q6_k")
 	f.Uint64Var(&o.Seed, "seed", 1, "weight RNG seed")
-	f.StringVar(&o.VocabFrom, "vocab-from", "", "copy the tokenizer of this GGUF file")
+	f.StringVar(&o.VocabFrom, "vocab-from", "", "copy the tokenizer of this GGUF file, or of a Hugging Face tokenizer.json (with the tokenizer_config.json beside it)")
 	f.BoolVar(&o.VocabBytes, "vocab-bytes", false, "use a 259-token byte vocabulary (the default)")
 	f.StringVar(&o.Out, "out", "", "output file (required)")
 	return cmd
@@ -160,7 +162,11 @@ func runSynth(o *SynthFlags, stdout io.Writer) error {
 	opts := o.SynthOptions
 	opts.Type = t
 	if o.VocabFrom != "" {
-		v, err := gguf.Open(o.VocabFrom)
+		open := gguf.Open
+		if strings.HasSuffix(o.VocabFrom, ".json") { // a Hugging Face tokenizer.json
+			open = tokenizer.OpenHF
+		}
+		v, err := open(o.VocabFrom)
 		if err != nil {
 			return err
 		}
