@@ -83,8 +83,8 @@ func TestFormatsRequiredOverHTTP(t *testing.T) {
 			for seed := range seeds {
 				s := seed
 				req := openai.ChatCompletionRequest{
-					Messages:   []openai.ChatCompletionMessage{{Role: "user", Content: "Look at the files."}},
-					Tools:      tools, ToolChoice: "required", Temperature: 1, Seed: &s, MaxTokens: 300,
+					Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "Look at the files."}},
+					Tools:    tools, ToolChoice: "required", Temperature: 1, Seed: &s, MaxTokens: 300,
 				}
 				resp, err := f.client.CreateChatCompletion(ctx, req)
 				if err != nil {
