@@ -91,10 +91,7 @@ type Server struct {
 	format    chat.Format
 	preserved map[int]bool
 	tplErr    error
-	// maxPiece is the most bytes one token spans: the cheap bound on a
-	// prompt's token count.
-	maxPiece int
-	echo     *echo.Echo
+	echo      *echo.Echo
 	// stop ends the generations still running when a drain runs out of
 	// time (Abort); running counts them.
 	stop    context.Context
@@ -129,7 +126,8 @@ func New(e *engine.Engine, opt Options) *Server {
 		opt.BodyTimeout = DefaultBodyTimeout
 	}
 	tok := e.Model().Tok
-	s := &Server{e: e, opt: opt, maxPiece: maxPieceBytes(tok)}
+	s := &Server{e: e, opt: opt}
+	tok.MinTokens("") // its tables are made once, here, not in a request
 	s.stop, s.abort = context.WithCancel(context.Background())
 	s.tpl, s.tplErr = chat.Load(opt.ChatTemplate, chat.Special{BOS: tok.Text(tok.BOS), EOS: tok.Text(tok.EOS)})
 	s.format = s.tpl.Format()
