@@ -286,3 +286,21 @@ func TestFormatsMaxCalls(t *testing.T) {
 		})
 	}
 }
+
+// Harmony's template reads an assistant turn's reasoning from "thinking"
+// and tests its content for channel markup: a turn that only calls tools
+// has no content (as llama.cpp passes it), not none.
+func TestHarmonyHistory(t *testing.T) {
+	src := `{%- for m in messages %}{{ m.role }}:{% if "content" in m %}{{ "<|channel|>" in m.content }}{% endif %}` +
+		`{% if "thinking" in m %}[{{ m.thinking }}]{% endif %}{% if m.tool_calls %}{{ m.tool_calls[0].function.name }}{% endif %}<|channel|><|message|>;{% endfor %}`
+	tpl, err := Load(src, Special{})
+	if err != nil || tpl.Format() != FormatHarmony {
+		t.Fatalf("%v %v", tpl.Format(), err)
+	}
+	got, err := tpl.Render([]Message{{Role: "user", Content: "hi"},
+		{Role: "assistant", ReasoningContent: "plan", ToolCalls: []ToolCall{{ID: "c", Function: FunctionCall{Name: "ls", Arguments: "{}"}}}},
+		{Role: "tool", ToolCallID: "c", Content: "a"}, {Role: "assistant", Content: "done"}}, nil, false, nil)
+	if want := "user:False<|channel|><|message|>;assistant:[plan]ls<|channel|><|message|>;tool:False<|channel|><|message|>;assistant:False<|channel|><|message|>;"; err != nil || got != want {
+		t.Fatalf("%q %v\nwant %q", got, err, want)
+	}
+}

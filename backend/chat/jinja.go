@@ -61,7 +61,11 @@ func (t Template) renderJinja(msgs []Message, tools []Tool, addGeneration bool, 
 	}
 	ms := jinja.NewList()
 	for _, m := range msgs {
-		ms.Items = append(ms.Items, messageValue(m))
+		d := messageValue(m)
+		if t.format == FormatHarmony {
+			d = harmonyHistory(d, m)
+		}
+		ms.Items = append(ms.Items, d)
 	}
 	vars["messages"] = ms
 	vars["add_generation_prompt"] = addGeneration
@@ -131,6 +135,25 @@ func messageValue(m Message) *jinja.Dict {
 		d.Set("reasoning_content", m.ReasoningContent)
 	}
 	return d
+}
+
+// harmonyHistory adjusts a message as gpt-oss's template expects it (as
+// llama.cpp does): the reasoning in "thinking", and an assistant turn that
+// calls tools without "content", which the template would test for
+// channel markup.
+func harmonyHistory(d *jinja.Dict, m Message) *jinja.Dict {
+	out := jinja.NewDict()
+	for _, k := range d.Keys() {
+		if k == "content" && len(m.ToolCalls) > 0 && m.Content == "" {
+			continue
+		}
+		v, _ := d.Get(k)
+		out.Set(k, v)
+	}
+	if m.ReasoningContent != "" {
+		out.Set("thinking", m.ReasoningContent)
+	}
+	return out
 }
 
 // toolValue keeps the client's key order inside parameters, so the same
