@@ -35,8 +35,8 @@ type vocab struct {
 	// others are walked (rawSpecial).
 	raw        []int
 	rawSpecial *trie
-	maxLen  int // bytes of the longest token
-	depth   int // bytes of the longest token, for the walk's buffers
+	maxLen     int // bytes of the longest token
+	depth      int // bytes of the longest token, for the walk's buffers
 }
 
 // plainPiece reports whether a plain string holds b as it is: whole UTF-8
