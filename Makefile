@@ -31,6 +31,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFields$$' -fuzztime $(FUZZTIME) ./backend/gguf
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadFields$$' -fuzztime $(FUZZTIME) ./backend/model
 	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./backend/tokenizer
+	$(GO) test -run '^$$' -fuzz '^FuzzFromHF$$' -fuzztime $(FUZZTIME) ./backend/tokenizer
 	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(FUZZTIME) ./backend/chat
 	$(GO) test -run '^$$' -fuzz '^FuzzQwen3Coder$$' -fuzztime $(FUZZTIME) ./backend/chat
 	$(GO) test -run '^$$' -fuzz '^FuzzHarmony$$' -fuzztime $(FUZZTIME) ./backend/chat

@@ -144,7 +144,7 @@ func FromHF(name string, tokJSON, configJSON []byte) (*gguf.File, error) {
 	for _, a := range hf.AddedTokens {
 		n = max(n, a.ID+1)
 	}
-	if n == 0 || n > 1<<22 {
+	if n == 0 || n > 1<<20 { // the largest real vocabularies hold 262K
 		return nil, fmt.Errorf("%s: %d tokens", name, n)
 	}
 	tokens := make([]string, n)

@@ -143,3 +143,52 @@ func firstDiff(tok *Tokenizer, got, want []int) string {
 	}
 	return fmt.Sprintf("%d vs %d ids; from id %d got %s, want %s", len(got), len(want), i, piece(got), piece(want))
 }
+
+// tinyHF is a byte-level BPE tokenizer.json of a few tokens.
+const tinyHF = `{"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2,"Ġ":3,"Ġab":4},"merges":["a b","Ġ ab"]},
+"added_tokens":[{"id":5,"content":"<|end|>","special":true},{"id":6,"content":"<x>","special":false}],
+"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},"behavior":"Isolated"},{"type":"ByteLevel","use_regex":false}]}}`
+
+// A small tokenizer.json converts and encodes by its merges, added tokens
+// kept whole; the config's special tokens and template come along.
+func TestFromHFSmall(t *testing.T) {
+	cfg := `{"bos_token":null,"eos_token":{"content":"<|end|>"},"chat_template":[{"name":"tool_use","template":"T"},{"name":"default","template":"D"}]}`
+	f, err := FromHF("tiny", []byte(tinyHF), []byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tok.Encode("ab ab<|end|><x>", false, true); !equalIDs(got, []int{2, 4, 5, 6}) {
+		t.Errorf("ids %v", got)
+	}
+	if tpl, _ := f.String("tokenizer.chat_template"); tok.Pre != "qwen2" || tok.EOS != 5 || tok.BOS != -1 || tpl != "D" {
+		t.Errorf("pre %q eos %d bos %d template %q", tok.Pre, tok.EOS, tok.BOS, tpl)
+	}
+	for _, bad := range []string{`{}`, `{"model":{"type":"WordPiece"}}`, `{"model":{"type":"BPE","vocab":{"a":-1}}}`,
+		`{"model":{"type":"BPE","vocab":{"a":0}},"pre_tokenizer":{"type":"Split","pattern":{"Regex":"x"}}}`} {
+		if _, err := FromHF("bad", []byte(bad), nil); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}
+
+// FuzzFromHF: any tokenizer.json is converted or refused with an error,
+// and what converts loads and encodes without a panic.
+func FuzzFromHF(f *testing.F) {
+	f.Add([]byte(tinyHF), "ab <x>b")
+	f.Add([]byte(`{"model":{"type":"BPE","byte_fallback":true,"vocab":{"<unk>":0,"<0x41>":1,"▁a":2},"merges":[["▁","a"]]},"normalizer":{"type":"Replace","pattern":{"String":" "},"content":"▁"}}`), " a A")
+	f.Fuzz(func(t *testing.T, raw []byte, text string) {
+		file, err := FromHF("fuzz", raw, nil)
+		if err != nil {
+			return
+		}
+		tok, err := FromGGUF(file)
+		if err != nil {
+			return
+		}
+		tok.Decode(tok.Encode(text, true, true), true)
+	})
+}
