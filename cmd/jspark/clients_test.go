@@ -98,6 +98,7 @@ func clientServer(t *testing.T, family, template string) string {
 
 // exchange is one request through the proxy, as forwarded, and its reply.
 type exchange struct {
+	at       time.Duration // since the proxy started
 	path     string
 	request  map[string]any
 	response string
@@ -108,6 +109,7 @@ type exchange struct {
 type forcer struct {
 	target *url.URL
 	tools  []string
+	start  time.Time
 	mu     sync.Mutex
 	log    []exchange
 	chosen string
@@ -127,7 +129,7 @@ func (f *forcer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del("Accept-Encoding")
 	proxy.ServeHTTP(rec, r)
 	f.mu.Lock()
-	f.log = append(f.log, exchange{r.URL.Path, req, rec.buf.String()})
+	f.log = append(f.log, exchange{time.Since(f.start), r.URL.Path, req, rec.buf.String()})
 	f.mu.Unlock()
 }
 
@@ -346,7 +348,11 @@ func checkTurns(t *testing.T, f *forcer, out string) {
 	}
 	for i, x := range gen {
 		if resultFor(x.request, callID) {
-			t.Logf("%d model requests; reply 1 called %s (%s); request %d returned its result", len(gen), f.chosen, callID, i+1)
+			var at []string
+			for _, x := range f.log {
+				at = append(at, fmt.Sprintf("%s %.1fs", x.path, x.at.Seconds()))
+			}
+			t.Logf("%d model requests; reply 1 called %s (%s); request %d returned its result; requests ended at %s", len(gen), f.chosen, callID, i+1, strings.Join(at, ", "))
 			return
 		}
 	}
@@ -442,7 +448,7 @@ func resultFor(req map[string]any, id string) bool {
 
 func startForcer(t *testing.T, server string, tools ...string) (*forcer, string) {
 	u, _ := url.Parse(server)
-	f := &forcer{target: u, tools: tools}
+	f := &forcer{target: u, tools: tools, start: time.Now()}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	return f, srv.URL + "/v1"
