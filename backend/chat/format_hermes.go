@@ -13,6 +13,9 @@ type hermes struct {
 	state  hermesState
 	layout layout
 	json   jsonArgs
+	// searched is how much of a held body holds no closing tag (less the
+	// tag's length), so a long body is not searched again from its start.
+	searched int
 }
 
 type hermesState int
@@ -26,11 +29,11 @@ const (
 
 // nameFirst matches the start of a name-first call body up to the opening
 // brace of its arguments.
-var nameFirst = regexp.MustCompile(`^\s*\{\s*"name"\s*:\s*"([^"\\]+)"\s*,\s*"(?:arguments|parameters)"\s*:\s*\{`)
+var nameFirst = regexp.MustCompile(`^\s*\{\s*"name"\s*:\s*"([^"\\]{1,256})"\s*,\s*"(?:arguments|parameters)"\s*:\s*\{`)
 
 // nameOnly matches a call body whose name is complete (its closing quote
 // arrived) and whose arguments have not begun.
-var nameOnly = regexp.MustCompile(`^\s*\{\s*"name"\s*:\s*"([^"\\]+)"`)
+var nameOnly = regexp.MustCompile(`^\s*\{\s*"name"\s*:\s*"([^"\\]{1,256})"`)
 
 func (h *hermes) next(p *Parser) bool {
 	switch h.state {
@@ -44,13 +47,16 @@ func (h *hermes) next(p *Parser) bool {
 		if m := nameFirst.FindStringSubmatchIndex(p.buf); m != nil {
 			p.startCall(p.buf[m[2]:m[3]])
 			p.consume(m[1] - 1) // up to the arguments' opening brace
-			h.state, h.json = hermesArgs, jsonArgs{}
+			h.state, h.json, h.searched = hermesArgs, jsonArgs{}, 0
 			return true
 		}
-		j := strings.Index(p.buf, ToolCallClose)
+		j := strings.Index(p.buf[h.searched:], ToolCallClose)
 		if j < 0 {
+			h.searched = max(0, len(p.buf)-len(ToolCallClose))
 			return false
 		}
+		j += h.searched
+		h.searched = 0
 		body := p.buf[:j]
 		p.consume(j + len(ToolCallClose))
 		h.state = hermesText

@@ -3,6 +3,7 @@ package chat
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -302,5 +303,29 @@ func TestHarmonyHistory(t *testing.T) {
 		{Role: "tool", ToolCallID: "c", Content: "a"}, {Role: "assistant", Content: "done"}}, nil, false, nil)
 	if want := "user:False<|channel|><|message|>;assistant:[plan]ls<|channel|><|message|>;tool:False<|channel|><|message|>;assistant:False<|channel|><|message|>;"; err != nil || got != want {
 		t.Fatalf("%q %v\nwant %q", got, err, want)
+	}
+}
+
+// A body held whole until its closing tag (not name first) costs memory
+// linear in its length however small the pieces it arrives in: the held
+// text is not copied, nor searched again from its start, at every piece.
+func TestLongHeldBodyIsLinear(t *testing.T) {
+	body := `{"arguments": {"data": "` + strings.Repeat("x", 2<<20) + `"}, "name": "write"}`
+	out := "<tool_call>" + body + "</tool_call>"
+	p := &Parser{Format: FormatHermes}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var got reply
+	for i := 0; i < len(out); i += 3 {
+		got.add(p.Feed(out[i:min(len(out), i+3)]))
+	}
+	d, _ := p.Finish()
+	got.add(d)
+	runtime.ReadMemStats(&after)
+	if len(got.Calls) != 1 || got.Calls[0].Name != "write" || len(got.Calls[0].Arguments) != 2<<20+len(`{"data":""}`) {
+		t.Fatalf("%d calls", len(got.Calls))
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("a 2 MiB body fed 3 bytes at a time allocated %d MiB", alloc>>20)
 	}
 }

@@ -3,6 +3,7 @@ package chat
 import (
 	"encoding/json"
 	"strings"
+	"unsafe"
 )
 
 // Delta is what one piece of model output adds: reasoning text, content
@@ -57,11 +58,12 @@ type Parser struct {
 	Forced bool
 
 	m     machine
-	buf   string // text not yet consumed
-	final bool   // no more text will come
-	out   Delta  // what the current Feed or Finish adds
-	calls int    // calls opened and finished so far
-	open  bool   // a call's name went out and the call has not ended
+	buf   string          // text not yet consumed
+	in    strings.Builder // holds buf at its end while buf is held (see grow)
+	final bool            // no more text will come
+	out   Delta           // what the current Feed or Finish adds
+	calls int             // calls opened and finished so far
+	open  bool            // a call's name went out and the call has not ended
 	done  bool
 	// types are the parameter types of the tools (tool → parameter →
 	// whether its value is a string), built on first use.
@@ -83,9 +85,27 @@ func (p *Parser) Feed(s string) Delta {
 	if p.done {
 		return Delta{}
 	}
-	p.buf += s
+	p.grow(s)
 	p.run()
 	return p.take()
+}
+
+// grow appends s to the held text in amortized constant time a byte: a
+// body held until its closing marker (up to the whole output) must not
+// be copied at every piece. While buf is the builder's tail, s is
+// appended in place; otherwise (a machine replaced buf) buf is copied in
+// once. The consumed text before buf is let go once it outweighs buf.
+func (p *Parser) grow(s string) {
+	all := p.in.String()
+	view := len(p.buf) > 0 && len(p.buf) <= len(all) && unsafe.StringData(p.buf) == unsafe.StringData(all[len(all)-len(p.buf):])
+	if !view || len(all) > 2*len(p.buf)+4096 {
+		p.in = strings.Builder{}
+		p.in.WriteString(p.buf)
+	}
+	n := len(p.buf) + len(s)
+	p.in.WriteString(s)
+	all = p.in.String()
+	p.buf = all[len(all)-n:]
 }
 
 // Finish flushes what is held. A call cut short never leaves its markup in
