@@ -498,3 +498,12 @@ func TestClientCodexHarmony(t *testing.T) {
 		in.Node, in.Entry, "exec", "--skip-git-repo-check", "--ephemeral", "--color", "never", "--dangerously-bypass-approvals-and-sandbox", "List the files.")
 	checkTurns(t, f, out)
 }
+
+// --tool-format names one of the formats; anything else is refused before
+// the model loads.
+func TestToolFormatFlag(t *testing.T) {
+	_, stderr, code := jspark(t, "serve", "--tool-format", "xml", "--port", "0")
+	if code == 0 || !strings.Contains(stderr, `--tool-format: unknown tool-call format "xml" (one of auto, hermes, llama3, mistral, qwen3coder, harmony, glm, kimi, deepseek)`) {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}
