@@ -1,3 +1,7 @@
+// A 30 MB prompt and a 32 MiB token: the plain run covers them.
+
+//go:build !race
+
 package server
 
 import (
