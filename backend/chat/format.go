@@ -86,7 +86,9 @@ func DetectFormat(template string) Format {
 		return FormatGLM
 	case has("<|tool_calls_section_begin|>"):
 		return FormatKimi
-	case has("<｜tool▁calls▁begin｜>", "<｜tool▁sep｜>"):
+	case has("<｜tool▁calls▁begin｜>", "<｜tool▁sep｜>") && !has("```json"):
+		// V3.1's NAME<｜tool▁sep｜>{…}; R1 and V3 wrote function<｜tool▁sep｜>NAME
+		// and a fenced block, which is not read.
 		return FormatDeepSeek
 	case has("[TOOL_CALLS]"):
 		return FormatMistral

@@ -243,6 +243,7 @@ func TestDetectFormat(t *testing.T) {
 		"{{ '[TOOL_CALLS]' + name + '[ARGS]' }}":                           FormatMistral,
 		"<|tool_calls_section_begin|>":                                     FormatKimi,
 		"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{{ n }}<｜tool▁sep｜>":       FormatDeepSeek,
+		"<｜tool▁calls▁begin｜>{{ t.type }}<｜tool▁sep｜>{{ n }}\n```json\n":   FormatAuto, // R1's fenced form
 		"<|im_start|>{{ '<tool_call>\\n' }}":                               FormatHermes,
 		"{{ '<|start_header_id|>' }}{\"name\": \"x\", \"parameters\": {}}": FormatAuto,
 	} {
