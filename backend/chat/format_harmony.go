@@ -36,7 +36,6 @@ const (
 
 const (
 	harmonyStart     = "<|start|>"
-	harmonyChannel   = "<|channel|>"
 	harmonyMessage   = "<|message|>"
 	harmonyConstrain = "<|constrain|>"
 	harmonyEnd       = "<|end|>"
