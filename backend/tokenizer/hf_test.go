@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // hfVectors are the reference encodings of testdata/hf/texts.json made by
@@ -43,6 +45,19 @@ var npmTokenizers = sync.OnceValues(func() (string, error) {
 			base = "/var/cache"
 		}
 		dir = filepath.Join(base, "jspark", "npm", "tokenizers")
+	}
+	// One installer at a time per folder, across test processes (the
+	// client tests in cmd/jspark install into the same one).
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return "", err
 	}
 	missing := false
 	for _, p := range pkgs {

