@@ -33,7 +33,9 @@ func TestRecorderRecordsFromTheServerSide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(m, engine.Options{Log: io.Discard, KVBlocks: 1024})
+	opt := engine.DefaultOptions()
+	opt.Log, opt.KVBlocks = io.Discard, 1024
+	e, err := engine.New(m, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +45,7 @@ func TestRecorderRecordsFromTheServerSide(t *testing.T) {
 	// The first handler returns only after the second request arrived: a
 	// streaming client has its answer at [DONE], before the handler ends,
 	// and a fast agent's next request may name the calls first.
-	api := server.New(e, server.Options{}).Handler()
+	api := server.New(e, server.DefaultOptions()).Handler()
 	second := make(chan struct{})
 	var served atomic.Int32
 	var keys sync.Map // request number → X-Session-Id

@@ -64,6 +64,9 @@ func (HostMemory) Read(dst []byte, src *Buffer, off int) {
 	copy(dst, src.host[src.Type.RowBytes(off):])
 }
 
+// Err is nil: host memory and host kernels do not fail as a device can.
+func (HostMemory) Err() error { return nil }
+
 func (HostMemory) Free(b *Buffer) {
 	*b = Buffer{Type: b.Type, Len: b.Len} // views gone: any use panics
 }

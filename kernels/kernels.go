@@ -6,7 +6,8 @@
 // devices whose buffers are ordinary Go memory; and cuda (kernels/cuda,
 // build tag cuda: device memory through gorgonia.org/cu), written from this
 // comment and tested against ref on a host emulator, not yet on a GPU (see
-// scripts/gpu-check.sh).
+// scripts/gpu-check.sh). A device's failures reach its caller as errors
+// (Memory.Err), never as a crash.
 //
 // # Buffers
 //
@@ -38,6 +39,20 @@
 //
 // Concurrency: one goroutine drives a device at a time (the engine's step
 // loop); implementations need not be safe for concurrent calls.
+//
+// # Errors
+//
+// Misuse (a buffer of another type or device, a range past a buffer's end,
+// a shape a kernel cannot take) is a bug in the caller and panics. A device
+// failure is an error: a launch or copy the device refuses, a kernel that
+// faults, memory that runs out inside a call. The calls without an error
+// result record the first such failure and from then on do nothing (their
+// results stay stale, and nothing takes them for real ones) until Err
+// reports it; Err returns it and clears it, so a device that recovers
+// serves the next step and one that stays broken fails it again. A queued
+// kernel's fault surfaces at the next Read, so a forward step checks Err
+// once, after its Read of the logits (or at its end when it reads none).
+// Host devices (ref, cpu) meet no device failures: their Err is nil.
 //
 // # Determinism
 //
@@ -147,6 +162,9 @@ type Memory interface {
 	Read(dst []byte, src *Buffer, off int)
 	// Free releases b.
 	Free(b *Buffer)
+	// Err returns the first device failure since the previous Err, naming
+	// the device, and clears it; nil when there was none (see Errors).
+	Err() error
 }
 
 // Preparer is a device that keeps weight matrices in a layout of its own

@@ -52,7 +52,8 @@ func (b *Batch) Validate(kv KVStore) error {
 
 // Forward runs the batch through the model, writing each token's keys and
 // values into kv, and returns len(b.Logits) rows of Vocab logits. The
-// returned slice is reused by the next call.
+// returned slice is reused by the next call. A device failure during the
+// step is its error (the step's keys and values are then undefined).
 func (m *Model) Forward(b *Batch, kv KVStore) ([]float32, error) {
 	if err := b.Validate(kv); err != nil {
 		return nil, err
@@ -130,13 +131,18 @@ func (m *Model) Forward(b *Batch, kv KVStore) ([]float32, error) {
 		k.Add(d.x, d.h, n*c.Dim)
 	}
 	if nl == 0 {
-		return d.hLogits[:0], nil
+		return d.hLogits[:0], k.Err()
 	}
 	k.Gather(d.last, d.x, d.rows, nl, c.Dim)
 	k.RMSNorm(d.last, d.last, d.outputNorm, nl, c.Dim, c.RMSEps)
 	k.MatMul(d.logits, d.last, nl, m.Output)
 	out := d.hLogits[:nl*c.Vocab]
 	k.Read(kernels.F32Bytes(out), d.logits, 0)
+	// A device failure anywhere in the step (a queued kernel's fault
+	// surfaces at the Read) leaves out stale: the step fails instead.
+	if err := k.Err(); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

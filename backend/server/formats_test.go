@@ -19,7 +19,6 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"jspark/backend/chat"
-	"jspark/backend/engine"
 )
 
 // formatTools have raw-string, bounded-number, enum and object members:
@@ -84,7 +83,7 @@ func TestFormatsRequiredOverHTTP(t *testing.T) {
 	for _, format := range chat.Formats {
 		t.Run(format.String(), func(t *testing.T) {
 			t.Parallel()
-			f := start(t, engine.Options{}, Options{ToolFormat: format.String()})
+			f := start(t, nil, func(o *Options) { o.ToolFormat = format.String() })
 			ctx := context.Background()
 			for seed := range seeds {
 				s := seed

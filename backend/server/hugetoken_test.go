@@ -62,7 +62,7 @@ func TestOneHugeTokenStillBoundsThePrompt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := startModel(t, m, engine.Options{MaxContext: 4096}, Options{})
+	f := startModel(t, m, func(o *engine.Options) { o.MaxContext = 4096 }, nil)
 	text := strings.Repeat("Once upon a time there was a cat. ", 900_000) // 30 MB
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)

@@ -45,6 +45,7 @@ type EngineFlags struct {
 func addEngineFlags(cmd *cobra.Command, o *EngineFlags) {
 	f := cmd.Flags()
 	d := engine.DefaultOptions()
+	o.Options = d // what no flag sets keeps the engine's default
 	f.StringVar(&o.Model, "model", "", "GGUF model file (default: the embedded stories260K)")
 	f.IntVar(&o.Threads, "threads", 0, "CPU threads (0: all)")
 	f.StringVar(&o.Device, "device", "cpu", deviceFlagHelp)
@@ -77,9 +78,11 @@ func toolFormats() string {
 // engineOptions are the engine's options as the flags set them.
 func (o *EngineFlags) engineOptions() engine.Options {
 	opt := o.Options
-	opt.KVMemory = o.KVMemMiB << 20
-	if opt.SessionRetain <= 0 {
-		opt.SessionRetain = -1 // the flag's 0 is off; the engine's 0 is its default
+	if o.KVMemMiB > 0 { // the flag's 0 is the engine's Auto
+		opt.KVMemory = o.KVMemMiB << 20
+	}
+	if opt.MaxContext == 0 {
+		opt.MaxContext = engine.Auto
 	}
 	return opt
 }
@@ -145,7 +148,8 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 		f.Close()
 		return nil, server.Options{}, nil, err
 	}
-	sopt := server.Options{ChatTemplate: tpl, ReasoningFormat: o.ReasoningFormat, ToolFormat: o.ToolFormat}
+	sopt := server.DefaultOptions()
+	sopt.ChatTemplate, sopt.ReasoningFormat, sopt.ToolFormat = tpl, o.ReasoningFormat, o.ToolFormat
 	opt := o.engineOptions()
 	opt.Log = log
 	var trace *os.File

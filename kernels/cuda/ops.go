@@ -123,15 +123,19 @@ func (d *Device) Attend(a *kernels.Attention) {
 // can force small groups.
 var attScratch = 16 << 20
 
-// scratch returns the device's attention scratch, grown to n floats.
+// scratch returns the device's attention scratch, grown to n floats. Out
+// of memory is the device's failure (Err): the launches that would use the
+// scratch then do nothing.
 func (d *Device) scratch(n int) uint64 {
 	if n > d.scratchLen {
 		if d.scratchLen > 0 {
 			d.rt.free(d.scratchPtr)
+			d.scratchPtr, d.scratchLen = 0, 0
 		}
 		p, err := d.rt.alloc(4 * n)
 		if err != nil {
-			panic(fmt.Errorf("cuda: %s: attention scratch of %d floats: %w", d.rt.name(), n, err))
+			d.fail(fmt.Errorf("cuda: %s: attention scratch of %d floats: %w", d.rt.name(), n, err))
+			return 0
 		}
 		d.scratchPtr, d.scratchLen = p, n
 	}
