@@ -26,8 +26,8 @@ type Batch struct {
 	Pos    []int     // (n) position of each token in its sequence
 	Table  [][]int32 // (n) block table of each token's sequence; shared slices are fine
 	// Slot is each token's recurrent state slot (StateStore), for a model
-	// with recurrent layers; nil gives the batch's sequences (its
-	// distinct tables) slots 0, 1, … in order of appearance.
+	// with recurrent layers; nil gives the batch's sequences (its tables
+	// of distinct contents) slots 0, 1, … in order of appearance.
 	Slot []int
 	// Logits lists the batch indices whose next-token logits are wanted, in
 	// the order they are returned.

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 
 	"jspark/kernels"
 )
@@ -127,8 +128,8 @@ func (p *Pool) CopyState(dst, src int) error {
 // checkSlots validates the batch's state slots against the store, for a
 // model with recurrent layers: one slot per token, each within the store,
 // and each slot's tokens one run of consecutive positions. Batch.Slot nil
-// gives the batch's sequences (its distinct tables) slots 0, 1, … in order
-// of appearance.
+// gives the batch's sequences (its tables of distinct contents) slots 0,
+// 1, … in order of appearance.
 func (b *Batch) checkSlots(ss StateStore) ([]int, error) {
 	n := len(b.Tokens)
 	slots := b.Slot
@@ -137,7 +138,7 @@ func (b *Batch) checkSlots(ss StateStore) ([]int, error) {
 		var seen [][]int32
 		for i, t := range b.Table {
 			s := 0
-			for s < len(seen) && !sameTable(seen[s], t) {
+			for s < len(seen) && !slices.Equal(seen[s], t) {
 				s++
 			}
 			if s == len(seen) {

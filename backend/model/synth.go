@@ -25,6 +25,11 @@ type SynthOptions struct {
 	// Vocab copies tokenizer.* metadata from this file; nil means a
 	// byte-level SentencePiece vocabulary of 259 tokens.
 	Vocab *gguf.File
+	// TextVocab types that vocabulary's 256 byte tokens as normal tokens
+	// whose text is their name (<0x41>), same ids: a peer then sends every
+	// token back as valid UTF-8 (llama-server's JSON refuses the raw bytes
+	// a random model emits).
+	TextVocab bool
 
 	// Mixture of experts (qwen3moe, glm4moe, gpt-oss), taken as given:
 	// DefaultMoE has each architecture's.
@@ -162,6 +167,9 @@ func Synth(o SynthOptions) (*gguf.Writer, error) {
 	case !windowed && o.SlidingWindow != 0:
 		return nil, fmt.Errorf("synth: a sliding window is gpt-oss's and gemma3's")
 	}
+	if o.Vocab != nil && o.TextVocab {
+		return nil, fmt.Errorf("synth: a text vocabulary is the byte vocabulary's, not a copied one")
+	}
 	if err := checkHybrid(&o); err != nil {
 		return nil, err
 	}
@@ -205,6 +213,11 @@ func Synth(o SynthOptions) (*gguf.Writer, error) {
 		}
 	} else {
 		tokens, scores, types := ByteVocab()
+		if o.TextVocab {
+			for i := 3; i < len(types); i++ {
+				types[i] = 1 // normal
+			}
+		}
 		vocab = len(tokens)
 		w.AddKV("tokenizer.ggml.model", "llama")
 		w.AddKV("tokenizer.ggml.tokens", tokens)
