@@ -60,7 +60,7 @@ func TestMoEDeterminism(t *testing.T) {
 				want[i] = g.IDs
 			}
 			for _, spec := range []int{0, 4} {
-				e := newEngine(t, m, Options{Speculate: spec})
+				e := newEngine(t, m, func(o *Options) { o.Speculate = spec })
 				checkAloneBatchedCached(t, e, prompts, want)
 			}
 		})
