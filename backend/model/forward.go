@@ -79,7 +79,7 @@ func (m *Model) Forward(b *Batch, kv KVStore) ([]float32, error) {
 		if !ok {
 			return nil, fmt.Errorf("batch: %s has recurrent layers and the store keeps no states", c.Arch)
 		}
-		if slots, err = b.checkSlots(ss); err != nil {
+		if slots, err = b.checkSlots(ss, &m.dev.hyb.seen); err != nil {
 			return nil, err
 		}
 		if states, err = ss.States(m.K); err != nil {

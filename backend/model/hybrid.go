@@ -124,6 +124,7 @@ type hybridBufs struct {
 
 	start, slot   *kernels.Buffer // I32 (t+1), (t): the step's runs
 	hStart, hSlot []int32
+	seen          []bool // checkSlots' scratch, by slot
 	runs          kernels.Runs
 	cv            kernels.Conv     // the calls in flight, kept here so a step allocates nothing
 	dn            kernels.DeltaNet //

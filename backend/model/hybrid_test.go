@@ -346,3 +346,27 @@ func TestLayerStates(t *testing.T) {
 		t.Errorf("KV bytes per token %d, want one layer's", got)
 	}
 }
+
+// TestHybridDecodeAllocs: once its buffers have grown, a decode step of a
+// hybrid model allocates nothing on the CPU device.
+func TestHybridDecodeAllocs(t *testing.T) {
+	for _, arch := range hybridArchs {
+		m := synthModel(t, tinyHybrid(arch, quant.Q8_0), cpu.New(2))
+		pool := NewStatePool(m.Config, 4, 16, quant.F32, 2)
+		table := pool.Contiguous()
+		for i := 0; i < 40; i++ {
+			if _, err := m.Forward(&Batch{Tokens: []int{3 + i}, Pos: []int{i}, Table: [][]int32{table}, Slot: []int{1}, Logits: []int{0}}, pool); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pos := 40
+		b := &Batch{Tokens: []int{7}, Pos: []int{0}, Table: [][]int32{table}, Slot: []int{1}, Logits: []int{0}}
+		if n := testing.AllocsPerRun(10, func() {
+			b.Pos[0] = pos
+			pos++
+			m.Forward(b, pool)
+		}); n != 0 {
+			t.Errorf("%s: %v allocations per decode step", arch, n)
+		}
+	}
+}

@@ -130,7 +130,7 @@ func (p *Pool) CopyState(dst, src int) error {
 // and each slot's tokens one run of consecutive positions. Batch.Slot nil
 // gives the batch's sequences (its tables of distinct contents) slots 0,
 // 1, … in order of appearance.
-func (b *Batch) checkSlots(ss StateStore) ([]int, error) {
+func (b *Batch) checkSlots(ss StateStore, seen *[]bool) ([]int, error) {
 	n := len(b.Tokens)
 	slots := b.Slot
 	if slots == nil {
@@ -150,7 +150,11 @@ func (b *Batch) checkSlots(ss StateStore) ([]int, error) {
 	if len(slots) != n {
 		return nil, fmt.Errorf("batch: %d tokens, %d state slots", n, len(slots))
 	}
-	runs := map[int]bool{}
+	if len(*seen) < ss.Slots() {
+		*seen = make([]bool, ss.Slots())
+	}
+	runs := (*seen)[:ss.Slots()] // runs[s]: slot s has had a run
+	clear(runs)
 	for i, s := range slots {
 		if s < 0 || s >= ss.Slots() {
 			return nil, fmt.Errorf("batch: token %d in state slot %d of %d", i, s, ss.Slots())
