@@ -2,8 +2,10 @@ package model
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
+	"jspark/backend/gguf"
 	"jspark/kernels"
 	"jspark/kernels/cpu"
 	"jspark/kernels/quant"
@@ -374,5 +376,55 @@ func TestHybridDecodeAllocs(t *testing.T) {
 		}); n != 0 {
 			t.Errorf("%s: %v allocations per decode step", arch, n)
 		}
+	}
+}
+
+// TestHybridHostileMetadata: ssm.* keys that do not fit the file, or each
+// other, are an error naming the key, before anything is allocated from
+// them; a file without gemma3's window likewise.
+func TestHybridHostileMetadata(t *testing.T) {
+	w, _ := Synth(tinyHybrid("qwen35", quant.F32))
+	data, _ := w.Bytes()
+	for _, c := range []struct {
+		key  string
+		v    any
+		want string
+	}{
+		{"qwen35.ssm.state_size", uint32(1 << 30), "hostile.gguf: qwen35.ssm.inner_size 128 is not time_step_rank 4 × state_size 1073741824"},
+		{"qwen35.ssm.time_step_rank", uint32(1 << 30), "hostile.gguf: qwen35.ssm.inner_size 128 is not time_step_rank 1073741824 × state_size 32"},
+		{"qwen35.ssm.group_count", uint32(0), "hostile.gguf: qwen35.ssm: 0 key heads, 4 value heads of 32"},
+		{"qwen35.ssm.group_count", uint32(3), "hostile.gguf: qwen35.ssm: 3 key heads, 4 value heads of 32"},
+		{"qwen35.ssm.conv_kernel", uint32(1 << 20), "hostile.gguf: qwen35.ssm.conv_kernel 1048576 (want 2 to 64)"},
+		{"qwen35.full_attention_interval", uint32(0), "hostile.gguf: qwen35.full_attention_interval 0"},
+	} {
+		if _, err := load(rewrite(t, data, c.key, c.v, "", nil)); err == nil || err.Error() != c.want {
+			t.Errorf("%s = %v: error %v, want %q", c.key, c.v, err, c.want)
+		}
+	}
+	// state_size 128, inner 4·128: fits the checks of each key, not the
+	// file's tensors.
+	big := rewrite(t, rewrite(t, data, "qwen35.ssm.state_size", uint32(128), "", nil), "qwen35.ssm.inner_size", uint32(512), "", nil)
+	if _, err := load(big); err == nil || !strings.Contains(err.Error(), "has dims") && !strings.Contains(err.Error(), "largest tensor") {
+		t.Errorf("state_size 128: error %v", err)
+	}
+	wide := rewrite(t, rewrite(t, data, "qwen35.ssm.state_size", uint32(1<<20), "", nil), "qwen35.ssm.inner_size", uint32(4<<20), "", nil)
+	if _, err := load(wide); err == nil || err.Error() != "hostile.gguf: qwen35.ssm.state_size 1048576 exceeds embedding_length 128" {
+		t.Errorf("state_size 2^20: error %v", err)
+	}
+	g, _ := Synth(tinyHybrid("gemma3", quant.F32))
+	gd, _ := g.Bytes()
+	f, _ := gguf.Parse("x.gguf", gd)
+	var ww gguf.Writer
+	for _, kv := range f.KVs {
+		if kv.Key != "gemma3.attention.sliding_window" {
+			ww.AddKV(kv.Key, kv.Value)
+		}
+	}
+	for _, ti := range f.Tensors {
+		ww.AddTensor(ti.Name, ti.Type, ti.Dims, ti.Data)
+	}
+	nw, _ := ww.Bytes()
+	if _, err := load(nw); err == nil || err.Error() != "hostile.gguf: missing metadata gemma3.attention.sliding_window" {
+		t.Errorf("gemma3 without its window: error %v", err)
 	}
 }
