@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"jspark/backend/gguf"
+	"jspark/backend/sample"
 	"jspark/kernels"
 	"jspark/kernels/cpu"
 	"jspark/kernels/quant"
@@ -426,5 +427,43 @@ func TestHybridHostileMetadata(t *testing.T) {
 	nw, _ := ww.Bytes()
 	if _, err := load(nw); err == nil || err.Error() != "hostile.gguf: missing metadata gemma3.attention.sliding_window" {
 		t.Errorf("gemma3 without its window: error %v", err)
+	}
+}
+
+// BenchmarkHybridForward: prefill 512 and decode of a mid-sized qwen35 and
+// gemma3 (8 layers of dim 1024, heads of 128; `jspark model synth --arch
+// A --layers 8 --dim 1024 --heads 8 --kv-heads 2 --ff 2816 --type q8_0
+// --ctx 4096` writes the same file for a peer's llama-bench).
+func BenchmarkHybridForward(b *testing.B) {
+	for _, arch := range []string{"qwen35", "gemma3"} {
+		o := SynthOptions{Arch: arch, Layers: 8, Dim: 1024, Heads: 8, KVHeads: 2, FF: 2816, Type: quant.Q8_0, Seed: 1, Context: 4096}
+		DefaultMoE(&o)
+		m := synthModel(b, o, cpu.New(0))
+		b.Run(arch+"/prefill512", func(b *testing.B) {
+			ids := make([]int, 512)
+			for i := range ids {
+				ids[i] = 3 + i%256
+			}
+			for b.Loop() {
+				pool := NewPool(m.Config, 32, 16)
+				batch := &Batch{Tokens: ids, Logits: []int{511}}
+				for i := range ids {
+					batch.Pos, batch.Table = append(batch.Pos, i), append(batch.Table, pool.Contiguous())
+				}
+				if _, err := m.Forward(batch, pool); err != nil {
+					b.Fatal(err)
+				}
+				pool.Free()
+			}
+			b.ReportMetric(float64(512*b.N)/b.Elapsed().Seconds(), "tok/s")
+		})
+		b.Run(arch+"/decode", func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				g, _ := m.Generate([]int{1, 2, 3}, 32, sample.New(sample.Params{}), nil)
+				n += len(g.IDs)
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tok/s")
+		})
 	}
 }
