@@ -208,11 +208,11 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 	e.setLoad()
 	fmt.Fprintf(opt.Log, "jspark engine: %s, KV cache %d tokens (%d blocks of %d, %.1f MiB), context %d",
 		m.Arch, blocks*opt.BlockSize, blocks, opt.BlockSize, float64(int64(blocks)*perBlock)/(1<<20), opt.MaxContext)
-	if e.slots != nil {
-		fmt.Fprintf(opt.Log, ", recurrent states %d (%.1f MiB), no prefix reuse", opt.MaxSeqs, float64(stateMem)/(1<<20))
-	}
 	if opt.MaxContext > m.Context {
 		fmt.Fprintf(opt.Log, " (the model states %d; running beyond it)", m.Context)
+	}
+	if e.slots != nil {
+		fmt.Fprintf(opt.Log, "; recurrent states for %d sequences (%.1f MiB), no prefix reuse", opt.MaxSeqs, float64(stateMem)/(1<<20))
 	}
 	fmt.Fprintln(opt.Log)
 	go e.loop()
