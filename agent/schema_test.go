@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -16,10 +15,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	openai "github.com/sashabaranov/go-openai"
 
+	"jspark/agent/metrics"
+	"jspark/agent/record"
+	"jspark/agent/target"
 	"jspark/recipes"
 )
-
-var updateBefore = flag.Bool("update-before", false, "record testdata/results-before.json (only from the code before the schema change)")
 
 // withJspark is a tool call whose usage carries usage.jspark, as jspark
 // serve sends it, so the request's timing reaches results.json.
@@ -57,13 +57,13 @@ func scriptedWork(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	counters := FuncSource(func() Counters {
+	counters := metrics.Engine(func() metrics.Counters {
 		n := float64(answered.Load())
-		return Counters{Generation: 10 * n, Preemptions: n, PrefixHits: 96 * n}
+		return metrics.Counters{Generation: 10 * n, Preemptions: n, PrefixHits: 96 * n}
 	})
 	out := t.TempDir()
 	_, err = Work(context.Background(), WorkOptions{Recipe: r, Round: "one-repeat", Window: 30 * time.Second, Out: out,
-		Backends: []Backend{{URL: srv.URL + "/v1", Model: "m", Counter: counters}}})
+		Backends: []target.Backend{{URL: srv.URL + "/v1", Model: "m", Counter: counters}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,26 +109,25 @@ func normalize(v any) any {
 
 // TestResultsSchemaBeforeAndAfter: the same scripted run's results.json,
 // from before the runner's records were their own schema and now, differs
-// only in the named changes. testdata/results-before.json was recorded by
-// this test with -update-before on main at b6c89c3 (see testdata/README.md).
+// only in the named changes: results.json carries its schema version.
+// testdata/results-before.json was recorded by this test, with an
+// -update-before flag since removed, from main at b6c89c3 (see
+// testdata/README.md): it is not re-recorded.
 func TestResultsSchemaBeforeAndAfter(t *testing.T) {
-	var got any
+	var got map[string]any
 	if err := json.Unmarshal(scriptedWork(t), &got); err != nil {
 		t.Fatal(err)
 	}
-	got = normalize(got)
-	golden := filepath.Join("testdata", "results-before.json")
-	if *updateBefore {
-		b, _ := json.MarshalIndent(got, "", "  ")
-		if err := os.WriteFile(golden, append(b, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	normalize(got)
+	if v, ok := got["version"]; !ok || v != float64(record.Version) || record.Version != 1 {
+		t.Errorf("version %v, want %d", v, record.Version)
 	}
-	b, err := os.ReadFile(golden)
+	delete(got, "version")
+	b, err := os.ReadFile(filepath.Join("testdata", "results-before.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var before any
+	var before map[string]any
 	if err := json.Unmarshal(b, &before); err != nil {
 		t.Fatal(err)
 	}

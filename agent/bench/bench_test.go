@@ -145,24 +145,6 @@ func TestPercentileAsNumpy(t *testing.T) {
 	}
 }
 
-func TestTableWriteParse(t *testing.T) {
-	tb := Table{Title: "L5-P concurrency · C1–C6", Columns: []string{"Offered streams", "A aggregate tok/s"}, Note: "Aggregate tokens / window."}
-	tb.add("C1", "49.05")
-	tb.add("C2", "73.55")
-	var b strings.Builder
-	tb.Write(&b)
-	got, ok := ParseTable("noise\n"+b.String(), "L5-P concurrency")
-	if !ok {
-		t.Fatalf("not found in\n%s", b.String())
-	}
-	if d := cmp.Diff(&tb, got); d != "" {
-		t.Errorf("(-want +got):\n%s", d)
-	}
-	if c, _ := got.Cell("C2", "A aggregate tok/s"); c != "73.55" {
-		t.Errorf("cell %q", c)
-	}
-}
-
 func TestParseLength(t *testing.T) {
 	for s, want := range map[string]int{"4k": 4096, "64K": 65536, "512": 512, "1.5k": 1536} {
 		if n, err := ParseLength(s); err != nil || n != want {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"jspark/agent/report"
 	"os"
 	"slices"
 	"strings"
@@ -136,8 +137,55 @@ func matches(r Record, ref Reference) (bool, string) {
 	}
 }
 
-func idsTables(res *Result) []Table {
-	t := Table{Screen: "ids", Title: "Native ID screen · greedy outputs", Columns: []string{"Check"}}
+// firstMatches counts a target's first outputs that match the reference
+// file's (references) or, without one, the first target's (refs); how
+// collects what they were compared by.
+func firstMatches(firsts []Record, references []Reference, refs []Record, how map[string]bool) (ok, n int) {
+	for i, r := range firsts {
+		var m bool
+		var h string
+		switch {
+		case references != nil && i < len(references):
+			m, h = matches(r, references[i])
+		case references == nil && i < len(refs):
+			m, h = same(r, refs[i])
+		}
+		n++
+		if m {
+			ok++
+		}
+		if h != "" {
+			how[h] = true
+		}
+	}
+	return ok, n
+}
+
+// repeatPairs counts the repeats whose output is their first's (exact of
+// pairs), and the repeats' cached and prompt tokens; how collects what they
+// were compared by.
+func repeatPairs(firsts, repeats []Record, how map[string]bool) (exact, pairs, cached, prompt int) {
+	for _, rep := range repeats {
+		cached += rep.CachedTokens
+		prompt += rep.PromptTokens
+		for _, f := range firsts {
+			if f.Case == rep.Case {
+				pairs++
+				m, h := same(f, rep)
+				if m {
+					exact++
+				}
+				if h != "" {
+					how[h] = true
+				}
+			}
+		}
+	}
+	return exact, pairs, cached, prompt
+}
+
+func idsTables(res *Result) []report.Table {
+	t := report.Table{Screen: "ids", Title: "Native ID screen · greedy outputs", Columns: []string{"Check"}}
 	refName := "the reference file"
 	if res.Config.References == nil && len(res.Targets) > 0 {
 		refName = res.Targets[0].Name
@@ -154,48 +202,14 @@ func idsTables(res *Result) []Table {
 		t.Columns = append(t.Columns, tg.Name)
 		recs := res.records(tg.Name, "ids")
 		firsts := roleRecords(recs, "first")
-		ok, n := 0, 0
 		how := map[string]bool{}
-		for i, r := range firsts {
-			var m bool
-			var h string
-			switch {
-			case res.Config.References != nil && i < len(res.Config.References):
-				m, h = matches(r, res.Config.References[i])
-			case res.Config.References == nil && i < len(refs):
-				m, h = same(r, refs[i])
-			}
-			n++
-			if m {
-				ok++
-			}
-			if h != "" {
-				how[h] = true
-			}
-		}
+		ok, n := firstMatches(firsts, res.Config.References, refs, how)
 		if res.Config.References == nil && j == 0 {
 			match = append(match, "reference")
 		} else {
 			match = append(match, fmt.Sprintf("%d/%d", ok, n))
 		}
-		pk, pn := 0, 0
-		var cached, prompt int
-		for _, rep := range roleRecords(recs, "repeat") {
-			cached += rep.CachedTokens
-			prompt += rep.PromptTokens
-			for _, f := range firsts {
-				if f.Case == rep.Case {
-					pn++
-					m, h := same(f, rep)
-					if m {
-						pk++
-					}
-					if h != "" {
-						how[h] = true
-					}
-				}
-			}
-		}
+		pk, pn, cached, prompt := repeatPairs(firsts, roleRecords(recs, "repeat"), how)
 		pairs = append(pairs, fmt.Sprintf("%d/%d", pk, pn))
 		reuse = append(reuse, count(cached)+" of "+count(prompt))
 		var hs []string
@@ -205,10 +219,10 @@ func idsTables(res *Result) []Table {
 		slices.Sort(hs)
 		by = append(by, strings.Join(hs, ", "))
 	}
-	t.add(match...)
-	t.add(pairs...)
-	t.add(reuse...)
-	t.add(by...)
+	t.Add(match...)
+	t.Add(pairs...)
+	t.Add(reuse...)
+	t.Add(by...)
 	length := fmt.Sprintf("%d tokens", res.Config.IDTokens)
 	if res.Config.ReferenceFile != "" {
 		length = "the references' lengths (" + res.Config.ReferenceFile + ")"
@@ -216,5 +230,5 @@ func idsTables(res *Result) []Table {
 	t.Note = fmt.Sprintf("Greedy (temperature 0, ignore_eos) text completions of %s; a repeat pair sends a prompt twice in a row, the second from the prefix cache where the server keeps it "+
 		"(usage cached_tokens), and is exact when both outputs are identical. Ids are compared where the server returns them (vLLM's return_token_ids), else each token's text from logprobs, else text and count.%s %s",
 		length, res.errorsNote("ids"), res.countersNote("ids"))
-	return []Table{t}
+	return []report.Table{t}
 }
