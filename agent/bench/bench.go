@@ -13,6 +13,7 @@ import (
 	"jspark/agent/metrics"
 	"jspark/agent/report"
 	"jspark/agent/target"
+	"jspark/backend/refs"
 	"net/http"
 	"os"
 	"slices"
@@ -35,7 +36,7 @@ type Config struct {
 	IgnoreEOS     bool          `json:"ignore_eos"`     // speed and concurrency: decode to the cap
 	IDTokens      int           `json:"id_tokens"`      // ids: greedy tokens per prompt
 	RepeatPairs   int           `json:"repeat_pairs"`   // ids: prompts sent twice
-	References    []Reference   `json:"-"`              // ids: expected outputs; nil: the first target's
+	References    []refs.Case   `json:"-"`              // ids: expected outputs; nil: the first target's
 	ReferenceFile string        `json:"reference_file,omitempty"`
 }
 

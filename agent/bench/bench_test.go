@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -181,22 +179,6 @@ func TestPromptsAreTheSeedsTasks(t *testing.T) {
 	// changed suffix share their prefix.
 	if words(50, 3) != words(50, 3) || words(50, 3) == words(50, 4) || !strings.HasSuffix(words(9, 1), ".") || logLines(3, 2) != logLines(3, 2) {
 		t.Error("generators not deterministic")
-	}
-}
-
-func TestLoadReferencesNamesTheLine(t *testing.T) {
-	dir := t.TempDir()
-	f := filepath.Join(dir, "refs.jsonl")
-	os.WriteFile(f, []byte(`{"prompt":"a","gen_ids":[1,2],"text":"x"}`+"\n"+`{"prompt":"b"}`+"\n"), 0o644)
-	if _, err := LoadReferences(f); err == nil || err.Error() != f+":2: text or gen_ids is required" {
-		t.Errorf("%v", err)
-	}
-	os.WriteFile(f, []byte(`{"prompt":"a","gen_ids":[1,2]}`+"\n"+`{"prompt": 3}`+"\n"), 0o644)
-	if _, err := LoadReferences(f); err == nil || !strings.HasPrefix(err.Error(), f+":2: json: cannot unmarshal number") {
-		t.Errorf("%v", err)
-	}
-	if _, err := LoadReferences("../../testdata/refs/stories260K-greedy.jsonl"); err != nil {
-		t.Error(err)
 	}
 }
 

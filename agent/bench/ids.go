@@ -1,12 +1,10 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"jspark/agent/report"
-	"os"
+	"jspark/backend/refs"
 	"slices"
 	"strings"
 )
@@ -16,50 +14,6 @@ import (
 // (a file's, or the first target's), and the first prompts are sent twice
 // in a row, the repeat served from the prefix cache, which must not change
 // a greedy output.
-
-// Reference is one expected greedy output, one JSON object a line (as
-// testdata/refs/stories260K-greedy.jsonl, made with llama.cpp).
-type Reference struct {
-	Prompt    string `json:"prompt"`
-	PromptIDs []int  `json:"prompt_ids"` // sent as the prompt when given
-	GenIDs    []int  `json:"gen_ids"`
-	Text      string `json:"text"`
-}
-
-// LoadReferences reads a JSON-lines reference file.
-func LoadReferences(path string) ([]Reference, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []Reference
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
-	for line := 1; sc.Scan(); line++ {
-		if strings.TrimSpace(sc.Text()) == "" {
-			continue
-		}
-		var r Reference
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		if r.Prompt == "" && len(r.PromptIDs) == 0 {
-			return nil, fmt.Errorf("%s:%d: prompt or prompt_ids is required", path, line)
-		}
-		if r.Text == "" && len(r.GenIDs) == 0 {
-			return nil, fmt.Errorf("%s:%d: text or gen_ids is required", path, line)
-		}
-		out = append(out, r)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no references", path)
-	}
-	return out, nil
-}
 
 func idsPlanned(c *Config, p *Prompts) int {
 	n := len(p.IDs)
@@ -77,8 +31,8 @@ func runIDs(ctx context.Context, r *runner) error {
 		tokens int
 	}
 	var ps []prompt
-	if refs := r.cfg.References; refs != nil {
-		for _, ref := range refs {
+	if cases := r.cfg.References; cases != nil {
+		for _, ref := range cases {
 			p := prompt{body: ref.Prompt, tokens: r.cfg.IDTokens}
 			if len(ref.PromptIDs) > 0 {
 				p.body = ref.PromptIDs
@@ -124,7 +78,7 @@ func same(a, b Record) (bool, string) {
 }
 
 // matches compares a record with a reference file's line.
-func matches(r Record, ref Reference) (bool, string) {
+func matches(r Record, ref refs.Case) (bool, string) {
 	switch {
 	case !r.OK():
 		return false, ""
@@ -138,17 +92,17 @@ func matches(r Record, ref Reference) (bool, string) {
 }
 
 // firstMatches counts a target's first outputs that match the reference
-// file's (references) or, without one, the first target's (refs); how
+// file's (references) or, without one, the first target's (firstTarget); how
 // collects what they were compared by.
-func firstMatches(firsts []Record, references []Reference, refs []Record, how map[string]bool) (ok, n int) {
+func firstMatches(firsts []Record, references []refs.Case, firstTarget []Record, how map[string]bool) (ok, n int) {
 	for i, r := range firsts {
 		var m bool
 		var h string
 		switch {
 		case references != nil && i < len(references):
 			m, h = matches(r, references[i])
-		case references == nil && i < len(refs):
-			m, h = same(r, refs[i])
+		case references == nil && i < len(firstTarget):
+			m, h = same(r, firstTarget[i])
 		}
 		n++
 		if m {
@@ -194,16 +148,16 @@ func idsTables(res *Result) []report.Table {
 	pairs := []string{"Repeat pairs exact"}
 	by := []string{"Compared by"}
 	reuse := []string{"Repeat prompt tokens from the cache"}
-	var refs []Record
+	var firstTarget []Record
 	if len(res.Targets) > 0 {
-		refs = roleRecords(res.records(res.Targets[0].Name, "ids"), "first")
+		firstTarget = roleRecords(res.records(res.Targets[0].Name, "ids"), "first")
 	}
 	for j, tg := range res.Targets {
 		t.Columns = append(t.Columns, tg.Name)
 		recs := res.records(tg.Name, "ids")
 		firsts := roleRecords(recs, "first")
 		how := map[string]bool{}
-		ok, n := firstMatches(firsts, res.Config.References, refs, how)
+		ok, n := firstMatches(firsts, res.Config.References, firstTarget, how)
 		if res.Config.References == nil && j == 0 {
 			match = append(match, "reference")
 		} else {

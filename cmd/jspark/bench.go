@@ -17,6 +17,7 @@ import (
 
 	"jspark/agent/bench"
 	"jspark/agent/target"
+	"jspark/backend/refs"
 )
 
 // BenchOptions are the flags of `jspark bench`.
@@ -50,7 +51,7 @@ and report.html (plots) go under --out.`,
 			o.Screen = args[0]
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runBench(ctx, o, stdout, stderr)
+			return profiled(o.CPUProfile, func() error { return runBench(ctx, o, stdout, stderr) })
 		},
 	}
 	f := cmd.Flags()
@@ -76,11 +77,6 @@ func runBench(ctx context.Context, o *BenchOptions, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	stopProfile, err := startCPUProfile(o.CPUProfile)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
 	cfg, err := o.config()
 	if err != nil {
 		return err
@@ -154,7 +150,7 @@ func (o *BenchOptions) config() (bench.Config, error) {
 	}
 	c.Delay, c.Trials, c.MaxTokens, c.IgnoreEOS, c.IDTokens, c.RepeatPairs = o.Delay, o.Trials, o.MaxTokens, o.IgnoreEOS, o.IDTokens, o.RepeatPairs
 	if o.IDsRef != "" {
-		if c.References, err = bench.LoadReferences(o.IDsRef); err != nil {
+		if c.References, err = refs.Load(o.IDsRef); err != nil {
 			return c, fmt.Errorf("--ids-ref: %w", err)
 		}
 		c.ReferenceFile = o.IDsRef

@@ -40,7 +40,9 @@ func newGenerateCmd(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "generate",
 		Short: "Complete a prompt with the model (the embedded default unless --model)",
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return runGenerate(o, stdout, stderr) },
+		RunE: func(*cobra.Command, []string) error {
+			return profiled(o.CPUProfile, func() error { return runGenerate(o, stdout, stderr) })
+		},
 	}
 	f := cmd.Flags()
 	o.DeviceFlags.add(f)
@@ -72,11 +74,6 @@ func runGenerate(o *GenerateOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	stopProfile, err := startCPUProfile(o.CPUProfile)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
 	k, closeDevice, err := openDevice(o.Device, o.Threads)
 	if err != nil {
 		return err

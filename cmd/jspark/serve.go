@@ -43,7 +43,7 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			go func() { <-ctx.Done(); stop() }() // the drain starts; a second signal ends the process at once
-			return runServe(ctx, o, stderr)
+			return profiled(o.CPUProfile, func() error { return runServe(ctx, o, stderr) })
 		},
 	}
 	f := cmd.Flags()
@@ -67,11 +67,6 @@ func runServe(ctx context.Context, o *ServeOptions, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	stopProfile, err := startCPUProfile(o.CPUProfile)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
 	// The port first: a port in use is said at once, before the model loads.
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, fmt.Sprint(o.Port)))
 	if err != nil {

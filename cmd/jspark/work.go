@@ -57,7 +57,7 @@ one row per target and round.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runWork(ctx, o, stdout, stderr)
+			return profiled(o.CPUProfile, func() error { return runWork(ctx, o, stdout, stderr) })
 		},
 	}
 	f := cmd.Flags()
@@ -71,11 +71,6 @@ one row per target and round.`,
 }
 
 func runWork(ctx context.Context, o *WorkOptions, stdout, stderr io.Writer) error {
-	stopProfile, err := startCPUProfile(o.CPUProfile)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
 	r, err := recipes.Load(o.Recipe)
 	if err != nil {
 		return err
