@@ -8,7 +8,20 @@ import (
 
 	"jspark/agent/target"
 	"jspark/backend/usage"
+
+	openai "github.com/sashabaranov/go-openai"
 )
+
+// sessionClient is a session's client of b: every request names the
+// session (key), each its own Idempotency-Key, responses bounded, and the
+// first request's body kept.
+func sessionClient(b target.Backend, key string) (*openai.Client, *payloadCapture) {
+	capture := &payloadCapture{next: sessionHeader{next: http.DefaultTransport, id: key}}
+	cfg := openai.DefaultConfig(b.APIKey)
+	cfg.BaseURL = b.URL
+	cfg.HTTPClient = &http.Client{Transport: capture}
+	return openai.NewClientWithConfig(cfg), capture
+}
 
 // payloadCapture keeps the body of the first request sent through it.
 type payloadCapture struct {

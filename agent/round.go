@@ -3,13 +3,10 @@ package agent
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
-
-	openai "github.com/sashabaranov/go-openai"
 
 	"jspark/agent/external"
 	"jspark/agent/metrics"
@@ -168,12 +165,9 @@ func (r *round) openSession(i int, task *recipes.Task, sopt sandbox.Options, ts 
 			Handler: b.Handler, Model: b.Model, Context: b.Context, MaxTokens: o.Recipe.Sampling.MaxTokens})
 		return err
 	}
-	capture := &payloadCapture{next: sessionHeader{next: http.DefaultTransport, id: key}}
-	cfg := openai.DefaultConfig(b.APIKey)
-	cfg.BaseURL = b.URL
-	cfg.HTTPClient = &http.Client{Transport: capture}
+	client, capture := sessionClient(b, key)
 	r.workers[i] = &Session{
-		Name: name, Task: task, Recipe: o.Recipe, Client: openai.NewClientWithConfig(cfg), Model: b.Model,
+		Name: name, Task: task, Recipe: o.Recipe, Client: client, Model: b.Model,
 		Tools: ts, Env: &tools.Env{Box: box, Timeout: o.Recipe.Shell.Timeout.D(), OutputLimit: o.Recipe.Shell.OutputLimit},
 		Log: r.logs[i], payload: capture,
 	}

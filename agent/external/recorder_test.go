@@ -56,7 +56,9 @@ func recorderOnEngine(t *testing.T) (*recorder, *bytes.Buffer, func() []record.R
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(m, engine.Options{Log: io.Discard, KVBlocks: 1024})
+	opt := engine.DefaultOptions()
+	opt.Log, opt.KVBlocks = io.Discard, 1024
+	e, err := engine.New(m, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,8 +29,9 @@ const (
 	metricPrefixHits  = "vllm:prefix_cache_hits_total"
 )
 
-// maxPageBytes bounds one /metrics page (vLLM's is tens of KiB).
-const maxPageBytes = 16 << 20
+// maxPageBytes bounds one /metrics page (vLLM's is tens of KiB); a var
+// so that a test can lower it.
+var maxPageBytes int64 = 16 << 20
 
 // readTimeout bounds one reading: a backend that stops answering costs the
 // round a missed sample, never its end.
