@@ -188,7 +188,7 @@ func Load(nameOrFile string) (*Recipe, error) {
 	if b, err := builtin.ReadFile("builtin/" + nameOrFile + ".yaml"); err == nil {
 		return Parse("builtin:"+nameOrFile, b)
 	}
-	b, err := os.ReadFile(nameOrFile)
+	b, err := readBounded(nameOrFile)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) && !strings.ContainsAny(nameOrFile, "/.") {
 			return nil, fmt.Errorf("no recipe %q: not a built-in (%s) nor a file", nameOrFile, strings.Join(Builtin(), ", "))
@@ -229,14 +229,22 @@ func (es Errors) Error() string {
 
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 
-// Parse decodes and validates a recipe; every error names file:line.
+// Parse decodes and validates a recipe; every error names file:line. A
+// recipe over the bounds (bounds.go) is refused before it is decoded, and
+// at most the first maxErrors errors are listed, then a count of the rest.
 func Parse(file string, data []byte) (*Recipe, error) {
+	if len(data) > MaxBytes {
+		return nil, Errors{{File: file, Line: 1, Msg: fmt.Sprintf("over %d bytes: a recipe is a few hundred KB at most", MaxBytes)}}
+	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, Errors{yamlError(file, err.Error())}
 	}
 	if len(root.Content) == 0 {
 		return nil, Errors{{File: file, Line: 1, Msg: "empty recipe"}}
+	}
+	if es := bounds(file, &root); len(es) > 0 {
+		return nil, es
 	}
 	lines := map[string]int{}
 	index(root.Content[0], "", lines)
@@ -249,15 +257,19 @@ func Parse(file string, data []byte) (*Recipe, error) {
 		if errors.As(err, &te) {
 			msgs = te.Errors
 		}
-		var es Errors
+		var es errorList
 		for _, m := range msgs {
-			es = append(es, fieldOf(yamlError(file, m), lines))
+			if len(es.es) == maxErrors {
+				es.more++ // naming the field costs a look at every line
+				continue
+			}
+			es.add(fieldOf(yamlError(file, m), lines))
 		}
-		return nil, es
+		return nil, es.list()
 	}
 	r.File = file
 	if es := r.validate(file, lines); len(es) > 0 {
-		return nil, es
+		return nil, capErrors(es)
 	}
 	r.defaults()
 	return &r, nil

@@ -12,6 +12,10 @@ import (
 
 var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 
+// maxConcurrency bounds a round's sessions (each one a sandbox and a shell;
+// the plan of a round is allocated up front).
+const maxConcurrency = 1024
+
 // validate checks everything the YAML decoder cannot: presence, ranges,
 // references between tasks and rounds, known tools.
 func (r *Recipe) validate(file string, lines map[string]int) Errors {
@@ -156,6 +160,8 @@ func (r *Recipe) validate(file string, lines map[string]int) Errors {
 		}
 		if rd.Concurrency < 1 {
 			bad(at+".concurrency", "must be at least 1")
+		} else if rd.Concurrency > maxConcurrency {
+			bad(at+".concurrency", "%d is more than %d sessions", rd.Concurrency, maxConcurrency)
 		}
 		if len(rd.Tasks) == 0 {
 			bad(at+".tasks", "list at least one task id")

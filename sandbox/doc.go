@@ -17,9 +17,23 @@
 // also keeps the mounts as built (without it the sandbox's root, root of its
 // user namespace only, could remount its binds read-write; files it does not
 // own stay closed to it by their permissions); without namespaces Landlock
-// is all that keeps the host's files closed. Isolation
-// says what is in force, and the first sandbox prints it once with a loud
-// warning for each thing missing.
+// is all that keeps the host's files closed. Without namespaces a sandbox
+// also gets a temporary folder of its own (TMPDIR; Landlock keeps the host's
+// /tmp closed) and a seccomp filter that refuses new unix sockets, so no host
+// socket is reachable by its path (host.go, seccomp.go). Isolation says what
+// is in force, and the first sandbox prints it once with a loud warning for
+// each thing missing, and for each thing still open.
+//
+// # The workspace on disk, and what a killed run leaves
+//
+// A capped workspace (a tmpfs) is copied into its folder, which must be
+// fresh, after every command and at Close (keep.go): beneath the folder's
+// descriptor, never through a symlink, holes kept, a hard-linked file once,
+// within the cap (Kept says what was left out). So a run that is killed
+// still has its workspaces where its results are, and the next run's first
+// sandbox removes the cgroups and kills the processes that the killed run's
+// sandboxes left, by the records in their uid locks (reap.go). ClaimOut and
+// NewOut give each run an output folder no other run has (out.go).
 //
 // # Commands end, whatever they do
 //

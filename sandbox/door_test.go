@@ -23,7 +23,7 @@ func TestDoorReachesHostServiceOnly(t *testing.T) {
 			}
 			defer s.Close()
 			if !noNS && !s.Isolated() {
-				t.Skip("namespaces are not available here")
+				lacks(t, "namespaces are not available here")
 			}
 			l, err := s.Listen(0)
 			if err != nil {
@@ -63,7 +63,7 @@ func TestDoorReachesHostServiceOnly(t *testing.T) {
 func TestSandboxLoopbackIsUp(t *testing.T) {
 	s := newSandbox(t, nil)
 	if !s.Isolated() {
-		t.Skip("namespaces are not available here")
+		lacks(t, "namespaces are not available here")
 	}
 	r := run(t, s, `exec 3<>/dev/tcp/127.0.0.1/1`, 10*time.Second)
 	// Connection refused (nothing listens on port 1), not "network is unreachable".

@@ -109,7 +109,11 @@ func (s *Sandbox) FileSizeLimit() int64 { return int64(s.limits.FileSize) }
 // WriteFile writes a workspace file, making its directories, owned by the
 // sandbox's user so its shell can change it. It refuses content over the
 // file-size limit and any existing path that is not a regular file.
-func (s *Sandbox) WriteFile(rel string, data []byte) error { return s.writeFile(rel, data, true) }
+func (s *Sandbox) WriteFile(rel string, data []byte) error {
+	err := s.writeFile(rel, data, true)
+	s.syncDue()
+	return err
+}
 
 // writeFile writes a file, within the file-size limit when capped (the
 // recipe's seed files are not the session's to bound).

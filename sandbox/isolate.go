@@ -51,6 +51,8 @@ type childConfig struct {
 	Binds      []string `json:"binds"`    // host paths seen read-only at the same path (see buildRoot)
 	BindFDs    []int    `json:"bind_fds"` // per bind: a read-only clone made by the parent, or -1 (bind by path)
 	Landlock   int      `json:"landlock"` // the Landlock ABI to restrict with; 0: none
+	Seccomp    bool     `json:"seccomp"`  // refuse new unix sockets (seccomp.go)
+	Tmp        string   `json:"tmp"`      // without namespaces: the sandbox's temporary folder
 	Argv       []string `json:"argv"`
 	Env        []string `json:"env"`
 }
@@ -125,9 +127,14 @@ func setup(c childConfig) ([]int, error) {
 	} else if err := unix.Fchdir(workspaceFD); err != nil {
 		return nil, err
 	}
-	unix.Close(workspaceFD)
 	if c.Landlock > 0 {
 		if err := restrictLandlock(c.Landlock, sandboxLandlock(c)); err != nil {
+			return nil, err
+		}
+	}
+	unix.Close(workspaceFD)
+	if c.Seccomp {
+		if err := denyUnixSockets(); err != nil {
 			return nil, err
 		}
 	}

@@ -61,6 +61,7 @@ type landlockPaths struct {
 	write []string // everything
 	dev   []string // read, write, truncate and ioctl on devices
 	fds   []int    // open files whose inode gets read and write (the terminal: /dev/stdout reopens it)
+	dirs  []int    // open folders that get everything (a workspace whose path the sandbox's uid may not search)
 }
 
 // restrictLandlock confines this thread and what it executes to paths.
@@ -121,6 +122,11 @@ func restrictLandlock(abi int, paths landlockPaths) error {
 	for _, fd := range paths.fds {
 		add(fd, fileRights) // a pipe has no path to hold a rule; it needs none
 	}
+	for _, fd := range paths.dirs {
+		if err := add(fd, handled); err != nil {
+			return fmt.Errorf("landlock rule for descriptor %d: %w", fd, err)
+		}
+	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
@@ -147,7 +153,10 @@ func sandboxLandlock(c childConfig) landlockPaths {
 		for _, e := range etcEntries {
 			p.read = append(p.read, "/etc/"+e)
 		}
-		p.write = []string{c.Workspace, "/tmp", "/dev/shm"}
+		// The workspace by its descriptor: a rule by path would need the
+		// sandbox's uid to search every folder above it. Not the host's /tmp.
+		p.write = []string{c.Tmp, "/dev/shm"}
+		p.dirs = []int{workspaceFD}
 		for _, n := range devNodes {
 			p.dev = append(p.dev, "/dev/"+n)
 		}

@@ -14,9 +14,13 @@ type Isolation struct {
 	ReadOnly   []string `json:"read_only,omitempty"`    // host folders bound read-only beyond the system ones
 	Landlock   int      `json:"landlock_abi,omitempty"` // the Landlock ABI in force; 0: none
 	// LandlockNote says why Landlock is not in force ("unavailable (ABI probe: ENOSYS)").
-	LandlockNote string   `json:"landlock,omitempty"`
-	Workspace    string   `json:"workspace"` // a capped tmpfs or the host folder
-	Warnings     []string `json:"warnings,omitempty"`
+	LandlockNote string `json:"landlock,omitempty"`
+	// Seccomp says what the seccomp filter of a sandbox without namespaces
+	// does, or why there is none (empty with namespaces: no host socket is
+	// in the sandbox's root).
+	Seccomp   string   `json:"seccomp,omitempty"`
+	Workspace string   `json:"workspace"` // a capped tmpfs or the host folder
+	Warnings  []string `json:"warnings,omitempty"`
 }
 
 // Mode is the one line that says it.
@@ -33,6 +37,9 @@ func (i Isolation) Mode() string {
 		parts = append(parts, fmt.Sprintf("landlock: ABI %d", i.Landlock))
 	} else {
 		parts = append(parts, "landlock: "+i.LandlockNote)
+	}
+	if i.Seccomp != "" {
+		parts = append(parts, "seccomp: "+i.Seccomp)
 	}
 	parts = append(parts, "workspace: "+i.Workspace)
 	return "isolation: " + strings.Join(parts, "; ")

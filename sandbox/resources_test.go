@@ -28,7 +28,7 @@ func TestDiskPastWorkspaceCapIsENOSPC(t *testing.T) {
 	l.Workspace = 8 << 20
 	s := newLimited(t, l, map[string]string{"seed.txt": "seed\n"})
 	if !s.tmpfs {
-		t.Skipf("no capped workspace here (%s)", s.Isolation().Workspace)
+		lacks(t, "no capped workspace here (%s)", s.Isolation().Workspace)
 	}
 	r := run(t, s, "dd if=/dev/zero of=big bs=1M count=20; echo rc=$?", 30*time.Second)
 	if !strings.Contains(r.Output, "No space left on device") || strings.Contains(r.Output, "rc=0") {
@@ -59,7 +59,7 @@ func TestMemoryBoundedInTotalNotPerProcess(t *testing.T) {
 	l.Memory = 64 << 20
 	s := newLimited(t, l, nil)
 	if s.cg == nil {
-		t.Skipf("no cgroup for sandboxes here: %s", s.Isolation().Warnings)
+		lacks(t, "no cgroup for sandboxes here: %s", s.Isolation().Warnings)
 	}
 	if got := s.cg.file("pids.max"); got != "256" {
 		t.Errorf("pids.max %q", got)

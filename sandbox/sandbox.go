@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -12,7 +13,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -38,7 +38,8 @@ type Sandbox struct {
 	dir       string // the workspace's folder on disk
 	root      string // where its files are while the sandbox is open (see Root)
 	rootFD    int    // the workspace directory, which every host-side file access starts from
-	tmpfs     bool   // the workspace is a tmpfs of limits.Workspace bytes, copied to dir at Close
+	tmpfs     bool   // the workspace is a tmpfs of limits.Workspace bytes, copied to dir (keep)
+	keep      *mirror
 	id        *uidLock
 	uid       int
 	dedicated bool
@@ -47,6 +48,7 @@ type Sandbox struct {
 	iso       Isolation
 	limits    Limits
 	binds     []string // host paths seen read-only (ReadOnly and program prefixes)
+	tmp       string   // without namespaces: the sandbox's own temporary folder (TMPDIR)
 	path      []string // folders added to the sandbox's PATH for programs found off it
 
 	pathMu sync.Mutex // guards root, which Close moves; held only for that
@@ -120,11 +122,42 @@ func New(dir string, files map[string]string, o Options) (*Sandbox, error) {
 			return nil, fmt.Errorf("seed file %q: %w", n, err)
 		}
 	}
+	s.sync()
 	return s, nil
+}
+
+// sync brings the copy of a capped workspace up to date (keep.go).
+func (s *Sandbox) sync() {
+	if s.keep != nil {
+		s.keep.sync()
+	}
+}
+
+// syncDue brings it up to date unless passes cost too much (keep.go).
+func (s *Sandbox) syncDue() {
+	if s.keep != nil {
+		s.keep.syncDue()
+	}
+}
+
+// Kept says what the copy of a capped workspace holds in its folder (as of
+// the last command, or of Close); nil when the workspace is the folder
+// itself.
+func (s *Sandbox) Kept() *Kept {
+	if s.keep == nil {
+		return nil
+	}
+	k := s.keep.report()
+	return &k
 }
 
 // open takes the sandbox's uid, cgroup and workspace, and says what is in force.
 func (s *Sandbox) open(o Options) error {
+	reapOnce.Do(func() {
+		if r := reapDead(); r != (reaped{}) {
+			s.iso.Warnings = append(s.iso.Warnings, r.String())
+		}
+	})
 	var err error
 	if s.id, err = allocUID(); err != nil {
 		return err
@@ -137,23 +170,17 @@ func (s *Sandbox) open(o Options) error {
 	s.iso.Namespaces = s.ns
 	s.iso.Landlock, s.iso.LandlockNote = landlockProbe()
 	s.iso.ReadOnly = s.binds
-	files := "files"
-	switch {
-	case s.ns:
+	if s.ns {
 		s.iso.Root = "allowlist (system directories, a curated /etc, the workspace, a private /tmp, the read-only binds)"
-	case s.iso.Landlock > 0:
-		s.iso.Root = "the host's, opened only on the allowlist by Landlock (the workspace, /tmp, system directories, a curated /etc, the read-only binds)"
-		files = "files of the allowlist (Landlock)"
-	default:
-		s.iso.Root = "the host's, every file its uid may read"
-	}
-	if !s.ns {
-		s.iso.Warnings = append(s.iso.Warnings, fmt.Sprintf("NO NAMESPACES (%s): commands see the host's network, processes and %s as uid %d; "+
-			"they can read jspark's command line (/proc/PID/cmdline), so pass API keys with JSPARK_API_KEY or a key file, never --api-key", why, files, s.uid))
+	} else if err := s.openHost(why); err != nil {
+		return err
 	}
 	if setup, why := cgroups(); setup != nil {
 		if s.cg, err = newCgroup(setup, s.limits); err != nil {
 			return err
+		}
+		for _, dir := range s.cg.dirs {
+			s.id.record("cgroup " + dir)
 		}
 		s.iso.Cgroup = setup.mode()
 	} else {
@@ -166,7 +193,10 @@ func (s *Sandbox) open(o Options) error {
 		}
 		s.tmpfs = true
 		s.root = fmt.Sprintf("/proc/self/fd/%d", s.rootFD)
-		s.iso.Workspace = fmt.Sprintf("tmpfs of %s, copied out at the cut", bytesText(s.limits.Workspace))
+		if s.keep, err = newMirror(s.rootFD, s.dir, s.limits.Workspace); err != nil {
+			return err
+		}
+		s.iso.Workspace = fmt.Sprintf("tmpfs of %s (at most %d files), copied to its folder after every command", bytesText(s.limits.Workspace), workspaceInodes)
 	} else {
 		if s.dedicated {
 			if err := chownTree(s.dir, s.uid); err != nil {
@@ -187,6 +217,10 @@ func (s *Sandbox) open(o Options) error {
 
 // release gives back what open took.
 func (s *Sandbox) release() {
+	s.keep.close()
+	if s.tmp != "" {
+		os.RemoveAll(s.tmp)
+	}
 	if s.rootFD >= 0 {
 		unix.Close(s.rootFD)
 		s.rootFD = -1
@@ -250,6 +284,7 @@ func (s *Sandbox) Exec(ctx context.Context, command string, timeout time.Duratio
 		s.sh = sh
 	}
 	res, err := s.sh.run(ctx, command, timeout, limit, s.sweep)
+	defer s.syncDue() // nothing runs now to change the workspace
 	if res.Restarted || err != nil {
 		s.stopShell()
 		return res, err
@@ -261,7 +296,8 @@ func (s *Sandbox) Exec(ctx context.Context, command string, timeout time.Duratio
 }
 
 // Close kills the shell and every process the sandbox started, reaps them,
-// and copies a tmpfs workspace into its folder.
+// and brings the copy of a capped workspace up to date (a file left out at
+// the cap is in Kept, not an error).
 func (s *Sandbox) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -275,7 +311,10 @@ func (s *Sandbox) Close() error {
 	}
 	var err error
 	if s.tmpfs {
-		err = copyOut(s.rootFD, s.dir)
+		s.sync()
+		if k := s.Kept(); k.Error != "" {
+			err = fmt.Errorf("copy the workspace out to %s: %s", s.dir, k.Error)
+		}
 		s.pathMu.Lock()
 		s.root = s.dir
 		s.pathMu.Unlock()
@@ -294,34 +333,13 @@ func (s *Sandbox) stopShell() {
 	s.sh = nil
 }
 
-// sweep kills every process of the sandbox but keep, stopping them first so
-// that a fork bomb cannot outrun the scan, until two scans in a row find none.
+// sweep kills every process of the sandbox but keep (see killAll).
 func (s *Sandbox) sweep(keep int) {
 	shell := 0
 	if s.sh != nil {
 		shell = s.sh.pid()
 	}
-	empty := 0
-	for range 400 {
-		var stopped []int
-		for _, pid := range append(members(shell, s.uid, s.dedicated), s.cg.procs()...) {
-			if pid != keep {
-				syscall.Kill(pid, syscall.SIGSTOP)
-				stopped = append(stopped, pid)
-			}
-		}
-		if len(stopped) == 0 {
-			if empty++; empty == 2 {
-				return
-			}
-		} else {
-			empty = 0
-			for _, pid := range stopped {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	killAll(func() []int { return append(members(shell, s.uid, s.dedicated), s.cg.procs()...) }, keep)
 }
 
 // waitGone is how long a killed command's shell gets to report back before
@@ -353,8 +371,11 @@ func (s *Sandbox) spawn(ctx context.Context, argv []string, extra []*os.File, pr
 		Argv:       argv,
 		Env: []string{
 			"PATH=" + strings.Join(append(append([]string{}, sandboxPath...), s.path...), ":"), "HOME=" + home, "TERM=dumb", "LANG=C.UTF-8",
-			"USER=agent", "TMPDIR=/tmp", "PAGER=cat", "GIT_PAGER=cat",
+			"USER=agent", "TMPDIR=" + cmp.Or(s.tmp, "/tmp"), "PAGER=cat", "GIT_PAGER=cat",
 		},
+	}
+	if !s.ns {
+		c.Tmp, c.Seccomp = s.tmp, s.iso.Seccomp == seccompOn
 	}
 	if s.ns {
 		for _, d := range s.doors {

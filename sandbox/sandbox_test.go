@@ -107,7 +107,7 @@ func TestOutputCappedWithMarker(t *testing.T) {
 func TestForkBombContained(t *testing.T) {
 	s := newSandbox(t, nil)
 	if !s.dedicated && !s.ns {
-		t.Skip("no namespaces and no uid of its own here: a fork bomb would spend the test user's whole process limit")
+		lacks(t, "no namespaces and no uid of its own here: a fork bomb would spend the test user's whole process limit")
 	}
 	r := run(t, s, ":(){ :|:& };:", 3*time.Second)
 	t.Logf("fork bomb: exit %d, timed out %v, restarted %v", r.ExitCode, r.TimedOut, r.Restarted)
@@ -181,7 +181,7 @@ func TestIsolation(t *testing.T) {
 		if _, w := namespaces(); w != "" {
 			why = w
 		}
-		t.Skipf("namespaces are not available here (%s): network and filesystem isolation cannot be tested", why)
+		lacks(t, "namespaces are not available here (%s): network and filesystem isolation cannot be tested", why)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -29,8 +29,19 @@ type uidLock struct {
 	f   *os.File // nil: not dedicated (the caller's own uid)
 }
 
+// record adds a line to the lock file's record of what the sandbox made
+// (reap.go), for the next run if this one is killed.
+func (l *uidLock) record(line string) {
+	if l != nil && l.f != nil {
+		l.f.WriteString(line + "\n")
+	}
+}
+
+// release empties the record (the sandbox has cleaned up) and gives the
+// uid back.
 func (l *uidLock) release() {
 	if l != nil && l.f != nil {
+		l.f.Truncate(0)
 		l.f.Close() // drops the flock
 		l.f = nil
 	}
@@ -90,7 +101,10 @@ func allocUIDFrom(dir string, start int) (*uidLock, error) {
 			f.Close()
 			continue
 		}
-		return &uidLock{uid: uid, f: f}, nil
+		l := &uidLock{uid: uid, f: f}
+		f.Truncate(0)
+		l.record(fmt.Sprintf("pid %d", os.Getpid()))
+		return l, nil
 	}
 	return nil, errors.New("sandbox uid: every uid of the range is taken")
 }

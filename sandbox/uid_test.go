@@ -14,7 +14,7 @@ import (
 // killed the other's commands.
 func TestConcurrentRunsNeverShareAUID(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Skip("dedicated sandbox uids are allocated only as root")
+		lacks(t, "dedicated sandbox uids are allocated only as root")
 	}
 	dir, err := lockDir()
 	if err != nil {

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -50,7 +49,12 @@ func resolve(root, rel string) (string, error) {
 	return filepath.Join(root, clean), nil
 }
 
-// tmpfsWorkspace makes a detached tmpfs of size bytes, its root owned by uid:
+// workspaceInodes bounds the files and folders of a capped workspace (and so
+// of its copy on disk).
+const workspaceInodes = 1 << 18
+
+// tmpfsWorkspace makes a detached tmpfs of size bytes and workspaceInodes
+// inodes, its root owned by uid:
 // the workspace of a capped sandbox. It is in no mount table (nothing to
 // leak if jspark dies); each shell attaches a clone of it at Home, and the
 // host side reaches it through the returned descriptor. Writes past size fail
@@ -61,7 +65,8 @@ func tmpfsWorkspace(size uint64, uid int) (int, error) {
 		return -1, fmt.Errorf("workspace tmpfs: %w", err)
 	}
 	defer unix.Close(fs)
-	for _, kv := range [][2]string{{"size", strconv.FormatUint(size, 10)}, {"mode", "0755"}, {"uid", strconv.Itoa(uid)}, {"gid", strconv.Itoa(uid)}} {
+	for _, kv := range [][2]string{{"size", strconv.FormatUint(size, 10)}, {"nr_inodes", strconv.Itoa(workspaceInodes)},
+		{"mode", "0755"}, {"uid", strconv.Itoa(uid)}, {"gid", strconv.Itoa(uid)}} {
 		if err := unix.FsconfigSetString(fs, kv[0], kv[1]); err != nil {
 			return -1, fmt.Errorf("workspace tmpfs %s=%s: %w", kv[0], kv[1], err)
 		}
@@ -74,94 +79,4 @@ func tmpfsWorkspace(size uint64, uid int) (int, error) {
 		return -1, fmt.Errorf("workspace tmpfs: %w", err)
 	}
 	return fd, nil
-}
-
-// copyOut copies the workspace under from (a descriptor) into the folder dir:
-// directories, regular files and symlinks (as links); FIFOs, sockets and
-// devices are not files to keep. Every open is beneath from, without
-// following links, so nothing the sandbox left there is read outside it.
-func copyOut(from int, dir string) error {
-	var first error
-	keep := func(err error) {
-		if first == nil && err != nil {
-			first = err
-		}
-	}
-	var walk func(fd int, dst string)
-	walk = func(fd int, dst string) {
-		f := os.NewFile(uintptr(fd), dst)
-		defer f.Close()
-		ents, err := f.ReadDir(-1)
-		if err != nil {
-			keep(err)
-			return
-		}
-		for _, e := range ents {
-			name, target := e.Name(), filepath.Join(dst, e.Name())
-			switch t := e.Type(); {
-			case t.IsDir():
-				sub, err := beneath(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-				if err != nil {
-					keep(err)
-					continue
-				}
-				if err := os.Mkdir(target, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-					unix.Close(sub)
-					keep(err)
-					continue
-				}
-				walk(sub, target)
-			case t&fs.ModeSymlink != 0:
-				link, err := readlinkat(fd, name)
-				if err == nil {
-					os.Remove(target)
-					err = os.Symlink(link, target)
-				}
-				keep(err)
-			case t.IsRegular():
-				keep(copyFile(fd, name, target))
-			}
-		}
-	}
-	fd, err := unix.Openat(from, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	walk(fd, dir)
-	if first != nil {
-		return fmt.Errorf("copy the workspace out to %s: %w", dir, first)
-	}
-	return nil
-}
-
-func readlinkat(dir int, name string) (string, error) {
-	buf := make([]byte, unix.PathMax)
-	n, err := unix.Readlinkat(dir, name, buf)
-	if err != nil {
-		return "", err
-	}
-	return string(buf[:n]), nil
-}
-
-func copyFile(dir int, name, target string) error {
-	fd, err := beneath(dir, name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return err
-	}
-	src := os.NewFile(uintptr(fd), name)
-	defer src.Close()
-	fi, err := src.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return err
-	}
-	os.Remove(target) // a link or FIFO of the same name on disk is not to be written through
-	dst, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fi.Mode().Perm())
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(dst, src)
-	if cerr := dst.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -26,7 +26,7 @@ func Load(source string, sp Special) (Template, error) {
 		return Pick(source), fmt.Errorf("chat template does not compile (%v); using the built-in %s template", err, Pick(source).Name)
 	}
 	return Template{Name: "gguf", prog: prog, special: sp, hermes: strings.Contains(source, ToolCallOpen),
-		thinks: strings.Contains(source, ThinkClose)}, nil
+		thinks: strings.Contains(source, ThinkClose), harmony: strings.Contains(source, harmonyChannel)}, nil
 }
 
 // CallDelims is the text around a forced tool call and between two of
@@ -40,12 +40,16 @@ func (t Template) CallDelims() (open, close, sep string) {
 	return "", "", ""
 }
 
-// renderJinja passes the conversation as vLLM and llama.cpp pass it to a
-// Hugging Face template: messages as dicts (tool-call arguments parsed from
-// their JSON text, content none for an assistant turn that only calls
-// tools), tools as the request's objects and left undefined when there are
-// none, bos_token, eos_token and add_generation_prompt, none of which the
-// request's own variables (chat_template_kwargs) may replace.
+// harmonyChannel marks gpt-oss's harmony template, which reads an assistant
+// turn's reasoning as "thinking".
+const harmonyChannel = "<|channel|>"
+
+// renderJinja passes the conversation as llama.cpp passes it to a Hugging
+// Face template: messages as dicts (content always a string, tool-call
+// arguments parsed from their JSON text as vLLM does), tools as the
+// request's objects and left undefined when there are none, bos_token,
+// eos_token and add_generation_prompt, none of which the request's own
+// variables (chat_template_kwargs) may replace.
 func (t Template) renderJinja(msgs []Message, tools []Tool, addGeneration bool, extra Vars) (string, error) {
 	vars := map[string]jinja.Value{}
 	for name, raw := range extra {
@@ -60,8 +64,16 @@ func (t Template) renderJinja(msgs []Message, tools []Tool, addGeneration bool, 
 		vars[name] = v
 	}
 	ms := jinja.NewList()
-	for _, m := range msgs {
-		ms.Items = append(ms.Items, messageValue(m))
+	for i, m := range msgs {
+		v, err := messageValue(m, t.harmony)
+		if err != nil {
+			return "", fmt.Errorf("messages[%d].%w", i, err)
+		}
+		if t.harmony {
+			ms.Items = append(ms.Items, harmonyTurns(v)...)
+		} else {
+			ms.Items = append(ms.Items, v)
+		}
 	}
 	vars["messages"] = ms
 	vars["add_generation_prompt"] = addGeneration
@@ -72,7 +84,7 @@ func (t Template) renderJinja(msgs []Message, tools []Tool, addGeneration bool, 
 		for i, tool := range tools {
 			v, err := toolValue(tool)
 			if err != nil {
-				return "", fmt.Errorf("tools[%d]: %w", i, err)
+				return "", fmt.Errorf("tools[%d].%w", i, err)
 			}
 			tl.Items = append(tl.Items, v)
 		}
@@ -89,20 +101,26 @@ func (t Template) renderJinja(msgs []Message, tools []Tool, addGeneration bool, 
 	return out, nil
 }
 
-func messageValue(m Message) *jinja.Dict {
+// messageValue is m as a template reads it: role, content (a string, ""
+// for none: GLM's templates print a none as "None", Devstral's index it),
+// name, tool_calls (id, type, function with arguments parsed), tool_call_id
+// and reasoning_content, each present only when set. Arguments that are not
+// JSON stay text (vLLM's choice); arguments nested past what a template
+// may walk are an error naming the field (the JSON is checked before it
+// is decoded: five million '[' once overflowed the stack here). For
+// harmony, reasoning is also "thinking", and a turn with both reasoning
+// and calls loses its content (the template refuses both), as llama.cpp
+// passes them.
+func messageValue(m Message, harmony bool) (*jinja.Dict, error) {
 	d := jinja.NewDict()
 	d.Set("role", m.Role)
-	if m.Role == "assistant" && m.Content == "" && len(m.ToolCalls) > 0 {
-		d.Set("content", nil)
-	} else {
-		d.Set("content", string(m.Content))
-	}
+	d.Set("content", string(m.Content))
 	if m.Name != "" {
 		d.Set("name", m.Name)
 	}
 	if len(m.ToolCalls) > 0 {
 		calls := jinja.NewList()
-		for _, c := range m.ToolCalls {
+		for j, c := range m.ToolCalls {
 			cd := jinja.NewDict()
 			if c.ID != "" {
 				cd.Set("id", c.ID)
@@ -115,7 +133,11 @@ func messageValue(m Message) *jinja.Dict {
 			fn := jinja.NewDict()
 			fn.Set("name", c.Function.Name)
 			var args jinja.Value = c.Function.Arguments
-			if v, err := jinja.FromJSON([]byte(c.Function.Arguments)); err == nil {
+			v, err := jinja.FromJSON([]byte(c.Function.Arguments))
+			switch {
+			case errors.Is(err, jinja.ErrNested):
+				return nil, fmt.Errorf("tool_calls[%d].function.arguments: %w", j, err)
+			case err == nil:
 				args = v
 			}
 			fn.Set("arguments", args)
@@ -129,8 +151,43 @@ func messageValue(m Message) *jinja.Dict {
 	}
 	if m.ReasoningContent != "" {
 		d.Set("reasoning_content", m.ReasoningContent)
+		if harmony {
+			d.Set("thinking", m.ReasoningContent)
+			if len(m.ToolCalls) > 0 {
+				d.Delete("content")
+			}
+		}
 	}
-	return d
+	return d, nil
+}
+
+// harmonyTurns splits a turn with several tool calls into one turn a call,
+// as vLLM hands them to harmony: gpt-oss's template renders only a turn's
+// first call. The first keeps the turn's reasoning and content; the others
+// carry role, an empty content and their call.
+func harmonyTurns(d *jinja.Dict) []jinja.Value {
+	v, _ := d.Get("tool_calls")
+	calls, _ := v.(*jinja.List)
+	if calls == nil || len(calls.Items) < 2 {
+		return []jinja.Value{d}
+	}
+	out := make([]jinja.Value, len(calls.Items))
+	for i, c := range calls.Items {
+		turn := jinja.NewDict()
+		if i == 0 {
+			for _, k := range d.Keys() {
+				x, _ := d.Get(k)
+				turn.Set(k, x)
+			}
+		} else {
+			role, _ := d.Get("role")
+			turn.Set("role", role)
+			turn.Set("content", "")
+		}
+		turn.Set("tool_calls", jinja.NewList(c))
+		out[i] = turn
+	}
+	return out
 }
 
 // toolValue keeps the client's key order inside parameters, so the same
@@ -144,7 +201,7 @@ func toolValue(t Tool) (*jinja.Dict, error) {
 	if len(t.Function.Parameters) > 0 {
 		p, err := jinja.FromJSON(t.Function.Parameters)
 		if err != nil {
-			return nil, fmt.Errorf("parameters: %w", err)
+			return nil, fmt.Errorf("function.parameters: %w", err)
 		}
 		fn.Set("parameters", p)
 	}

@@ -21,6 +21,7 @@ type Template struct {
 	special Special
 	hermes  bool // the template writes calls in <tool_call> tags
 	thinks  bool // the template writes reasoning in <think> blocks
+	harmony bool // gpt-oss's template: reasoning goes back as "thinking"
 }
 
 // Thinks reports whether the model's template writes reasoning blocks, so

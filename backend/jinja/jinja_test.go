@@ -3,8 +3,11 @@ package jinja
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -110,22 +113,40 @@ func render(src string, vars map[string]Value) (string, error) {
 }
 
 // FuzzTemplate: any source compiles or fails with an error, and a compiled
-// one renders or fails with an error, within the limits.
+// one renders or fails with an error within its budget: what a render
+// allocates stays within a small multiple of its byte budget plus what
+// its steps' bookkeeping costs, whatever the template does.
 func FuzzTemplate(f *testing.F) {
 	for _, s := range readSnippetsF(f) {
 		f.Add(s)
 	}
-	vars, _ := FromJSON([]byte(`{"messages": [{"role": "user", "content": "hi", "tool_calls": [{"function": {"name": "f", "arguments": {"a": [1, 2.5, null]}}}]}], "tools": [{"type": "function"}], "n": 3, "s": "text"}`))
-	ctx := map[string]Value{}
-	for _, k := range vars.(*Dict).Keys() {
-		ctx[k], _ = vars.(*Dict).Get(k)
+	for _, s := range []string{
+		"{{ 'x'|center(2**40) }}",
+		"{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+		"{% set l = [] %}{% set _ = l.append(l) %}{{ l }}{{ l == l }}",
+		"{{ range(100)|join('x' * 100000) }}",
+		"{{ ((((((((1)))))))) }}",
+	} {
+		f.Add(s)
 	}
+	const vars = `{"messages": [{"role": "user", "content": "hi", "tool_calls": [{"function": {"name": "f", "arguments": {"a": [1, 2.5, null]}}}]}], "tools": [{"type": "function"}], "n": 3, "s": "text"}`
 	f.Fuzz(func(t *testing.T, src string) {
 		tpl, err := Compile(src)
 		if err != nil {
 			return
 		}
-		tpl.Render(ctx)
+		v, _ := FromJSON([]byte(vars)) // fresh: a template may append to them
+		ctx := map[string]Value{}
+		for _, k := range v.(*Dict).Keys() {
+			ctx[k], _ = v.(*Dict).Get(k)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		tpl.render(ctx, small)
+		runtime.ReadMemStats(&after)
+		if n := after.TotalAlloc - before.TotalAlloc; n > 8*uint64(small.bytes)+uint64(small.work/workStep)*512 {
+			t.Fatalf("rendering allocated %d MiB", n>>20)
+		}
 	})
 }
 
@@ -155,8 +176,7 @@ func TestErrorsNameTheLine(t *testing.T) {
 		{"{{ x is nosuchtest }}", "line 1: test nosuchtest: unknown test"},
 		{"\n\n{{ [1] + 'a' }}", "line 3: unsupported operand types for +: list and str"},
 		{"{% macro m() %}{{ m() }}{{ m() }}{% endmacro %}{{ m() }}", "calls nested over 64 deep"},
-		{"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "template ran over 5000000 steps"},
-		{"{{ 'x' * 100000000000 }}", "string repetition over 64 MiB"},
+		{"{{ 'x' * 100000000000 }}", "template ran out of its budget: it built over 64 MiB"},
 		{"{% set ns = 1 %}{% set ns.a = 2 %}", "only namespace() objects take attributes"},
 	}
 	for _, c := range cases {
@@ -165,4 +185,34 @@ func TestErrorsNameTheLine(t *testing.T) {
 			t.Errorf("%q: error %v, want %q", c.src, err, c.want)
 		}
 	}
+}
+
+// TestConcurrentRenders: a compiled template is shared by every request;
+// renders in parallel give each its own output (run with -race).
+func TestConcurrentRenders(t *testing.T) {
+	tpl, err := Compile("{% set ns = namespace(n=0) %}{% macro m(x) %}<{{ x }}>{% endmacro %}" +
+		"{% for i in range(n) %}{% set ns.n = ns.n + i %}{{ m(i) }}{% endfor %}={{ ns.n }}{{ l.append(n) }}{{ l|length }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for range 50 {
+				out, err := tpl.Render(map[string]Value{"n": int64(g), "l": NewList()})
+				want := ""
+				sum := 0
+				for i := range g {
+					want += fmt.Sprintf("<%d>", i)
+					sum += i
+				}
+				want += fmt.Sprintf("=%dNone1", sum)
+				if err != nil || out != want {
+					t.Errorf("%q, %v; want %q", out, err, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

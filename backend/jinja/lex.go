@@ -2,10 +2,15 @@
 // (tokenizer.chat_template), with the settings Hugging Face's
 // apply_chat_template uses: trim_blocks, lstrip_blocks, loop controls, and
 // a tojson that writes what Python's json.dumps writes. It covers the
-// language those templates use (statements if/for/set/macro/filter/
+// language those templates use (statements if/for/set/macro/call/filter/
 // break/continue/raw/generation, Python-like expressions, the common
 // filters, tests and str/dict/list methods); a template using anything
 // else fails to compile with its line, so a caller can fall back.
+//
+// A template is untrusted code (a GGUF from anywhere carries its own): a
+// render spends one budget (budget.go) on everything it builds, every step
+// it takes and every level it nests, and a template that runs out fails
+// with an error for that render, never the process.
 package jinja
 
 import (
@@ -152,7 +157,11 @@ func (lx *lexer) run() error {
 		case '#':
 			err = lx.comment()
 		case '%':
-			if lx.rawBlock() {
+			raw, err := lx.rawBlock()
+			if err != nil {
+				return err
+			}
+			if raw {
 				continue
 			}
 			lx.emit(tBlockBegin, "{%", lx.line)
@@ -203,14 +212,16 @@ func (lx *lexer) comment() error {
 	return nil
 }
 
-// rawBlock handles {% raw %}…{% endraw %}: its content is text as is.
-func (lx *lexer) rawBlock() bool {
+// rawBlock handles {% raw %}…{% endraw %}: its content is text as is. A
+// raw block that is not closed is an error at once (scanning on from each
+// of many would cost the square of the source).
+func (lx *lexer) rawBlock() (bool, error) {
 	p := lx.pos
 	for p < len(lx.src) && isSpace(lx.src[p]) {
 		p++
 	}
 	if !strings.HasPrefix(lx.src[p:], "raw") {
-		return false
+		return false, nil
 	}
 	p += 3
 	for p < len(lx.src) && isSpace(lx.src[p]) {
@@ -221,14 +232,14 @@ func (lx *lexer) rawBlock() bool {
 		mod, p = lx.src[p], p+1
 	}
 	if !strings.HasPrefix(lx.src[p:], "%}") {
-		return false
+		return false, nil
 	}
 	p += 2
 	// Find {% endraw %} with optional modifiers.
 	for q := p; ; {
 		k := strings.Index(lx.src[q:], "{%")
 		if k < 0 {
-			return false
+			return false, errorf(lx.line, "raw block is not closed with {%% endraw %%}")
 		}
 		k += q
 		r := k + 2
@@ -260,7 +271,7 @@ func (lx *lexer) rawBlock() bool {
 		lx.text(p, k, '%', emod)
 		lx.pos = r + 2
 		lx.closeTag('%', cmod)
-		return true
+		return true, nil
 	}
 }
 
@@ -368,7 +379,11 @@ func (lx *lexer) inside(closer byte) error {
 			}
 			switch op {
 			case "(", "[", "{":
-				depth++
+				// The parser bounds nesting too; here a million brackets
+				// stop before they are a million tokens.
+				if depth++; depth > maxNest {
+					return errorf(lx.line, "the template nests over %d deep", maxNest)
+				}
 			case ")", "]", "}":
 				depth--
 			}

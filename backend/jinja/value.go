@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,8 +55,19 @@ func (d *Dict) Get(key string) (Value, bool) {
 // Keys returns the keys in insertion order.
 func (d *Dict) Keys() []string { return d.keys }
 
+func (d *Dict) values() []Value {
+	out := make([]Value, len(d.keys))
+	for i, k := range d.keys {
+		out[i] = d.m[k]
+	}
+	return out
+}
+
 // Len is the number of keys.
 func (d *Dict) Len() int { return len(d.keys) }
+
+// Delete removes key.
+func (d *Dict) Delete(key string) { d.del(key) }
 
 func (d *Dict) del(key string) {
 	if _, ok := d.m[key]; ok {
@@ -66,15 +76,25 @@ func (d *Dict) del(key string) {
 	}
 }
 
-// Func is a callable: a global, a bound method, or a macro.
+// Func is a callable: a global, a bound method, or a macro. It is called
+// with the renderer of the call, whose budget it spends.
 type Func struct {
 	Name string
-	Fn   func(args []Value, kwargs *Dict) (Value, error)
+	fn   func(r *renderer, args []Value, kwargs *Dict) (Value, error)
+	recv Value // a bound method's receiver, whose size counts as work
 }
+
+// ErrNested is the error FromJSON wraps for JSON nested past what a
+// render may walk (maxValueDepth): rejected before it is decoded, so deep
+// input costs neither stack nor memory.
+var ErrNested = fmt.Errorf("JSON is nested over %d deep", maxValueDepth)
 
 // FromJSON decodes JSON keeping object key order and the int/float
 // distinction, as Python's json.loads does.
 func FromJSON(raw []byte) (Value, error) {
+	if err := checkNesting(raw); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	v, err := decodeJSON(dec)
@@ -85,6 +105,29 @@ func FromJSON(raw []byte) (Value, error) {
 		return nil, fmt.Errorf("unexpected data after the JSON value")
 	}
 	return v, nil
+}
+
+// checkNesting fails on JSON whose brackets nest past maxValueDepth,
+// counting only outside strings.
+func checkNesting(raw []byte) error {
+	depth, inString := 0, false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '[' || c == '{':
+			if depth++; depth > maxValueDepth {
+				return fmt.Errorf("at byte %d: %w", i, ErrNested)
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return nil
 }
 
 func decodeJSON(dec *json.Decoder) (Value, error) {
@@ -187,293 +230,6 @@ func typeName(v Value) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// str is Python's str().
-func str(v Value) string {
-	switch v := v.(type) {
-	case string:
-		return v
-	case Undefined:
-		return ""
-	}
-	return repr(v)
-}
-
-// repr is Python's repr() for the values templates hold.
-func repr(v Value) string {
-	var b strings.Builder
-	writeRepr(&b, v)
-	return b.String()
-}
-
-func writeRepr(b *strings.Builder, v Value) {
-	switch v := v.(type) {
-	case nil:
-		b.WriteString("None")
-	case Undefined:
-	case bool:
-		if v {
-			b.WriteString("True")
-		} else {
-			b.WriteString("False")
-		}
-	case int64:
-		b.WriteString(strconv.FormatInt(v, 10))
-	case float64:
-		b.WriteString(pyFloat(v))
-	case string:
-		b.WriteString(pyQuote(v))
-	case *List:
-		open, close := "[", "]"
-		if v.tuple {
-			open, close = "(", ")"
-		}
-		b.WriteString(open)
-		for i, x := range v.Items {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			writeRepr(b, x)
-		}
-		if v.tuple && len(v.Items) == 1 {
-			b.WriteString(",")
-		}
-		b.WriteString(close)
-	case *Dict:
-		if v.ns {
-			b.WriteString("<Namespace ")
-		} else {
-			b.WriteString("{")
-		}
-		for i, k := range v.keys {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			if v.ns {
-				b.WriteString(k + "=")
-			} else {
-				b.WriteString(pyQuote(k) + ": ")
-			}
-			writeRepr(b, v.m[k])
-		}
-		if v.ns {
-			b.WriteString(">")
-		} else {
-			b.WriteString("}")
-		}
-	case *Func:
-		b.WriteString("<function " + v.Name + ">")
-	default:
-		fmt.Fprint(b, v)
-	}
-}
-
-// pyQuote quotes like Python's repr of a str: single quotes unless the
-// string has a single quote and no double quote.
-func pyQuote(s string) string {
-	q := byte('\'')
-	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
-		q = '"'
-	}
-	var b strings.Builder
-	b.WriteByte(q)
-	for _, r := range s {
-		switch {
-		case r == rune(q) || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte(q)
-	return b.String()
-}
-
-// pyFloat is Python's repr of a float: shortest round-trip digits, fixed
-// notation for exponents in [-4, 16), and always a '.' or exponent.
-func pyFloat(f float64) string {
-	switch {
-	case math.IsInf(f, 1):
-		return "inf"
-	case math.IsInf(f, -1):
-		return "-inf"
-	case math.IsNaN(f):
-		return "nan"
-	}
-	e := strconv.FormatFloat(f, 'e', -1, 64)
-	mant, exp, _ := strings.Cut(e, "e")
-	x, _ := strconv.Atoi(exp)
-	if x >= -4 && x < 16 {
-		s := strconv.FormatFloat(f, 'f', -1, 64)
-		if !strings.ContainsAny(s, ".") {
-			s += ".0"
-		}
-		return s
-	}
-	sign := "+"
-	if x < 0 {
-		sign, x = "-", -x
-	}
-	return fmt.Sprintf("%se%s%02d", mant, sign, x)
-}
-
-// jsonOptions are json.dumps' arguments that tojson passes through.
-type jsonOptions struct {
-	indent     string // "" with hasIndent false: one line
-	hasIndent  bool
-	itemSep    string
-	keySep     string
-	sortKeys   bool
-	ensureASCI bool
-}
-
-func newJSONOptions() jsonOptions { return jsonOptions{itemSep: ", ", keySep: ": "} }
-
-// toJSON writes v as Python's json.dumps(v, ensure_ascii=False, …) does.
-func toJSON(v Value, o jsonOptions) (string, error) {
-	var b strings.Builder
-	if err := writeJSON(&b, v, o, 0); err != nil {
-		return "", err
-	}
-	return b.String(), nil
-}
-
-func writeJSON(b *strings.Builder, v Value, o jsonOptions, depth int) error {
-	if depth > 200 {
-		return fmt.Errorf("tojson: value is nested too deeply")
-	}
-	newline := func(d int) {
-		if o.hasIndent {
-			b.WriteByte('\n')
-			for range d {
-				b.WriteString(o.indent)
-			}
-		}
-	}
-	switch v := v.(type) {
-	case nil:
-		b.WriteString("null")
-	case Undefined:
-		return fmt.Errorf("tojson: %s is undefined", undefinedName(v))
-	case bool:
-		if v {
-			b.WriteString("true")
-		} else {
-			b.WriteString("false")
-		}
-	case int64:
-		b.WriteString(strconv.FormatInt(v, 10))
-	case float64:
-		switch {
-		case math.IsInf(v, 1):
-			b.WriteString("Infinity")
-		case math.IsInf(v, -1):
-			b.WriteString("-Infinity")
-		case math.IsNaN(v):
-			b.WriteString("NaN")
-		default:
-			b.WriteString(pyFloat(v))
-		}
-	case string:
-		writeJSONString(b, v, o.ensureASCI)
-	case *List:
-		if len(v.Items) == 0 {
-			b.WriteString("[]")
-			return nil
-		}
-		b.WriteByte('[')
-		for i, x := range v.Items {
-			if i > 0 {
-				b.WriteString(o.itemSep)
-			}
-			newline(depth + 1)
-			if err := writeJSON(b, x, o, depth+1); err != nil {
-				return err
-			}
-		}
-		newline(depth)
-		b.WriteByte(']')
-	case *Dict:
-		if len(v.keys) == 0 {
-			b.WriteString("{}")
-			return nil
-		}
-		keys := v.keys
-		if o.sortKeys {
-			keys = slices.Clone(keys)
-			slices.Sort(keys)
-		}
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString(o.itemSep)
-			}
-			newline(depth + 1)
-			writeJSONString(b, k, o.ensureASCI)
-			b.WriteString(o.keySep)
-			if err := writeJSON(b, v.m[k], o, depth+1); err != nil {
-				return err
-			}
-		}
-		newline(depth)
-		b.WriteByte('}')
-	default:
-		return fmt.Errorf("tojson: a %s is not JSON serializable", typeName(v))
-	}
-	return nil
-}
-
-func writeJSONString(b *strings.Builder, s string, ascii bool) {
-	b.WriteByte('"')
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		i += n
-		switch {
-		case r == '"':
-			b.WriteString(`\"`)
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\b':
-			b.WriteString(`\b`)
-		case r == '\f':
-			b.WriteString(`\f`)
-		case r < 0x20:
-			fmt.Fprintf(b, `\u%04x`, r)
-		case ascii && r > 0x7e:
-			if r >= 0x10000 {
-				r -= 0x10000
-				fmt.Fprintf(b, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
-			} else {
-				fmt.Fprintf(b, `\u%04x`, r)
-			}
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('"')
-}
-
-func undefinedName(u Undefined) string {
-	if u.Name == "" {
-		return "a value"
-	}
-	return "'" + u.Name + "'"
-}
-
 // toFloat reads a number (bools count, as in Python).
 func toNumber(v Value) (float64, bool) {
 	switch v := v.(type) {
@@ -503,8 +259,19 @@ func toInt(v Value) (int64, bool) {
 	return 0, false
 }
 
-// equal is Python's ==.
-func equal(a, b Value) bool {
+// equal is Python's ==. Its work is r's: a byte compared is one unit, a
+// value visited elemWork; past the budget or maxValueDepth it answers
+// false and r holds the error.
+func (r *renderer) equal(a, b Value) bool { return r.eq(a, b, 0) }
+
+func (r *renderer) eq(a, b Value, depth int) bool {
+	if r.work(elemWork) != nil {
+		return false
+	}
+	if depth > maxValueDepth {
+		r.fail(fmt.Errorf("== on values nested over %d deep", maxValueDepth))
+		return false
+	}
 	if x, ok := toNumber(a); ok {
 		y, ok := toNumber(b)
 		return ok && x == y
@@ -517,10 +284,13 @@ func equal(a, b Value) bool {
 		return ok
 	case string:
 		s, ok := b.(string)
-		return ok && a == s
+		if !ok || len(a) != len(s) {
+			return false
+		}
+		return r.work(int64(len(a))) == nil && a == s
 	case *List:
 		c, ok := b.(*List)
-		return ok && slices.EqualFunc(a.Items, c.Items, equal)
+		return ok && slices.EqualFunc(a.Items, c.Items, func(x, y Value) bool { return r.eq(x, y, depth+1) })
 	case *Dict:
 		c, ok := b.(*Dict)
 		if !ok || len(a.keys) != len(c.keys) {
@@ -528,7 +298,7 @@ func equal(a, b Value) bool {
 		}
 		for _, k := range a.keys {
 			y, ok := c.m[k]
-			if !ok || !equal(a.m[k], y) {
+			if !ok || !r.eq(a.m[k], y, depth+1) {
 				return false
 			}
 		}
@@ -537,8 +307,17 @@ func equal(a, b Value) bool {
 	return a == b
 }
 
-// compare orders numbers with numbers and strings with strings.
-func compare(a, b Value) (int, error) {
+// compare orders numbers with numbers, strings with strings and lists
+// item by item; its work is r's, as equal's.
+func (r *renderer) compare(a, b Value) (int, error) { return r.cmp(a, b, 0) }
+
+func (r *renderer) cmp(a, b Value, depth int) (int, error) {
+	if err := r.work(elemWork); err != nil {
+		return 0, err
+	}
+	if depth > maxValueDepth {
+		return 0, fmt.Errorf("comparing values nested over %d deep", maxValueDepth)
+	}
 	if x, ok := toNumber(a); ok {
 		if y, ok := toNumber(b); ok {
 			switch {
@@ -552,13 +331,16 @@ func compare(a, b Value) (int, error) {
 	}
 	if x, ok := a.(string); ok {
 		if y, ok := b.(string); ok {
+			if err := r.work(int64(min(len(x), len(y)))); err != nil {
+				return 0, err
+			}
 			return strings.Compare(x, y), nil
 		}
 	}
 	if x, ok := a.(*List); ok {
 		if y, ok := b.(*List); ok {
 			for i := 0; i < len(x.Items) && i < len(y.Items); i++ {
-				if c, err := compare(x.Items[i], y.Items[i]); err != nil || c != 0 {
+				if c, err := r.cmp(x.Items[i], y.Items[i], depth+1); err != nil || c != 0 {
 					return c, err
 				}
 			}
@@ -569,35 +351,42 @@ func compare(a, b Value) (int, error) {
 }
 
 // iterate lists what a for loop walks: list items, dict keys, string
-// characters; undefined and none iterate as empty only for undefined.
-func iterate(v Value) ([]Value, error) {
+// characters (built within the budget); undefined iterates as empty.
+func (r *renderer) iterate(v Value) ([]Value, error) {
 	switch v := v.(type) {
 	case Undefined:
 		return nil, nil
 	case *List:
 		return v.Items, nil
 	case *Dict:
+		if err := r.spendN(int64(len(v.keys)), 32); err != nil {
+			return nil, err
+		}
 		out := make([]Value, len(v.keys))
 		for i, k := range v.keys {
 			out[i] = k
 		}
 		return out, nil
 	case string:
-		var out []Value
-		for _, r := range v {
-			out = append(out, string(r))
+		n := int64(utf8.RuneCountInString(v))
+		if err := r.spendN(n, 32); err != nil {
+			return nil, err
+		}
+		out := make([]Value, 0, n)
+		for _, c := range v {
+			out = append(out, string(c))
 		}
 		return out, nil
 	}
 	return nil, fmt.Errorf("a %s is not iterable", typeName(v))
 }
 
-func length(v Value) (int64, error) {
+func (r *renderer) length(v Value) (int64, error) {
 	switch v := v.(type) {
 	case Undefined:
 		return 0, nil
 	case string:
-		return int64(utf8.RuneCountInString(v)), nil
+		return int64(utf8.RuneCountInString(v)), r.work(int64(len(v)) * runeWork)
 	case *List:
 		return int64(len(v.Items)), nil
 	case *Dict:
