@@ -64,6 +64,9 @@ func (HostMemory) Read(dst []byte, src *Buffer, off int) {
 	copy(dst, src.host[src.Type.RowBytes(off):])
 }
 
+// Err is nil: host memory and host kernels do not fail as a device can.
+func (HostMemory) Err() error { return nil }
+
 func (HostMemory) Free(b *Buffer) {
 	*b = Buffer{Type: b.Type, Len: b.Len} // views gone: any use panics
 }
@@ -131,4 +134,19 @@ func I32Bytes(v []int32) []byte {
 func (a *Attention) Slot(i, pos int) int {
 	row := int(HostI32(a.Seq)[i]) * a.TableStride
 	return int(HostI32(a.Table)[row+pos/a.BlockSize])*a.BlockSize + pos%a.BlockSize
+}
+
+// HostView makes v a view of elements off..off+n-1 of the host buffer b
+// (an activation type: F32, F16 or I32), sharing its memory: a kernel that
+// runs another on part of a buffer reuses one view instead of allocating.
+func HostView(v, b *Buffer, off, n int) {
+	*v = Buffer{Type: b.Type, Len: n, host: b.host[b.Type.RowBytes(off):][:b.Type.RowBytes(n)]}
+	switch {
+	case b.f32 != nil:
+		v.f32 = b.f32[off : off+n]
+	case b.i32 != nil:
+		v.i32 = b.i32[off : off+n]
+	case b.u16 != nil:
+		v.u16 = b.u16[off : off+n]
+	}
 }

@@ -6,7 +6,8 @@
 // devices whose buffers are ordinary Go memory; and cuda (kernels/cuda,
 // build tag cuda: device memory through gorgonia.org/cu), written from this
 // comment and tested against ref on a host emulator, not yet on a GPU (see
-// scripts/gpu-check.sh).
+// scripts/gpu-check.sh). A device's failures reach its caller as errors
+// (Memory.Err), never as a crash.
 //
 // # Buffers
 //
@@ -38,6 +39,20 @@
 //
 // Concurrency: one goroutine drives a device at a time (the engine's step
 // loop); implementations need not be safe for concurrent calls.
+//
+// # Errors
+//
+// Misuse (a buffer of another type or device, a range past a buffer's end,
+// a shape a kernel cannot take) is a bug in the caller and panics. A device
+// failure is an error: a launch or copy the device refuses, a kernel that
+// faults, memory that runs out inside a call. The calls without an error
+// result record the first such failure and from then on do nothing (their
+// results stay stale, and nothing takes them for real ones) until Err
+// reports it; Err returns it and clears it, so a device that recovers
+// serves the next step and one that stays broken fails it again. A queued
+// kernel's fault surfaces at the next Read, so a forward step checks Err
+// once, after its Read of the logits (or at its end when it reads none).
+// Host devices (ref, cpu) meet no device failures: their Err is nil.
 //
 // # Determinism
 //
@@ -129,6 +144,37 @@ type Attention struct {
 	HeadDim     int
 	Scale       float32
 	N           int
+	// Sinks, when not nil, is F32 (Heads): each head's sink logit, a score
+	// that joins the softmax's denominator but has no value (gpt-oss), so
+	// a head may attend to nothing.
+	Sinks *Buffer
+	// Window, when positive, limits token i to the Window positions
+	// Pos[i]-Window+1..Pos[i] (sliding-window layers); 0 sees every earlier
+	// position.
+	Window int
+}
+
+// Rope is a rotary embedding as ggml's rope_ext computes it. Pair i of a
+// head's first Dim dims (2i and 2i+1, or i and i+Dim/2 when Neox) turns by
+// θ = pos·Base^(-2i/Dim), carried in float32 as ggml does. Scaled
+// contexts (linear, YaRN) interpolate: θ' = FreqScale·θ, mixed back
+// towards θ by ExtFactor·ramp(i) between the correction dims Corr, and
+// both cos and sin are multiplied by Mscale (YaRN's magnitude
+// correction, 1 + 0.1·ln(1/FreqScale) when ExtFactor is not 0, times the
+// file's attention factor). A plain rotation is PlainRope.
+type Rope struct {
+	Dim       int
+	Base      float32
+	Neox      bool
+	FreqScale float32
+	ExtFactor float32
+	Mscale    float32
+	Corr      [2]float32
+}
+
+// PlainRope is an unscaled rotation of the first dim dims.
+func PlainRope(dim int, base float32, neox bool) Rope {
+	return Rope{Dim: dim, Base: base, Neox: neox, FreqScale: 1, Mscale: 1}
 }
 
 // Memory is the buffer half of a device.
@@ -147,6 +193,9 @@ type Memory interface {
 	Read(dst []byte, src *Buffer, off int)
 	// Free releases b.
 	Free(b *Buffer)
+	// Err returns the first device failure since the previous Err, naming
+	// the device, and clears it; nil when there was none (see Errors).
+	Err() error
 }
 
 // Preparer is a device that keeps weight matrices in a layout of its own
@@ -168,14 +217,29 @@ type Kernels interface {
 	Embed(dst *Buffer, w *Matrix, ids *Buffer, n int)
 	// RMSNorm sets each of the n dim-long rows of dst to x/rms(x)·weight.
 	RMSNorm(dst, x, weight *Buffer, n, dim int, eps float32)
-	// RoPE rotates the first ropeDim dims of each head of x (n, heads*headDim)
-	// by its token's position pos (I32, n); neox pairs i with i+ropeDim/2,
-	// normal pairs 2i with 2i+1.
-	RoPE(x, pos *Buffer, n, heads, headDim, ropeDim int, base float32, neox bool)
+	// RoPE rotates the first r.Dim dims of each head of x (n, heads*headDim)
+	// by its token's position pos (I32, n), as Rope says.
+	RoPE(x, pos *Buffer, n, heads, headDim int, r Rope)
 	// Attend computes causal attention.
 	Attend(a *Attention)
 	// SiLUMul sets gate = silu(gate)·up over the first n elements.
 	SiLUMul(gate, up *Buffer, n int)
+	// SwiGLUOAI sets gate = g·σ(alpha·g)·(u+1) over the first n elements,
+	// with g = min(gate, limit) and u = up clamped to ±limit: gpt-oss's
+	// clamped SwiGLU.
+	SwiGLUOAI(gate, up *Buffer, n int, alpha, limit float32)
+	// MatMulGroups multiplies consecutive groups of rows by their own
+	// matrices: rows start[g]..start[g+1]-1 of dst (·, ws[g].Rows) are the
+	// same rows of x (·, ws[g].Cols) · ws[g]ᵀ. Every ws[g] has one shape;
+	// len(start) is len(ws)+1, non-decreasing, and groups without rows are
+	// skipped. A mixture of experts' step: its token rows sorted by
+	// expert, one product per expert that has tokens.
+	MatMulGroups(dst, x *Buffer, ws []*Matrix, start []int)
+	// WeightedSum adds to each of the n width-long rows t of dst the sum
+	// over j < k of weights[t*k+j] · row rows[t*k+j] of src, summed in j
+	// order before it is added: the routed experts' outputs of a token
+	// brought back to its row. weights F32, rows I32, both (n*k).
+	WeightedSum(dst, src, rows, weights *Buffer, n, k, width int)
 	// Add sets dst += src over the first n elements.
 	Add(dst, src *Buffer, n int)
 	// AddBias adds bias (dim) to each of the n dim-long rows of x.

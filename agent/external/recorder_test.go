@@ -63,7 +63,7 @@ func recorderOnEngine(t *testing.T) (*recorder, *bytes.Buffer, func() []record.R
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
-	api := server.New(e, server.Options{}).Handler()
+	api := server.New(e, server.DefaultOptions()).Handler()
 	second := make(chan struct{})
 	var served atomic.Int32
 	var keys sync.Map // request number → X-Session-Id

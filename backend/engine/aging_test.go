@@ -36,7 +36,10 @@ func TestLongPrefillNotStarved(t *testing.T) {
 			go func() { defer wg.Done(); collect(ch) }()
 		}
 	}
-	e = newEngine(t, m, Options{PrefillSolo: 32, PrefillMixed: 32, KVBlocks: 1024, MaxWaiting: 4096, OnStep: onStep})
+	// Token budgets only (no step bound): the shares are counted in tokens.
+	e = newEngine(t, m, func(o *Options) {
+		o.PrefillSolo, o.PrefillMixed, o.KVBlocks, o.MaxWaiting, o.OnStep, o.MaxStepMs = 32, 32, 1024, 4096, onStep, 0
+	})
 	long := run(t, e, greedy(prompt(80, 400, m.Vocab), 1))
 	t.Logf("long prefill done at step %d; the stream ran %d steps", long.finish.Step, streamSteps)
 	if long.finish.Step >= streamSteps {

@@ -29,72 +29,89 @@ import (
 	"jspark/kernels"
 )
 
-// Options configure an engine. Zero values take the defaults in comments.
+// Options configure an engine. New takes them exactly as given: start from
+// DefaultOptions and change what differs. A zero number or duration means
+// off or none; Auto asks New to size a field from the model or the machine.
 type Options struct {
 	BlockSize    int   // tokens per KV block
-	KVMemory     int64 // bytes of KV cache (0: a fifth of available memory, at most 4 GiB)
-	KVBlocks     int   // overrides KVMemory with an exact block count
+	KVMemory     int64 // bytes of KV cache (Auto: a fifth of available memory, at most 4 GiB)
+	KVBlocks     int   // an exact block count, overriding KVMemory (0: none, KVMemory decides)
 	PrefillSolo  int   // prefill tokens per step when nothing else runs
 	PrefillMixed int   // prefill tokens per step, all prefills together, otherwise
 	MaxSeqs      int   // requests running at once
 	MaxWaiting   int   // requests in flight (queued or running) before Submit says ErrQueueFull
-	MaxContext   int   // tokens per sequence (0: the model's, at least 32768)
+	MaxContext   int   // tokens per sequence (Auto: the model's, at least 32768)
 	Speculate    int   // n-gram draft tokens per decode step (0: off)
 	SpecNgram    int   // longest n-gram the drafter matches
 	// MaxStepMs bounds in time a step that prefills: chunks are sized from
 	// the engine's measured speed so that an arrival waits at most about
 	// one such step (PrefillSolo and PrefillMixed stay upper bounds). 0 is
-	// off, token budgets only; New leaves 0 as it is.
+	// off, token budgets only.
 	MaxStepMs int
 	// SessionRetain: the blocks of a session active within this long are
-	// evicted after everyone else's (0: the default; negative: off).
+	// evicted after everyone else's (0: off).
 	SessionRetain time.Duration
-	ModelName     string
-	Trace         io.Writer       // per-step JSON lines, when set
-	OnStep        func(StepTrace) // per-step callback, when set (tests)
-	Log           io.Writer       // start-up facts (default stderr; io.Discard to silence)
+	// Clock is what steps are timed by, and so what sizes time-bounded
+	// chunks (nil: the wall clock); a test gives a fake one to make those
+	// sizes exact.
+	Clock     func() time.Time
+	ModelName string          // the name metrics and /v1/models carry (empty: the model's own)
+	Trace     io.Writer       // per-step JSON lines (nil: none)
+	OnStep    func(StepTrace) // per-step callback (nil: none; tests)
+	Log       io.Writer       // start-up facts (nil: none)
 }
 
-// DefaultOptions are the engine's defaults, in one place: New fills every
-// zero field from them, and the command-line flags start from them.
+// Auto, as the value of KVMemory or MaxContext, asks New to size that
+// field from the model and the machine; Options reports what it chose.
+const Auto = -1
+
+// DefaultOptions are the engine's defaults, in one place: what the command
+// line's flags start from and what a library user or a test starts from.
 func DefaultOptions() Options {
 	return Options{
 		BlockSize:     16,
+		KVMemory:      Auto,
 		PrefillSolo:   4096,
 		PrefillMixed:  2048,
 		MaxSeqs:       64,
 		MaxWaiting:    1024,
+		MaxContext:    Auto,
 		SpecNgram:     3,
 		MaxStepMs:     200,
 		SessionRetain: 60 * time.Second,
+		Log:           os.Stderr,
 	}
 }
 
-// withDefaults returns opt with every unset field taken from DefaultOptions
-// (MaxContext, KVMemory and Log depend on the model and the machine and
-// are settled in New).
-//
-// NOTE: MaxStepMs is not filled: its zero means off, so an engine built
-// from Options{} schedules by token budgets alone (exact, as tests want),
-// and the 200 ms default reaches serve through the flags.
-func (opt Options) withDefaults() Options {
-	d := DefaultOptions()
-	for _, f := range []struct{ v, def *int }{
-		{&opt.BlockSize, &d.BlockSize},
-		{&opt.PrefillSolo, &d.PrefillSolo},
-		{&opt.PrefillMixed, &d.PrefillMixed},
-		{&opt.MaxSeqs, &d.MaxSeqs},
-		{&opt.MaxWaiting, &d.MaxWaiting},
-		{&opt.SpecNgram, &d.SpecNgram},
+// check says which field of opt New cannot run with, and why.
+func (opt Options) check() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"BlockSize", opt.BlockSize},
+		{"PrefillSolo", opt.PrefillSolo},
+		{"PrefillMixed", opt.PrefillMixed},
+		{"MaxSeqs", opt.MaxSeqs},
+		{"MaxWaiting", opt.MaxWaiting},
 	} {
-		if *f.v <= 0 {
-			*f.v = *f.def
+		if f.v <= 0 {
+			return fmt.Errorf("engine: Options.%s is %d; want a positive value (start from DefaultOptions())", f.name, f.v)
 		}
 	}
-	if opt.SessionRetain == 0 {
-		opt.SessionRetain = d.SessionRetain
+	switch {
+	case opt.KVBlocks < 0:
+		return fmt.Errorf("engine: Options.KVBlocks is %d; want a count, or 0 to size the cache by KVMemory", opt.KVBlocks)
+	case opt.KVBlocks == 0 && opt.KVMemory <= 0 && opt.KVMemory != Auto:
+		return fmt.Errorf("engine: Options.KVMemory is %d; want bytes or Auto (start from DefaultOptions())", opt.KVMemory)
+	case opt.MaxContext <= 0 && opt.MaxContext != Auto:
+		return fmt.Errorf("engine: Options.MaxContext is %d; want tokens or Auto (start from DefaultOptions())", opt.MaxContext)
+	case opt.Speculate < 0 || opt.MaxStepMs < 0:
+		return fmt.Errorf("engine: Options.Speculate %d and MaxStepMs %d: want 0 (off) or positive", opt.Speculate, opt.MaxStepMs)
+	case opt.Speculate > 0 && opt.SpecNgram <= 0:
+		return fmt.Errorf("engine: Options.SpecNgram is %d with Speculate %d; want a positive n-gram length", opt.SpecNgram, opt.Speculate)
 	}
-	return opt
+	return nil
 }
 
 // StepTrace describes one engine step's batch.
@@ -144,26 +161,27 @@ type Engine struct {
 	nextID  atomic.Int64
 }
 
-// New starts an engine over m.
+// New starts an engine over m with opt as given (see Options).
 func New(m *model.Model, opt Options) (*Engine, error) {
-	opt = opt.withDefaults()
-	if opt.MaxContext <= 0 {
+	if err := opt.check(); err != nil {
+		return nil, err
+	}
+	if opt.MaxContext == Auto {
 		opt.MaxContext = max(m.Context, 32768)
 	}
 	if opt.Log == nil {
-		opt.Log = os.Stderr
+		opt.Log = io.Discard
 	}
 	if opt.ModelName == "" {
 		opt.ModelName = m.Name
 	}
 	perBlock := int64(m.KVBytesPerToken(m.KVType) * opt.BlockSize)
 	blocks := opt.KVBlocks
-	if blocks <= 0 {
-		mem := opt.KVMemory
-		if mem <= 0 {
-			mem = min(availableMemory()/5, 4<<30)
+	if blocks == 0 {
+		if opt.KVMemory == Auto {
+			opt.KVMemory = min(availableMemory()/5, 4<<30)
 		}
-		blocks = int(mem / perBlock)
+		blocks = int(opt.KVMemory / perBlock)
 	}
 	if blocks < 2 {
 		return nil, fmt.Errorf("engine: KV memory holds %d blocks of %d tokens; need at least 2", blocks, opt.BlockSize)
@@ -226,7 +244,7 @@ func availableMemory() int64 {
 // Model is the engine's model.
 func (e *Engine) Model() *model.Model { return e.m }
 
-// Options returns the effective options.
+// Options returns the options in effect: as given, with Auto resolved.
 func (e *Engine) Options() Options { return e.opt }
 
 // Metrics is the engine's metric set.

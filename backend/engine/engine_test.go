@@ -46,11 +46,14 @@ func storiesModel(t testing.TB) *model.Model {
 	return m
 }
 
-func newEngine(t testing.TB, m *model.Model, opt Options) *Engine {
+// newEngine starts an engine over m with DefaultOptions, quiet and with a
+// cache of 2048 blocks, then set's changes (nil: none).
+func newEngine(t testing.TB, m *model.Model, set func(*Options)) *Engine {
 	t.Helper()
-	opt.Log = io.Discard
-	if opt.KVBlocks == 0 {
-		opt.KVBlocks = 2048
+	opt := DefaultOptions()
+	opt.Log, opt.KVBlocks = io.Discard, 2048
+	if set != nil {
+		set(&opt)
 	}
 	e, err := New(m, opt)
 	if err != nil {
@@ -133,7 +136,8 @@ func (l *stepLog) all() []StepTrace {
 func TestBudgets(t *testing.T) {
 	m := tinyModel(t, 16, 1)
 	log := &stepLog{}
-	e := newEngine(t, m, Options{OnStep: log.add, KVBlocks: 4096})
+	// Token budgets only (no step bound): the test counts chunk tokens.
+	e := newEngine(t, m, func(o *Options) { o.OnStep, o.KVBlocks, o.MaxStepMs = log.add, 4096, 0 })
 	// Solo: one long prompt alone is prefilled 4096 tokens a step.
 	solo := run(t, e, greedy(prompt(1, 9000, m.Vocab), 2))
 	if solo.finish.Finish != FinishLength {
@@ -180,7 +184,10 @@ func TestShortArrivalDuringLongPrefill(t *testing.T) {
 	m := tinyModel(t, 16, 1)
 	log := &stepLog{}
 	// Small budgets make the long prefill 32+ chunks at a modest size.
-	e := newEngine(t, m, Options{OnStep: log.add, PrefillSolo: 64, PrefillMixed: 32, KVBlocks: 1024})
+	// Token budgets only (no step bound): the test counts chunk tokens.
+	e := newEngine(t, m, func(o *Options) {
+		o.OnStep, o.PrefillSolo, o.PrefillMixed, o.KVBlocks, o.MaxStepMs = log.add, 64, 32, 1024, 0
+	})
 	long, _ := e.Submit(context.Background(), greedy(prompt(5, 64*40, m.Vocab), 1))
 	for len(log.all()) < 5 {
 		time.Sleep(time.Millisecond)
@@ -208,7 +215,7 @@ func TestShortArrivalDuringLongPrefill(t *testing.T) {
 
 func TestIncumbentGetsATokenEveryStep(t *testing.T) {
 	m := tinyModel(t, 16, 1)
-	e := newEngine(t, m, Options{PrefillMixed: 256, KVBlocks: 2048})
+	e := newEngine(t, m, func(o *Options) { o.PrefillMixed, o.KVBlocks = 256, 2048 })
 	inc, _ := e.Submit(context.Background(), greedy(prompt(7, 10, m.Vocab), 80))
 	ev := <-inc // decoding has begun
 	start := ev.Step
@@ -232,7 +239,7 @@ func TestIncumbentGetsATokenEveryStep(t *testing.T) {
 
 func TestPrefixCache(t *testing.T) {
 	m := storiesModel(t)
-	e := newEngine(t, m, Options{})
+	e := newEngine(t, m, nil)
 	p := m.Tok.Encode("Once upon a time, there was a little dog named Max. Max liked to run in the big green park with his friends.", true, false)
 	cold := run(t, e, greedy(p, 20))
 	warm := run(t, e, greedy(p, 20))
@@ -280,7 +287,7 @@ func TestDeterminism(t *testing.T) {
 	}
 	for _, spec := range []int{0, 4} {
 		t.Run(fmt.Sprintf("speculate=%d", spec), func(t *testing.T) {
-			e := newEngine(t, m, Options{Speculate: spec})
+			e := newEngine(t, m, func(o *Options) { o.Speculate = spec })
 			// Alone, then all six at once (batch of 6), then again (cached).
 			for _, p := range prompts {
 				r := run(t, e, Request{Prompt: m.Tok.Encode(p, true, false), MaxTokens: 40})
@@ -310,7 +317,7 @@ func TestDeterminism(t *testing.T) {
 
 func TestPreemption(t *testing.T) {
 	m := tinyModel(t, 32, 2)
-	alone := newEngine(t, m, Options{})
+	alone := newEngine(t, m, nil)
 	var want [][]int
 	var reqs []Request
 	for i := 0; i < 4; i++ {
@@ -319,7 +326,7 @@ func TestPreemption(t *testing.T) {
 		want = append(want, run(t, alone, r).ids)
 	}
 	// 40 blocks of 16 = 640 tokens; the four need 800 at the end.
-	e := newEngine(t, m, Options{KVBlocks: 40})
+	e := newEngine(t, m, func(o *Options) { o.KVBlocks = 40 })
 	var chans []<-chan Event
 	for _, r := range reqs {
 		ch, err := e.Submit(context.Background(), r)
@@ -344,8 +351,8 @@ func TestPreemption(t *testing.T) {
 
 func TestEvictionKeepsResultsCorrect(t *testing.T) {
 	m := tinyModel(t, 32, 2)
-	ref := newEngine(t, m, Options{})
-	e := newEngine(t, m, Options{KVBlocks: 24}) // room for one request at a time, little cache
+	ref := newEngine(t, m, nil)
+	e := newEngine(t, m, func(o *Options) { o.KVBlocks = 24 }) // room for one request at a time, little cache
 	for i := 0; i < 12; i++ {
 		p := prompt(uint64(40+i%4), 200, m.Vocab) // prompts repeat: hits, then evictions
 		got, want := run(t, e, greedy(p, 30)), run(t, ref, greedy(p, 30))
@@ -361,7 +368,7 @@ func TestEvictionKeepsResultsCorrect(t *testing.T) {
 
 func TestConcurrentCancelNoLeak(t *testing.T) {
 	m := tinyModel(t, 32, 1)
-	e := newEngine(t, m, Options{KVBlocks: 200, Speculate: 2})
+	e := newEngine(t, m, func(o *Options) { o.KVBlocks, o.Speculate = 200, 2 })
 	var wg sync.WaitGroup
 	for c := 0; c < 8; c++ {
 		wg.Add(1)
@@ -396,7 +403,7 @@ func TestConcurrentCancelNoLeak(t *testing.T) {
 
 func TestSubmitErrors(t *testing.T) {
 	m := tinyModel(t, 16, 1)
-	e := newEngine(t, m, Options{MaxContext: 100, KVBlocks: 4})
+	e := newEngine(t, m, func(o *Options) { o.MaxContext, o.KVBlocks = 100, 4 })
 	if _, err := e.Submit(context.Background(), Request{Prompt: prompt(1, 90, m.Vocab), MaxTokens: 20}); err == nil ||
 		err.Error() != "engine: prompt of 90 tokens plus max_tokens 20 exceeds the context of 100 tokens" {
 		t.Fatalf("context error: %v", err)
@@ -421,13 +428,13 @@ func BenchmarkTTFT(b *testing.B) {
 		p := prompt(99, n, m.Vocab)
 		b.Run(fmt.Sprintf("cold/%d", n), func(b *testing.B) {
 			for b.Loop() {
-				e := newEngine(b, m, Options{KVBlocks: 1024})
+				e := newEngine(b, m, func(o *Options) { o.KVBlocks = 1024 })
 				run(b, e, greedy(p, 1))
 				e.Close()
 			}
 		})
 		b.Run(fmt.Sprintf("repeat/%d", n), func(b *testing.B) {
-			e := newEngine(b, m, Options{KVBlocks: 1024})
+			e := newEngine(b, m, func(o *Options) { o.KVBlocks = 1024 })
 			run(b, e, greedy(p, 1))
 			for b.Loop() {
 				run(b, e, greedy(p, 1))
@@ -440,7 +447,7 @@ func BenchmarkConcurrency(b *testing.B) {
 	m := tinyModel(b, 256, 4)
 	for c := 1; c <= 6; c++ {
 		b.Run(fmt.Sprintf("C%d", c), func(b *testing.B) {
-			e := newEngine(b, m, Options{KVBlocks: 2048})
+			e := newEngine(b, m, func(o *Options) { o.KVBlocks = 2048 })
 			tokens := 0
 			for b.Loop() {
 				var wg sync.WaitGroup

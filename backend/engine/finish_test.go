@@ -14,7 +14,7 @@ import (
 // in vllm:request_success_total, as the client saw it, and a consumer that
 // just reads to the end counts as the engine finished.
 func TestFinishCountedAsTheConsumerSaw(t *testing.T) {
-	e := newEngine(t, storiesModel(t), Options{})
+	e := newEngine(t, storiesModel(t), nil)
 	count := func(r FinishReason) float64 {
 		var m dto.Metric
 		if err := e.Metrics().success.WithLabelValues(string(r)).Write(&m); err != nil {

@@ -14,7 +14,7 @@ import (
 func TestDivergenceNamesChangedToken(t *testing.T) {
 	m := tinyModel(t, 16, 1)
 	log := &stepLog{}
-	e := newEngine(t, m, Options{OnStep: log.add, KVBlocks: 64})
+	e := newEngine(t, m, func(o *Options) { o.OnStep, o.KVBlocks = log.add, 64 })
 	system := prompt(90, 120, m.Vocab)
 	user := prompt(91, 30, m.Vocab)[1:]
 	first := append(append([]int(nil), system...), user...)
@@ -59,7 +59,7 @@ func TestDivergenceNamesChangedToken(t *testing.T) {
 // plus a fixed multiple of its blocks, however many requests pass.
 func TestReuseBoundIsBounded(t *testing.T) {
 	m := tinyModel(t, 16, 1)
-	e := newEngine(t, m, Options{KVBlocks: 32})
+	e := newEngine(t, m, func(o *Options) { o.KVBlocks = 32 })
 	const requests, workers = 10000, 4
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {

@@ -16,7 +16,7 @@ func TestSessionRetention(t *testing.T) {
 		if !on {
 			retain = -1
 		}
-		e := newEngine(t, m, Options{KVBlocks: 20, SessionRetain: retain})
+		e := newEngine(t, m, func(o *Options) { o.KVBlocks, o.SessionRetain = 20, retain })
 		var clock atomic.Int64 // seconds, read by the engine's loop
 		e.cache.now = func() time.Time { return time.Unix(clock.Load(), 0) }
 		idle := Request{Prompt: prompt(120, 96, m.Vocab), MaxTokens: 1, IgnoreEOS: true, Session: "idle"}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -57,7 +58,7 @@ func (e *Engine) stepOnce() bool {
 	if len(e.running) == 0 && len(e.waiting) == 0 {
 		return false
 	}
-	t0 := time.Now()
+	t0 := e.stepTime()
 	e.step++
 	p := e.schedule()
 	if len(p.batch.Tokens) == 0 {
@@ -69,13 +70,16 @@ func (e *Engine) stepOnce() bool {
 	e.setLoad()
 	logits, err := e.m.Forward(&p.batch, e.kv)
 	if err != nil {
+		// The step's requests end with the error; the loop goes on, so a
+		// device that recovers serves the next ones.
+		err = fmt.Errorf("engine: step %d: %w", e.step, err)
 		for _, en := range p.entries {
 			e.finish(en.s, FinishError, err)
 		}
 		return true
 	}
 	e.apply(p, logits)
-	d := time.Since(t0)
+	d := e.stepTime().Sub(t0)
 	if len(p.trace.Prefill) > 0 {
 		// NOTE: decode-only steps are mostly fixed overhead; timing them
 		// would make the next prefill chunk look dear.
@@ -86,6 +90,14 @@ func (e *Engine) stepOnce() bool {
 	e.setLoad()
 	e.trace(p.trace)
 	return true
+}
+
+// stepTime is the time by Options.Clock.
+func (e *Engine) stepTime() time.Time {
+	if e.opt.Clock != nil {
+		return e.opt.Clock()
+	}
+	return time.Now()
 }
 
 // schedule plans one step: decode tokens first, every running stream its

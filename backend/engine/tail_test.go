@@ -26,7 +26,7 @@ func prefillOf(steps []StepTrace, id int64) int {
 func TestExactRepeatComputesOneToken(t *testing.T) {
 	m := tinyModel(t, 32, 2)
 	log := &stepLog{}
-	e := newEngine(t, m, Options{OnStep: log.add})
+	e := newEngine(t, m, func(o *Options) { o.OnStep = log.add })
 	p := prompt(70, 100, m.Vocab) // 6 full blocks and 4 tokens
 	first := run(t, e, greedy(p, 12))
 	waitIdle(t, e)
@@ -50,7 +50,7 @@ func TestExactRepeatComputesOneToken(t *testing.T) {
 	if u := next.finish.Usage; u.ReusedTokens < len(p)+len(first.ids)-1 {
 		t.Fatalf("next turn reused %d tokens, want ≥ %d", u.ReusedTokens, len(p)+len(first.ids)-1)
 	}
-	cold := run(t, newEngine(t, m, Options{}), greedy(turn, 6))
+	cold := run(t, newEngine(t, m, nil), greedy(turn, 6))
 	if d := cmp.Diff(cold.ids, next.ids); d != "" {
 		t.Fatalf("turn over a copied tail changed greedy ids:\n%s", d)
 	}

@@ -27,7 +27,7 @@ func TestShortBehindLongBoundedInTime(t *testing.T) {
 		return ev.Time.Sub(at), ch
 	}
 	// Cold: the long prompt alone, on a fresh engine.
-	cold := newEngine(t, m, Options{MaxStepMs: 25, KVBlocks: 1024})
+	cold := newEngine(t, m, func(o *Options) { o.MaxStepMs, o.KVBlocks = 25, 1024 })
 	t0 := time.Now()
 	coldTTFT, ch := ttft(cold, greedy(long, 1), t0)
 	collect(ch)
@@ -39,7 +39,7 @@ func TestShortBehindLongBoundedInTime(t *testing.T) {
 	best := 1.0
 	for try := range 3 {
 		log := &stepLog{}
-		e := newEngine(t, m, Options{MaxStepMs: 25, KVBlocks: 1024, OnStep: log.add})
+		e := newEngine(t, m, func(o *Options) { o.MaxStepMs, o.KVBlocks, o.OnStep = 25, 1024, log.add })
 		lch, err := e.Submit(context.Background(), greedy(prompt(51+uint64(try)*10, 4000, m.Vocab), 1))
 		if err != nil {
 			t.Fatal(err)
@@ -63,7 +63,7 @@ func TestShortBehindLongBoundedInTime(t *testing.T) {
 // copied, one token is computed), measured against its own decode steps.
 func TestExactRepeatTTFTIsADecodeStep(t *testing.T) {
 	m := tinyModel(t, 256, 8)
-	e := newEngine(t, m, Options{MaxStepMs: 200, KVBlocks: 1024})
+	e := newEngine(t, m, func(o *Options) { o.MaxStepMs, o.KVBlocks = 200, 1024 })
 	p := prompt(53, 2007, m.Vocab)
 	run(t, e, greedy(p, 1))
 	waitIdle(t, e)

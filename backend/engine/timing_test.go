@@ -14,7 +14,7 @@ func TestTimingSumsToWallTime(t *testing.T) {
 	// A model large enough that a request takes a good part of a second:
 	// at tens of milliseconds, 5 % is one late wake-up of a loaded machine.
 	m := tinyModel(t, 256, 4)
-	e := newEngine(t, m, Options{KVBlocks: 60, MaxSeqs: 3})
+	e := newEngine(t, m, func(o *Options) { o.KVBlocks, o.MaxSeqs = 60, 3 })
 	type out struct {
 		wall time.Duration
 		u    Usage

@@ -2,45 +2,40 @@ package model
 
 import (
 	"errors"
+	"reflect"
 	"unsafe"
 
 	"jspark/kernels"
 	"jspark/kernels/quant"
 )
 
-// device is the model's state on its kernels' device: the weights, uploaded
-// once at load, and the activations of a step, allocated for the largest
-// batch seen and reused (a decode step allocates nothing).
+// device is the model's state on its kernels' device: the activations of
+// a step, allocated for the largest batch seen and reused (a decode step
+// allocates nothing). The weights carry their own buffers (upload).
 type device struct {
-	outputNorm *kernels.Buffer // (dim)
-	layers     []layerBufs
+	tokens, outRows, tableLen int                         // capacities of the buffers below
+	x, h, q, k, v, attn       *kernels.Buffer             // F32 (tokens, width)
+	gate, up                  *kernels.Buffer             // F32 (tokens, ff): the widest dense or shared MLP
+	qkv, gateUp               *kernels.Buffer             // F32 (tokens, fused rows): fused matmuls' outputs, nil unless some layer fuses
+	qRows, kRows, vRows       *kernels.Buffer             // I32: where q, k and v lie in qkv, in units of kv_dim (see partRows)
+	gluRows                   map[int]*[2]*kernels.Buffer // I32 by ff: where gate and up lie in gateUp, in units of ff
+	last, logits              *kernels.Buffer             // F32 (outRows, dim / vocab)
+	ids, pos, seq, slots      *kernels.Buffer             // I32 (tokens)
+	rows                      *kernels.Buffer             // I32 (outRows) batch indices of the logits rows
+	table                     *kernels.Buffer             // I32 (tableLen) block tables, one row a sequence
+	moe                       moeBufs                     // the routed experts' (moe.go)
 
-	tokens, outRows, tableLen int             // capacities of the buffers below
-	x, h, q, k, v, attn       *kernels.Buffer // F32 (tokens, width)
-	gate, up                  *kernels.Buffer // F32 (tokens, ff)
-	qkv, gateUp               *kernels.Buffer // F32 (tokens, fused rows): fused matmuls' outputs, nil unless some layer fuses
-	qRows, kRows, vRows       *kernels.Buffer // I32: where q, k and v lie in qkv, in units of kv_dim (see split)
-	gateRows, upRows          *kernels.Buffer // I32: where gate and up lie in gateUp, in units of ff
-	last, logits              *kernels.Buffer // F32 (outRows, dim / vocab)
-	ids, pos, seq, slots      *kernels.Buffer // I32 (tokens)
-	rows                      *kernels.Buffer // I32 (outRows) batch indices of the logits rows
-	table                     *kernels.Buffer // I32 (tableLen) block tables, one row a sequence
-
-	att                   kernels.Attention
-	fusedQKV, fusedGateUp bool // some layer runs stacked matrices
+	att        kernels.Attention
+	step       step         // the step in flight (forward.go)
+	fusedQKV   bool         // some layer runs Q, K, V stacked
+	fusedGLU   map[int]bool // the ff widths of the MLPs that run Gate, Up stacked
+	ff         int          // the widest dense or shared MLP
+	expertBias bool         // experts have biases (gpt-oss)
 
 	// Host staging of the step's inputs and the logits.
 	hIDs, hPos, hSeq, hSlots, hRows, hTable []int32
 	hLogits                                 []float32
 	seqTables                               [][]int32 // distinct tables of the step
-}
-
-// layerBufs are one layer's vectors on the device (matrices carry their own).
-type layerBufs struct {
-	attnNorm, ffnNorm   *kernels.Buffer // (dim)
-	qBias, kBias, vBias *kernels.Buffer // (q_dim), (kv_dim) ×2; nil unless qwen2
-	qNorm, kNorm        *kernels.Buffer // (head_dim); nil unless qwen3
-	qkv, gateUp         *kernels.Matrix // Q, K, V and Gate, Up stacked; nil where they cannot be (see stack)
 }
 
 // The matrices that read the same input run as one: a decode step's cost is
@@ -52,6 +47,14 @@ type layerBufs struct {
 
 // fuse turns the stacking on (tests turn it off to compare the bits).
 var fuse = true
+
+// A group is a set of a block's weights (attention, mlp, moe …) that
+// readies itself at load: setup notes on the device what the step buffers
+// must hold for it, stacks matrices that read one input where it can, and
+// returns the parts a stack replaces (they are not uploaded).
+type group interface {
+	setup(d *device) (parts []*kernels.Matrix)
+}
 
 // stack returns one matrix holding the rows of ws in order, or nil when they
 // differ in type or width. Its bytes are the parts' own when they lie back
@@ -84,20 +87,12 @@ func stack(name string, ws ...*kernels.Matrix) *kernels.Matrix {
 	return s
 }
 
-// upload puts every weight on the device. Matrices that share their bytes
-// (tied embeddings) share one buffer.
+// upload puts every weight on the device, a stack in place of its parts.
+// Matrices that share their bytes (tied embeddings) share one buffer.
 func (m *Model) upload() error {
 	k := m.K
-	d := &device{}
+	d := &device{fusedGLU: map[int]bool{}, gluRows: map[int]*[2]*kernels.Buffer{}}
 	var errs []error
-	vec := func(v []float32) *kernels.Buffer {
-		if v == nil {
-			return nil
-		}
-		b, err := k.Upload(quant.F32, len(v), kernels.F32Bytes(v))
-		errs = append(errs, err)
-		return b
-	}
 	seen := map[*byte]*kernels.Buffer{}
 	mat := func(w *kernels.Matrix) {
 		if w.Buf != nil {
@@ -120,41 +115,81 @@ func (m *Model) upload() error {
 			errs = append(errs, p.Prepare(w))
 		}
 	}
+	vec := func(v *Vec) {
+		b, err := k.Upload(quant.F32, len(v.Data), kernels.F32Bytes(v.Data))
+		errs = append(errs, err)
+		v.Buf = b
+	}
 	mat(m.TokenEmbd)
 	prod(m.Output)
-	d.outputNorm = vec(m.OutputNorm)
-	d.layers = make([]layerBufs, len(m.Layers))
-	for i := range m.Layers {
-		l := &m.Layers[i]
-		lb := &d.layers[i]
-		if fuse && l.Q.Rows%l.K.Rows == 0 && l.K.Rows == l.V.Rows {
-			lb.qkv = stack(l.Q.Name+"+k+v", l.Q, l.K, l.V)
-		}
-		if fuse && l.Gate.Rows == l.Up.Rows {
-			lb.gateUp = stack(l.Gate.Name+"+up", l.Gate, l.Up)
-		}
-		ws := []*kernels.Matrix{l.O, l.Down}
-		if lb.qkv == nil {
-			ws = append(ws, l.Q, l.K, l.V)
-		} else {
-			ws = append(ws, lb.qkv)
-			d.fusedQKV = true
-		}
-		if lb.gateUp == nil {
-			ws = append(ws, l.Gate, l.Up)
-		} else {
-			ws = append(ws, lb.gateUp)
-			d.fusedGateUp = true
-		}
-		for _, w := range ws {
-			prod(w)
-		}
-		lb.attnNorm, lb.ffnNorm = vec(l.AttnNorm), vec(l.FFNNorm)
-		lb.qBias, lb.kBias, lb.vBias = vec(l.QBias), vec(l.KBias), vec(l.VBias)
-		lb.qNorm, lb.kNorm = vec(l.QNorm), vec(l.KNorm)
+	vec(m.OutputNorm)
+	for _, b := range m.Blocks {
+		replaced := map[*kernels.Matrix]bool{}
+		setupAll(reflect.ValueOf(b).Elem(), d, replaced)
+		walk(reflect.ValueOf(b).Elem(), func(w *kernels.Matrix) {
+			if !replaced[w] {
+				prod(w)
+			}
+		}, vec, func(e *Experts) {
+			for _, w := range e.M {
+				prod(w)
+			}
+		})
+		walkStacks(reflect.ValueOf(b).Elem(), prod)
 	}
 	m.dev = d
 	return errors.Join(errs...)
+}
+
+// setupAll sets up every group of a block, noting the parts replaced.
+func setupAll(v reflect.Value, d *device, replaced map[*kernels.Matrix]bool) {
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Field(i)
+		if !isGroup(v.Type().Field(i)) {
+			continue
+		}
+		if g, ok := asGroup(f).(group); ok {
+			for _, p := range g.setup(d) {
+				replaced[p] = true
+			}
+		}
+		setupAll(f, d, replaced)
+	}
+}
+
+// asGroup is a pointer to the group f, or nil where reflection may not
+// hand it out (an embedded group of unexported type: its fields are
+// reached one by one).
+func asGroup(f reflect.Value) any {
+	if p := f.Addr(); p.CanInterface() {
+		return p.Interface()
+	}
+	return nil
+}
+
+// walkStacks calls prod on every stacked matrix of a block's groups.
+func walkStacks(v reflect.Value, prod func(*kernels.Matrix)) {
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Field(i)
+		if !isGroup(v.Type().Field(i)) {
+			continue
+		}
+		switch g := asGroup(f).(type) {
+		case *attention:
+			if g.qkv != nil {
+				prod(g.qkv)
+			}
+		case *mlp:
+			if g.gateUp != nil {
+				prod(g.gateUp)
+			}
+		case *sharedExpert:
+			if g.gateUp != nil {
+				prod(g.gateUp)
+			}
+		}
+		walkStacks(f, prod)
+	}
 }
 
 // reserve makes the step buffers hold n tokens, nl logits rows and a table
@@ -181,8 +216,10 @@ func (d *device) reserve(k kernels.Kernels, c Config, n, nl, tableLen int) error
 		alloc(&d.attn, quant.F32, t*qDim)
 		alloc(&d.k, quant.F32, t*c.KVDim())
 		alloc(&d.v, quant.F32, t*c.KVDim())
-		alloc(&d.gate, quant.F32, t*c.FF)
-		alloc(&d.up, quant.F32, t*c.FF)
+		if d.ff > 0 {
+			alloc(&d.gate, quant.F32, t*d.ff)
+			alloc(&d.up, quant.F32, t*d.ff)
+		}
 		for _, b := range []**kernels.Buffer{&d.ids, &d.pos, &d.seq, &d.slots} {
 			alloc(b, quant.I32, t)
 		}
@@ -193,10 +230,20 @@ func (d *device) reserve(k kernels.Kernels, c Config, n, nl, tableLen int) error
 			partRows(k, alloc, &d.kRows, t, 1, g+2, g)
 			partRows(k, alloc, &d.vRows, t, 1, g+2, g+1)
 		}
-		if d.fusedGateUp {
-			alloc(&d.gateUp, quant.F32, t*2*c.FF)
-			partRows(k, alloc, &d.gateRows, t, 1, 2, 0)
-			partRows(k, alloc, &d.upRows, t, 1, 2, 1)
+		if len(d.fusedGLU) > 0 {
+			alloc(&d.gateUp, quant.F32, t*2*d.ff)
+			for ff := range d.fusedGLU {
+				r := d.gluRows[ff]
+				if r == nil {
+					r = &[2]*kernels.Buffer{}
+					d.gluRows[ff] = r
+				}
+				partRows(k, alloc, &r[0], t, 1, 2, 0)
+				partRows(k, alloc, &r[1], t, 1, 2, 1)
+			}
+		}
+		if c.Experts > 0 {
+			d.moe.reserve(alloc, c, t, d.expertBias)
 		}
 	}
 	if nl > d.outRows {
@@ -228,7 +275,8 @@ func partRows(k kernels.Kernels, alloc func(**kernels.Buffer, quant.Type, int), 
 }
 
 // stage writes the step's ids, positions, KV slots, block tables and logits
-// rows to the device: the only host-to-device traffic of a step.
+// rows to the device: the only host-to-device traffic of a step besides
+// the experts' routing (moe.go).
 func (d *device) stage(k kernels.Kernels, b *Batch, bs int) (stride int) {
 	n := len(b.Tokens)
 	d.hIDs, d.hPos, d.hSeq, d.hSlots = d.hIDs[:0], d.hPos[:0], d.hSeq[:0], d.hSlots[:0]

@@ -52,7 +52,8 @@ func (b *Batch) Validate(kv KVStore) error {
 
 // Forward runs the batch through the model, writing each token's keys and
 // values into kv, and returns len(b.Logits) rows of Vocab logits. The
-// returned slice is reused by the next call.
+// returned slice is reused by the next call. A device failure during the
+// step is its error (the step's keys and values are then undefined).
 func (m *Model) Forward(b *Batch, kv KVStore) ([]float32, error) {
 	if err := b.Validate(kv); err != nil {
 		return nil, err
@@ -69,7 +70,6 @@ func (m *Model) Forward(b *Batch, kv KVStore) ([]float32, error) {
 	c := m.Config
 	k, d := m.K, m.dev
 	n, nl := len(b.Tokens), len(b.Logits)
-	qDim, kvDim := c.Heads*c.HeadDim, c.KVDim()
 	if err := d.reserve(k, c, n, max(nl, 1), tableLen(b)); err != nil {
 		return nil, err
 	}
@@ -82,61 +82,26 @@ func (m *Model) Forward(b *Batch, kv KVStore) ([]float32, error) {
 		Out: d.attn, Q: d.q, Pos: d.pos, Seq: d.seq, Table: d.table, TableStride: stride, MaxPos: maxPos,
 		BlockSize: kv.BlockSize(), Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: c.AttnScale(), N: n,
 	}
-	att := &d.att
-
+	s := &d.step // kept in the device: a block's forward takes it through an interface
+	*s = step{m: m, k: k, d: d, c: &m.Config, n: n, keys: keys, values: values}
 	k.Embed(d.x, m.TokenEmbd, d.ids, n)
-	for li := range m.Layers {
-		l, lb := &m.Layers[li], &d.layers[li]
-		k.RMSNorm(d.h, d.x, lb.attnNorm, n, c.Dim, c.RMSEps)
-		if lb.qkv != nil {
-			k.MatMul(d.qkv, d.h, n, lb.qkv)
-			k.Gather(d.q, d.qkv, d.qRows, n*qDim/kvDim, kvDim)
-			k.Gather(d.k, d.qkv, d.kRows, n, kvDim)
-			k.Gather(d.v, d.qkv, d.vRows, n, kvDim)
-		} else {
-			k.MatMul(d.q, d.h, n, l.Q)
-			k.MatMul(d.k, d.h, n, l.K)
-			k.MatMul(d.v, d.h, n, l.V)
-		}
-		if lb.qBias != nil {
-			k.AddBias(d.q, lb.qBias, n, qDim)
-			k.AddBias(d.k, lb.kBias, n, kvDim)
-			k.AddBias(d.v, lb.vBias, n, kvDim)
-		}
-		if lb.qNorm != nil {
-			k.RMSNorm(d.q, d.q, lb.qNorm, n*c.Heads, c.HeadDim, c.RMSEps)
-			k.RMSNorm(d.k, d.k, lb.kNorm, n*c.KVHeads, c.HeadDim, c.RMSEps)
-		}
-		k.RoPE(d.q, d.pos, n, c.Heads, c.HeadDim, c.RopeDim, c.RopeBase, c.RopeNeox)
-		k.RoPE(d.k, d.pos, n, c.KVHeads, c.HeadDim, c.RopeDim, c.RopeBase, c.RopeNeox)
-		k.Scatter(keys[li], d.k, d.slots, n, kvDim)
-		k.Scatter(values[li], d.v, d.slots, n, kvDim)
-		att.K, att.V = keys[li], values[li]
-		k.Attend(att)
-		k.MatMul(d.h, d.attn, n, l.O)
-		k.Add(d.x, d.h, n*c.Dim)
-
-		k.RMSNorm(d.h, d.x, lb.ffnNorm, n, c.Dim, c.RMSEps)
-		if lb.gateUp != nil {
-			k.MatMul(d.gateUp, d.h, n, lb.gateUp)
-			k.Gather(d.gate, d.gateUp, d.gateRows, n, c.FF)
-			k.Gather(d.up, d.gateUp, d.upRows, n, c.FF)
-		} else {
-			k.MatMul(d.gate, d.h, n, l.Gate)
-			k.MatMul(d.up, d.h, n, l.Up)
-		}
-		k.SiLUMul(d.gate, d.up, n*c.FF)
-		k.MatMul(d.h, d.gate, n, l.Down)
-		k.Add(d.x, d.h, n*c.Dim)
+	for li, blk := range m.Blocks {
+		s.layer = li
+		blk.forward(s)
 	}
 	if nl == 0 {
-		return d.hLogits[:0], nil
+		return d.hLogits[:0], k.Err()
 	}
 	k.Gather(d.last, d.x, d.rows, nl, c.Dim)
-	k.RMSNorm(d.last, d.last, d.outputNorm, nl, c.Dim, c.RMSEps)
+	k.RMSNorm(d.last, d.last, m.OutputNorm.Buf, nl, c.Dim, c.RMSEps)
 	k.MatMul(d.logits, d.last, nl, m.Output)
 	out := d.hLogits[:nl*c.Vocab]
 	k.Read(kernels.F32Bytes(out), d.logits, 0)
+	// A device failure anywhere in the step (a queued kernel's fault
+	// surfaces at the Read) leaves out stale: the step fails instead.
+	if err := k.Err(); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"unsafe"
@@ -39,9 +40,9 @@ func TestFusedMatchesSeparate(t *testing.T) {
 			for i, f := range []bool{false, true} {
 				fuse = f
 				m := synthModel(t, tiny(arch, typ), cpu.New(2))
-				if lb := m.dev.layers[0]; f != (lb.qkv != nil && lb.gateUp != nil) {
-					t.Fatalf("%s %v: fuse %v, stacked %v %v", arch, typ, f, lb.qkv != nil, lb.gateUp != nil)
-				} else if f && unsafe.SliceData(lb.qkv.Data) != unsafe.SliceData(m.Layers[0].Q.Data) {
+				if a, ml := groupsOf(m.Blocks[0]); f != (a.qkv != nil && ml.gateUp != nil) {
+					t.Fatalf("%s %v: fuse %v, stacked %v %v", arch, typ, f, a.qkv != nil, ml.gateUp != nil)
+				} else if f && unsafe.SliceData(a.qkv.Data) != unsafe.SliceData(a.Q.Data) {
 					t.Errorf("%s %v: Q, K, V lie back to back in the file but were copied", arch, typ)
 				}
 				got[i] = [2][]float32{prefill(t, m, ids, quant.F32), decode(t, m, ids)}
@@ -62,16 +63,29 @@ func TestFusedMatchesSeparate(t *testing.T) {
 // matrix, and then point into it.
 func TestStackCopies(t *testing.T) {
 	m := synthModel(t, tiny("llama", quant.Q8_0), cpu.New(1))
-	l := m.Layers[1]
-	q, v := append([]byte(nil), l.Q.Data...), append([]byte(nil), l.V.Data...)
-	s := stack("s", l.V, l.Q)
-	if s == nil || s.Rows != l.V.Rows+l.Q.Rows || string(s.Data) != string(v)+string(q) {
+	l := m.Blocks[1].(*llamaLayer)
+	q, v := append([]byte(nil), l.Attn.Q.Data...), append([]byte(nil), l.Attn.V.Data...)
+	s := stack("s", l.Attn.V, l.Attn.Q)
+	if s == nil || s.Rows != l.Attn.V.Rows+l.Attn.Q.Rows || string(s.Data) != string(v)+string(q) {
 		t.Fatal("stack of V, Q: wrong rows or bytes")
 	}
-	if &l.V.Data[0] != &s.Data[0] || &l.Q.Data[0] != &s.Data[len(v)] {
+	if &l.Attn.V.Data[0] != &s.Data[0] || &l.Attn.Q.Data[0] != &s.Data[len(v)] {
 		t.Error("the parts do not point into the copy")
 	}
-	if stack("s", l.Q, m.Layers[1].Down) != nil {
+	if stack("s", l.Attn.Q, l.MLP.Down) != nil {
 		t.Error("stacked matrices of different widths")
 	}
+}
+
+// groupsOf is a dense layer's attention and MLP.
+func groupsOf(b block) (*attention, *mlp) {
+	switch l := b.(type) {
+	case *llamaLayer:
+		return &l.Attn, &l.MLP
+	case *qwen2Layer:
+		return &l.Attn, &l.MLP
+	case *qwen3Layer:
+		return &l.Attn, &l.MLP
+	}
+	panic(fmt.Sprintf("%T has no dense MLP", b))
 }

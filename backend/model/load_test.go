@@ -136,8 +136,13 @@ func FuzzLoadFields(f *testing.F) {
 			}
 			t.Fatalf("error without the file's name: %v", err)
 		}
-		if err := m.check(); err != nil || len(m.Layers) != m.Config.Layers {
-			t.Fatalf("loaded a model that does not check: %v", err)
+		if len(m.Blocks) != m.Config.Layers {
+			t.Fatalf("loaded %d blocks of %d", len(m.Blocks), m.Config.Layers)
+		}
+		// Every shape checked at bind: a step runs.
+		pool := NewPool(m.Config, 1, 16)
+		if _, err := m.Forward(&Batch{Tokens: []int{1}, Pos: []int{0}, Table: [][]int32{pool.Contiguous()}, Logits: []int{0}}, pool); err != nil {
+			t.Fatalf("a loaded model's step: %v", err)
 		}
 	})
 }

@@ -12,7 +12,7 @@ import (
 // SynthOptions shape a random-weight model. The same options give the same
 // bytes.
 type SynthOptions struct {
-	Arch    string // llama, qwen2 or qwen3
+	Arch    string // a registered architecture
 	Layers  int
 	Dim     int
 	Heads   int
@@ -25,11 +25,99 @@ type SynthOptions struct {
 	// Vocab copies tokenizer.* metadata from this file; nil means a
 	// byte-level SentencePiece vocabulary of 259 tokens.
 	Vocab *gguf.File
+
+	// Mixture of experts (qwen3moe, glm4moe, gpt-oss), taken as given:
+	// DefaultMoE has each architecture's.
+	Experts       int // routed experts
+	ExpertsUsed   int // chosen per token
+	ExpertFF      int // an expert's feed-forward width
+	SharedExperts int // glm4moe: experts every token runs (one MLP this many times as wide)
+	DenseLayers   int // glm4moe: leading layers with a dense MLP of width FF
+	SlidingWindow int // gpt-oss: the window of the sliding-window layers
 }
 
-// Synth builds a GGUF model with random weights.
+// DefaultMoE sets the mixture-of-experts options to arch's defaults: small
+// versions of the released models' shapes (qwen3moe 8 experts of 2 used,
+// glm4moe the same with one shared expert and one leading dense layer,
+// gpt-oss a 128-token window); zero for a dense architecture.
+func DefaultMoE(o *SynthOptions) {
+	o.Experts, o.ExpertsUsed, o.ExpertFF, o.SharedExperts, o.DenseLayers, o.SlidingWindow = 0, 0, 0, 0, 0, 0
+	switch o.Arch {
+	case "qwen3moe":
+		o.Experts, o.ExpertsUsed, o.ExpertFF = 8, 2, max(o.FF/2, 32)
+	case "glm4moe":
+		o.Experts, o.ExpertsUsed, o.ExpertFF, o.SharedExperts, o.DenseLayers = 8, 2, max(o.FF/2, 32), 1, 1
+	case "gpt-oss":
+		o.Experts, o.ExpertsUsed, o.ExpertFF, o.SlidingWindow = 8, 2, max(o.FF/2, 32), 128
+	}
+}
+
+// synthGen writes one random-weight model.
+type synthGen struct {
+	o SynthOptions
+	w *gguf.Writer
+	r *rand.Rand
+}
+
+// kv adds the metadata key arch.key.
+func (g *synthGen) kv(key string, v any) { g.w.AddKV(g.o.Arch+"."+key, v) }
+
+// typeOf is the type a weight matrix of rows of cols is written in: the
+// asked type, or the first fallback whose blocks fit the rows.
+func (g *synthGen) typeOf(cols int) quant.Type {
+	for _, t := range []quant.Type{g.o.Type, quant.Q8_0, quant.F16} {
+		if t.FitsRow(cols) {
+			return t
+		}
+	}
+	return quant.F32
+}
+
+// weights adds a tensor of dims (innermost first, the first the rows'
+// width) of normal weights scaled by 1/sqrt(width), in typeOf's type.
+func (g *synthGen) weights(name string, dims ...int) { g.typed(name, g.typeOf(dims[0]), dims...) }
+
+// router adds a MoE router of rows × cols, in F32: llama-quantize leaves
+// ffn_gate_inp in the type it came in (a choice among experts is
+// discontinuous in its scores).
+func (g *synthGen) router(name string, rows, cols int) { g.typed(name, quant.F32, cols, rows) }
+
+func (g *synthGen) typed(name string, t quant.Type, dims ...int) {
+	n, ud := 1, []uint64{}
+	for _, d := range dims {
+		n *= d
+		ud = append(ud, uint64(d))
+	}
+	v := make([]float32, n)
+	scale := float32(1 / math.Sqrt(float64(dims[0])))
+	for i := range v {
+		v[i] = float32(g.r.NormFloat64()) * scale
+	}
+	g.w.AddTensor(name, t, ud, quant.Quantize(t, v))
+}
+
+// mat adds a matrix of rows × cols.
+func (g *synthGen) mat(name string, rows, cols int) { g.weights(name, cols, rows) }
+
+// vec adds an F32 tensor of dims (innermost first) of center ± spread.
+func (g *synthGen) vec(name string, center, spread float64, dims ...int) {
+	n, ud := 1, []uint64{}
+	for _, d := range dims {
+		n *= d
+		ud = append(ud, uint64(d))
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(center + spread*g.r.NormFloat64())
+	}
+	g.w.AddTensor(name, quant.F32, ud, quant.Quantize(quant.F32, v))
+}
+
+// Synth builds a GGUF model with random weights, with the metadata keys
+// and tensor names llama.cpp reads for its architecture.
 func Synth(o SynthOptions) (*gguf.Writer, error) {
-	if _, ok := archs[o.Arch]; !ok {
+	spec, ok := archs[o.Arch]
+	if !ok || spec.synth == nil {
 		return nil, fmt.Errorf("synth: unknown arch %q", o.Arch)
 	}
 	if o.Layers <= 0 || o.Dim <= 0 || o.Heads <= 0 || o.FF <= 0 {
@@ -50,22 +138,45 @@ func Synth(o SynthOptions) (*gguf.Writer, error) {
 	if o.Context == 0 {
 		o.Context = 4096
 	}
+	moe := o.Arch == "qwen3moe" || o.Arch == "glm4moe" || o.Arch == "gpt-oss"
+	switch {
+	case !moe && (o.Experts != 0 || o.ExpertsUsed != 0 || o.SharedExperts != 0 || o.DenseLayers != 0 || o.SlidingWindow != 0):
+		return nil, fmt.Errorf("synth: %s has no experts or sliding window", o.Arch)
+	case moe && (o.Experts <= 0 || o.ExpertsUsed <= 0 || o.ExpertsUsed > o.Experts || o.ExpertFF <= 0):
+		return nil, fmt.Errorf("synth: %s needs experts > 0, 0 < experts used ≤ experts and expert ff > 0 (have %d, %d, %d)", o.Arch, o.Experts, o.ExpertsUsed, o.ExpertFF)
+	case o.SharedExperts < 0 || o.DenseLayers < 0 || o.DenseLayers > o.Layers || o.SlidingWindow < 0:
+		return nil, fmt.Errorf("synth: shared experts, dense layers (≤ layers) and sliding window must not be negative")
+	case o.Arch != "glm4moe" && (o.SharedExperts != 0 || o.DenseLayers != 0):
+		return nil, fmt.Errorf("synth: shared experts and dense layers are glm4moe's")
+	case o.Arch != "gpt-oss" && o.SlidingWindow != 0:
+		return nil, fmt.Errorf("synth: a sliding window is gpt-oss's")
+	}
 	w := &gguf.Writer{}
+	g := &synthGen{o: o, w: w, r: rand.New(rand.NewPCG(o.Seed, 0x5eed))}
 	a := o.Arch
 	w.AddKV("general.architecture", a)
 	w.AddKV("general.name", fmt.Sprintf("synth-%s-%dL-%dd", a, o.Layers, o.Dim))
 	w.AddKV("general.alignment", uint32(32))
-	w.AddKV(a+".block_count", uint32(o.Layers))
-	w.AddKV(a+".context_length", uint32(o.Context))
-	w.AddKV(a+".embedding_length", uint32(o.Dim))
-	w.AddKV(a+".feed_forward_length", uint32(o.FF))
-	w.AddKV(a+".attention.head_count", uint32(o.Heads))
-	w.AddKV(a+".attention.head_count_kv", uint32(o.KVHeads))
-	w.AddKV(a+".attention.key_length", uint32(o.HeadDim))
-	w.AddKV(a+".attention.value_length", uint32(o.HeadDim))
-	w.AddKV(a+".rope.dimension_count", uint32(o.HeadDim))
-	w.AddKV(a+".rope.freq_base", float32(10000))
-	w.AddKV(a+".attention.layer_norm_rms_epsilon", float32(1e-6))
+	g.kv("block_count", uint32(o.Layers))
+	g.kv("context_length", uint32(o.Context))
+	g.kv("embedding_length", uint32(o.Dim))
+	g.kv("feed_forward_length", uint32(o.FF))
+	g.kv("attention.head_count", uint32(o.Heads))
+	g.kv("attention.head_count_kv", uint32(o.KVHeads))
+	g.kv("attention.key_length", uint32(o.HeadDim))
+	g.kv("attention.value_length", uint32(o.HeadDim))
+	if a != "glm4moe" { // its own: partial rotary
+		g.kv("rope.dimension_count", uint32(o.HeadDim))
+	}
+	if a != "gpt-oss" { // its own base
+		g.kv("rope.freq_base", float32(10000))
+	}
+	g.kv("attention.layer_norm_rms_epsilon", float32(1e-6))
+	if moe {
+		g.kv("expert_count", uint32(o.Experts))
+		g.kv("expert_used_count", uint32(o.ExpertsUsed))
+		g.kv("expert_feed_forward_length", uint32(o.ExpertFF))
+	}
 	vocab := 0
 	if o.Vocab != nil {
 		for _, kv := range o.Vocab.KVs {
@@ -89,55 +200,48 @@ func Synth(o SynthOptions) (*gguf.Writer, error) {
 		w.AddKV("tokenizer.ggml.eos_token_id", uint32(2))
 		w.AddKV("tokenizer.ggml.unknown_token_id", uint32(0))
 	}
-	r := rand.New(rand.NewPCG(o.Seed, 0x5eed))
-	mat := func(name string, rows, cols int) {
-		v := make([]float32, rows*cols)
-		scale := float32(1 / math.Sqrt(float64(cols)))
-		for i := range v {
-			v[i] = float32(r.NormFloat64()) * scale
-		}
-		t := o.Type
-		for _, fallback := range []quant.Type{t, quant.Q8_0, quant.F16} {
-			if fallback.FitsRow(cols) {
-				t = fallback
-				break
-			}
-		}
-		w.AddTensor(name, t, []uint64{uint64(cols), uint64(rows)}, quant.Quantize(t, v))
-	}
-	vec := func(name string, n int, center, spread float64) {
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(center + spread*r.NormFloat64())
-		}
-		w.AddTensor(name, quant.F32, []uint64{uint64(n)}, quant.Quantize(quant.F32, v))
-	}
-	q, kv := o.Heads*o.HeadDim, o.KVHeads*o.HeadDim
-	mat("token_embd.weight", vocab, o.Dim)
-	vec("output_norm.weight", o.Dim, 1, 0.1)
-	mat("output.weight", vocab, o.Dim)
+	spec.synth(g, -1) // the architecture's own metadata
+	g.mat("token_embd.weight", vocab, o.Dim)
+	g.vec("output_norm.weight", 1, 0.1, o.Dim)
+	g.mat("output.weight", vocab, o.Dim)
 	for l := 0; l < o.Layers; l++ {
-		p := fmt.Sprintf("blk.%d.", l)
-		vec(p+"attn_norm.weight", o.Dim, 1, 0.1)
-		mat(p+"attn_q.weight", q, o.Dim)
-		mat(p+"attn_k.weight", kv, o.Dim)
-		mat(p+"attn_v.weight", kv, o.Dim)
-		if a == "qwen2" {
-			vec(p+"attn_q.bias", q, 0, 0.1)
-			vec(p+"attn_k.bias", kv, 0, 0.1)
-			vec(p+"attn_v.bias", kv, 0, 0.1)
-		}
-		if a == "qwen3" {
-			vec(p+"attn_q_norm.weight", o.HeadDim, 1, 0.1)
-			vec(p+"attn_k_norm.weight", o.HeadDim, 1, 0.1)
-		}
-		mat(p+"attn_output.weight", o.Dim, q)
-		vec(p+"ffn_norm.weight", o.Dim, 1, 0.1)
-		mat(p+"ffn_gate.weight", o.FF, o.Dim)
-		mat(p+"ffn_up.weight", o.FF, o.Dim)
-		mat(p+"ffn_down.weight", o.Dim, o.FF)
+		spec.synth(g, l)
 	}
 	return w, nil
+}
+
+// Shared pieces of the architectures' synth functions, each writing the
+// tensors its group of weights binds (p is the layer's prefix).
+
+func (g *synthGen) attention(p string, bias bool) {
+	o := g.o
+	q, kv := o.Heads*o.HeadDim, o.KVHeads*o.HeadDim
+	g.mat(p+"attn_q.weight", q, o.Dim)
+	g.mat(p+"attn_k.weight", kv, o.Dim)
+	g.mat(p+"attn_v.weight", kv, o.Dim)
+	if bias {
+		g.vec(p+"attn_q.bias", 0, 0.1, q)
+		g.vec(p+"attn_k.bias", 0, 0.1, kv)
+		g.vec(p+"attn_v.bias", 0, 0.1, kv)
+	}
+}
+
+func (g *synthGen) qkNorm(p string) {
+	g.vec(p+"attn_q_norm.weight", 1, 0.1, g.o.HeadDim)
+	g.vec(p+"attn_k_norm.weight", 1, 0.1, g.o.HeadDim)
+}
+
+func (g *synthGen) mlp(p, suffix string, ff int) {
+	g.mat(p+"ffn_gate"+suffix+".weight", ff, g.o.Dim)
+	g.mat(p+"ffn_up"+suffix+".weight", ff, g.o.Dim)
+	g.mat(p+"ffn_down"+suffix+".weight", g.o.Dim, ff)
+}
+
+func (g *synthGen) experts(p string) {
+	o := g.o
+	g.weights(p+"ffn_gate_exps.weight", o.Dim, o.ExpertFF, o.Experts)
+	g.weights(p+"ffn_up_exps.weight", o.Dim, o.ExpertFF, o.Experts)
+	g.weights(p+"ffn_down_exps.weight", o.ExpertFF, o.Dim, o.Experts)
 }
 
 // ByteVocab is a SentencePiece vocabulary of <unk>, <s>, </s> and the 256

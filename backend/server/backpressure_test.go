@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"jspark/backend/engine"
 )
 
 // smallBuffers gives accepted connections a small send buffer, so that a
@@ -32,8 +30,8 @@ func (l smallBuffers) Accept() (net.Conn, error) {
 // timeout then aborts it and frees its blocks; the stream never claims an
 // end.
 func TestUnreadStreamPausesThenTimesOut(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
-	srv := httptest.NewUnstartedServer(New(f.e, Options{WriteTimeout: 2 * time.Second}).Handler())
+	f := start(t, nil, nil)
+	srv := httptest.NewUnstartedServer(New(f.e, serverOptions(func(o *Options) { o.WriteTimeout = 2 * time.Second })).Handler())
 	srv.Listener = smallBuffers{srv.Listener}
 	srv.Start()
 	defer srv.Close()

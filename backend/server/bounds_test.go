@@ -11,8 +11,6 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/sashabaranov/go-openai"
-
-	"jspark/backend/engine"
 )
 
 // boundedSchema holds every bound the grammar enforces: integer and number
@@ -32,7 +30,7 @@ const boundedSchema = `{"type":"object","additionalProperties":false,
 // bounded schema (checked by an independent validator) for 20 seeds,
 // streamed and not, at temperature 1 where the model would wander anywhere.
 func TestSchemaBoundsOverHTTP(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(boundedSchema))
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +96,7 @@ func TestSchemaBoundsOverHTTP(t *testing.T) {
 // TestUnsupportedKeywordIs400: a schema keyword the grammar cannot enforce
 // is refused with its path, in tools and in response_format, never ignored.
 func TestUnsupportedKeywordIs400(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	for _, c := range []struct{ body, want string }{
 		{`{"messages":[{"role":"user","content":"x"}],"tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"xs":{"type":"array","uniqueItems":true}}}}}]}`, "uniqueItems"},
 		{`{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"r","schema":{"type":"object","properties":{"m":{"type":"object","patternProperties":{"^a":{"type":"string"}}}}}}}}`, "patternProperties"},
@@ -114,7 +112,7 @@ func TestUnsupportedKeywordIs400(t *testing.T) {
 // TestTypeErrorsSpeakJSON: a field of the wrong JSON type is a 400 that
 // names the field and the JSON types, not Go's.
 func TestTypeErrorsSpeakJSON(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	for _, c := range []struct{ body, want string }{
 		{`[]`, `the body must be a JSON object, not a JSON array`},
 		{`{"messages":"hi"}`, `field \"messages\" must be a JSON array, not a JSON string`},
@@ -132,7 +130,7 @@ func TestTypeErrorsSpeakJSON(t *testing.T) {
 // keeps "arguments" (empty or the prefix that arrived), as OpenAI's
 // clients expect the field to be there.
 func TestCutCallHasArguments(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	seen := 0
 	for n := 1; n <= 40; n++ {
 		body := fmt.Sprintf(`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"pick","parameters":{"type":"object","properties":{"s":{"type":"string"}},"required":["s"]}}}],"tool_choice":"required","max_tokens":%d,"temperature":0}`, n)

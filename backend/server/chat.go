@@ -6,15 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
 	"jspark/backend/chat"
 	"jspark/backend/engine"
 	"jspark/backend/grammar"
-	"jspark/backend/sample"
 	"jspark/backend/usage"
 )
 
@@ -79,89 +76,6 @@ type JSONSchemaFormat struct {
 	Strict bool            `json:"strict"`
 }
 
-// params checks the sampling fields against OpenAI's and vLLM's ranges;
-// vocab bounds the token ids of logit_bias, and seed gives the seed of a
-// request that names none.
-func (p Sampling) params(vocab int, seed func() uint64) (sample.Params, error) {
-	out := sample.Params{Temperature: 1, TopP: 1, RepeatPenalty: 1}
-	type field struct {
-		name   string
-		v      *float32
-		lo, hi float32
-		open   bool // lo itself is excluded
-		dst    *float32
-	}
-	for _, f := range []field{
-		{"temperature", p.Temperature, 0, 2, false, &out.Temperature},
-		{"top_p", p.TopP, 0, 1, true, &out.TopP},
-		{"min_p", p.MinP, 0, 1, false, &out.MinP},
-		{"presence_penalty", p.PresencePenalty, -2, 2, false, &out.PresencePenalty},
-		{"frequency_penalty", p.FrequencyPenalty, -2, 2, false, &out.FrequencyPenalty},
-	} {
-		if f.v == nil {
-			continue
-		}
-		if x := *f.v; x < f.lo || x > f.hi || (f.open && x == f.lo) {
-			l := "["
-			if f.open {
-				l = "("
-			}
-			return out, badRequest(f.name, "%s %g is outside %s%g, %g]", f.name, x, l, f.lo, f.hi)
-		}
-		*f.dst = *f.v
-	}
-	if p.RepetitionPenalty != nil {
-		if x := *p.RepetitionPenalty; !(x > 0) {
-			return out, badRequest("repetition_penalty", "repetition_penalty %g must be positive (1 is off)", x)
-		}
-		out.RepeatPenalty = *p.RepetitionPenalty
-	}
-	if p.TopK != nil {
-		if *p.TopK < -1 {
-			return out, badRequest("top_k", "top_k %d must be -1 or 0 (off) or positive", *p.TopK)
-		}
-		out.TopK = *p.TopK
-	}
-	if p.Seed != nil {
-		out.Seed = *p.Seed
-	} else {
-		out.Seed = seed()
-	}
-	if len(p.LogitBias) > 0 {
-		out.LogitBias = make(map[int]float32, len(p.LogitBias))
-		for k, b := range p.LogitBias {
-			id, err := strconv.Atoi(k)
-			if err != nil || id < 0 || id >= vocab {
-				return out, badRequest("logit_bias", "logit_bias key %q is not a token id in [0, %d)", k, vocab)
-			}
-			if b < -100 || b > 100 {
-				return out, badRequest("logit_bias", "logit_bias[%q] = %g is outside [-100, 100]", k, b)
-			}
-			out.LogitBias[id] = b
-		}
-	}
-	return out, nil
-}
-
-func parseStop(raw json.RawMessage) ([]string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var many []string
-	var one string
-	if json.Unmarshal(raw, &one) == nil {
-		many = []string{one}
-	} else if err := json.Unmarshal(raw, &many); err != nil {
-		return nil, badRequest("stop", "stop must be a string or an array of strings")
-	}
-	if len(many) > 4 {
-		return nil, badRequest("stop", "at most 4 stop sequences, got %d", len(many))
-	}
-	// An empty string would match before every token: it stops nothing.
-	return slices.DeleteFunc(many, func(s string) bool { return s == "" }), nil
-}
-
 // toolChoice reads tool_choice: "" (auto), "none", "required" or a name.
 func toolChoice(raw json.RawMessage, tools []chat.Tool) (mode, name string, err error) {
 	raw = bytes.TrimSpace(raw)
@@ -198,11 +112,18 @@ func toolChoice(raw json.RawMessage, tools []chat.Tool) (mode, name string, err 
 
 // prepare turns a chat request into an engine job.
 func (s *Server) prepare(r *ChatRequest) (job, error) {
-	if err := s.checkModel(r.Model); err != nil {
-		return job{}, err
+	maxTok, param := r.MaxCompletionTokens, cmp.Or(r.limitParam, "max_completion_tokens")
+	if maxTok == nil {
+		maxTok, param = r.MaxTokens, "max_tokens"
 	}
-	if r.N != nil && *r.N != 1 {
-		return job{}, badRequest("n", "n must be 1 (got %d)", *r.N)
+	var logprobs *int // alternatives per token; nil: none
+	if r.Logprobs {
+		logprobs = cmp.Or(r.TopLogprobs, new(int))
+	}
+	j, err := s.check(generation{model: r.Model, n: r.N, maxTokens: maxTok, maxParam: param, sampling: r.Sampling, stop: r.Stop,
+		logprobs: logprobs, logprobsParam: "top_logprobs"})
+	if err != nil {
+		return job{}, err
 	}
 	if len(r.Messages) == 0 {
 		return job{}, badRequest("messages", "messages must not be empty")
@@ -216,49 +137,17 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 	if err != nil {
 		return job{}, err
 	}
-	tok := s.e.Model().Tok
-	params, err := r.Sampling.params(tok.VocabSize(), s.seed)
-	if err != nil {
-		return job{}, err
-	}
-	stops, err := parseStop(r.Stop)
-	if err != nil {
-		return job{}, err
-	}
-	maxTok, param := r.MaxCompletionTokens, "max_completion_tokens"
-	if r.limitParam != "" {
-		param = r.limitParam
-	}
-	if maxTok == nil {
-		maxTok, param = r.MaxTokens, "max_tokens"
-	}
-	if maxTok != nil {
-		if err := s.maxTokens(param, *maxTok); err != nil {
-			return job{}, err
-		}
-	}
 	prompt, text, err := s.chatPrompt(r.Messages, r.Tools, true, r.ChatTemplateKwargs)
 	if err != nil {
 		return job{}, promptError(err)
 	}
-	j := job{stops: stops, parseTools: len(r.Tools) > 0 && mode != "none", ids: func(int) string { return newID("call_") }}
+	j.parseTools, j.ids = len(r.Tools) > 0 && mode != "none", func(int) string { return newID("call_") }
 	if r.ParallelToolCalls != nil && !*r.ParallelToolCalls {
 		j.maxCalls = 1
 	}
-	j.req = engine.Request{Prompt: prompt, Sampling: params, IgnoreEOS: r.IgnoreEOS, CacheSalt: r.CacheSalt}
-	if maxTok != nil {
-		j.req.MaxTokens = *maxTok
-	} else if room := s.e.Options().MaxContext - len(prompt); room > 0 {
+	j.req.Prompt, j.req.CacheSalt = prompt, r.CacheSalt
+	if room := s.e.Options().MaxContext - len(prompt); maxTok == nil && room > 0 && s.opt.MaxTokensDefault > 0 {
 		j.req.MaxTokens = min(s.opt.MaxTokensDefault, room)
-	}
-	if r.Logprobs {
-		j.req.TopLogprobs = 1
-		if r.TopLogprobs != nil {
-			if *r.TopLogprobs < 0 || *r.TopLogprobs > 20 {
-				return job{}, badRequest("top_logprobs", "top_logprobs must be in 0..20")
-			}
-			j.req.TopLogprobs = max(1, *r.TopLogprobs)
-		}
 	}
 	var g *grammar.Grammar
 	param = "response_format" // what a grammar error is about
@@ -297,7 +186,7 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 		return job{}, schemaError(param, err)
 	}
 	if g != nil {
-		j.req.Constraint = g.NewConstraint(tok)
+		j.req.Constraint = g.NewConstraint(s.e.Model().Tok)
 	}
 	// A constrained output is the grammar's, never reasoning.
 	if s.reasons() && g == nil {
@@ -395,68 +284,72 @@ func (s *Server) chatCompletions(c echo.Context) error {
 		var content, reasoning string
 		var calls []chat.ToolCall
 		var lps []LogprobEntry
-		res, err := s.run(c.Request().Context(), j, func(o output) error {
-			content += o.delta.Content
-			reasoning += o.delta.Reasoning
-			calls = appendCalls(calls, o.delta.Calls)
-			lps = append(lps, o.logprobs...)
-			return nil
+		return s.run(c.Request().Context(), j, hooks{
+			output: func(o output) error {
+				content += o.delta.Content
+				reasoning += o.delta.Reasoning
+				calls = appendCalls(calls, o.delta.Calls)
+				lps = append(lps, o.logprobs...)
+				return nil
+			},
+			finished: func(res result, err error) error {
+				if err != nil {
+					return err
+				}
+				msg := &ChatMessage{Role: "assistant", ToolCalls: calls}
+				if content != "" || len(calls) == 0 {
+					msg.Content = &content
+				}
+				if reasoning != "" {
+					msg.ReasoningContent = &reasoning
+				}
+				ch := ChatChoice{Message: msg, FinishReason: &res.finish}
+				if r.Logprobs {
+					ch.Logprobs = &ChoiceLogprobs{Content: lps}
+				}
+				return c.JSON(http.StatusOK, ChatResponse{ID: id, Object: "chat.completion", Created: created, Model: s.opt.ServedName,
+					Choices: []ChatChoice{ch}, Usage: usageOf(res.usage)})
+			},
 		})
-		if err != nil {
-			return err
-		}
-		msg := &ChatMessage{Role: "assistant", ToolCalls: calls}
-		if content != "" || len(calls) == 0 {
-			msg.Content = &content
-		}
-		if reasoning != "" {
-			msg.ReasoningContent = &reasoning
-		}
-		ch := ChatChoice{Message: msg, FinishReason: &res.finish}
-		if r.Logprobs {
-			ch.Logprobs = &ChoiceLogprobs{Content: lps}
-		}
-		return c.JSON(http.StatusOK, ChatResponse{ID: id, Object: "chat.completion", Created: created, Model: s.opt.ServedName,
-			Choices: []ChatChoice{ch}, Usage: usageOf(res.usage)})
 	}
 	sse := newSSE(c)
 	chunk := func(choices []ChatChoice, u *Usage) error {
 		return sse.send(ChatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.opt.ServedName, Choices: choices, Usage: u})
 	}
 	empty := ""
-	res, err := s.run(c.Request().Context(), j, func(o output) error {
-		if !sse.started {
+	return s.run(c.Request().Context(), j, hooks{
+		accepted: func() error {
 			return chunk([]ChatChoice{{Delta: &ChatMessage{Role: "assistant", Content: &empty}}}, nil)
-		}
-		d := &ChatMessage{}
-		if o.delta.Content != "" {
-			d.Content = &o.delta.Content
-		}
-		if o.delta.Reasoning != "" {
-			d.ReasoningContent = &o.delta.Reasoning
-		}
-		for _, cd := range o.delta.Calls {
-			d.ToolCalls = append(d.ToolCalls, callDelta(cd))
-		}
-		ch := ChatChoice{Delta: d}
-		if r.Logprobs {
-			ch.Logprobs = &ChoiceLogprobs{Content: o.logprobs}
-		}
-		return chunk([]ChatChoice{ch}, nil)
+		},
+		output: func(o output) error {
+			d := &ChatMessage{}
+			if o.delta.Content != "" {
+				d.Content = &o.delta.Content
+			}
+			if o.delta.Reasoning != "" {
+				d.ReasoningContent = &o.delta.Reasoning
+			}
+			for _, cd := range o.delta.Calls {
+				d.ToolCalls = append(d.ToolCalls, callDelta(cd))
+			}
+			ch := ChatChoice{Delta: d}
+			if r.Logprobs {
+				ch.Logprobs = &ChoiceLogprobs{Content: o.logprobs}
+			}
+			return chunk([]ChatChoice{ch}, nil)
+		},
+		finished: func(res result, err error) error {
+			if err != nil {
+				return sse.fail(err)
+			}
+			chunk([]ChatChoice{{Delta: &ChatMessage{}, FinishReason: &res.finish}}, nil)
+			if r.StreamOptions != nil && r.StreamOptions.IncludeUsage {
+				chunk([]ChatChoice{}, usageOf(res.usage))
+			}
+			sse.done()
+			return nil
+		},
 	})
-	if err != nil {
-		if !sse.started {
-			return err
-		}
-		sse.sendError(err)
-		return nil
-	}
-	chunk([]ChatChoice{{Delta: &ChatMessage{}, FinishReason: &res.finish}}, nil)
-	if r.StreamOptions != nil && r.StreamOptions.IncludeUsage {
-		chunk([]ChatChoice{}, usageOf(res.usage))
-	}
-	sse.done()
-	return nil
 }
 
 func callDelta(cd chat.CallDelta) chat.ToolCall {

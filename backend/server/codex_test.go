@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"jspark/backend/engine"
 )
 
 // codexBody reads a request body Codex sent (testdata/codex/README.md).
@@ -36,8 +34,8 @@ var namespaceChildren = []string{"close_agent", "resume_agent", "send_input", "s
 // the namespaced call back, which renders under the same flat name, so the
 // prompt repeats what the model wrote.
 func TestCodexNamespaceToolsReachThePrompt(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
-	s := New(f.e, Options{})
+	f := start(t, nil, nil)
+	s := New(f.e, DefaultOptions())
 	r := codexBody(t, "0.171-turn1.json")
 	cr, rt, err := r.chatRequest()
 	if err != nil {
@@ -104,8 +102,8 @@ func (l *lockedBuffer) String() string {
 // not; the hosted tools the request offered are logged once, by name.
 func TestNamespacedCallGoesBackSplit(t *testing.T) {
 	log := &lockedBuffer{}
-	f := start(t, engine.Options{}, Options{})
-	srv := httptest.NewServer(New(f.e, Options{Log: log}).Handler())
+	f := start(t, nil, nil)
+	srv := httptest.NewServer(New(f.e, serverOptions(func(o *Options) { o.Log = log })).Handler())
 	defer srv.Close()
 	body := `{"input":"Close the agent.","max_output_tokens":60,"tool_choice":"required","tools":[` +
 		`{"type":"namespace","name":"multi_agent_v1","description":"Sub-agents.","tools":[{"type":"function","name":"close_agent","parameters":{"type":"object","properties":{"target":{"type":"string","maxLength":8}},"required":["target"],"additionalProperties":false}}]},` +

@@ -5,8 +5,6 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
-
-	"jspark/backend/engine"
 )
 
 // CompletionRequest is the body of POST /v1/completions.
@@ -74,21 +72,18 @@ func (s *Server) completions(c echo.Context) error {
 	if err := decode(c, &r); err != nil {
 		return err
 	}
-	if err := s.checkModel(r.Model); err != nil {
+	j, err := s.check(generation{model: r.Model, n: r.N, maxTokens: r.MaxTokens, maxParam: "max_tokens", sampling: r.Sampling, stop: r.Stop,
+		logprobs: r.Logprobs, logprobsParam: "logprobs"})
+	if err != nil {
 		return err
 	}
-	if r.N != nil && *r.N != 1 {
-		return badRequest("n", "n must be 1 (got %d)", *r.N)
+	if r.MaxTokens == nil {
+		j.req.MaxTokens = 16 // OpenAI's default for this API
 	}
-	maxTok := 16 // OpenAI's default for this API
-	if r.MaxTokens != nil {
-		if err := s.maxTokens("max_tokens", *r.MaxTokens); err != nil {
-			return err
-		}
-		maxTok = *r.MaxTokens
+	if r.Logprobs != nil && r.Echo {
+		return badRequest("echo", "echo with logprobs needs the prompt's log-probabilities, which this server does not compute")
 	}
 	tok := s.e.Model().Tok
-	var prompt []int
 	var text string
 	var ids []int
 	switch {
@@ -96,30 +91,13 @@ func (s *Server) completions(c echo.Context) error {
 		if err := s.fits("prompt", text); err != nil {
 			return err
 		}
-		prompt = tok.Encode(text, true, true)
+		j.req.Prompt = tok.Encode(text, true, true)
 	case json.Unmarshal(r.Prompt, &ids) == nil && len(ids) > 0:
-		prompt = ids
+		j.req.Prompt = ids
 	default:
 		return badRequest("prompt", "prompt must be a string or an array of token ids")
 	}
-	params, err := r.Sampling.params(tok.VocabSize(), s.seed)
-	if err != nil {
-		return err
-	}
-	stops, err := parseStop(r.Stop)
-	if err != nil {
-		return err
-	}
-	j := job{stops: stops, req: engine.Request{Prompt: prompt, MaxTokens: maxTok, Sampling: params, IgnoreEOS: r.IgnoreEOS, CacheSalt: r.CacheSalt, Session: sessionOf(c, r.User)}}
-	if r.Logprobs != nil {
-		if *r.Logprobs < 0 || *r.Logprobs > 20 {
-			return badRequest("logprobs", "logprobs must be in 0..20, got %d", *r.Logprobs)
-		}
-		if r.Echo {
-			return badRequest("echo", "echo with logprobs needs the prompt's log-probabilities, which this server does not compute")
-		}
-		j.req.TopLogprobs = max(1, *r.Logprobs)
-	}
+	j.req.CacheSalt, j.req.Session = r.CacheSalt, sessionOf(c, r.User)
 	echo := "" // the prompt as the client gave it, or its ids' text
 	if r.Echo {
 		echo = text
@@ -138,47 +116,51 @@ func (s *Server) completions(c echo.Context) error {
 	if !r.Stream {
 		out := echo
 		lps := newLogprobs()
-		res, err := s.run(c.Request().Context(), j, func(o output) error {
-			out += o.delta.Content
-			if lps != nil {
-				off = lps.add(o.logprobs, off)
-			}
-			return nil
+		return s.run(c.Request().Context(), j, hooks{
+			output: func(o output) error {
+				out += o.delta.Content
+				if lps != nil {
+					off = lps.add(o.logprobs, off)
+				}
+				return nil
+			},
+			finished: func(res result, err error) error {
+				if err != nil {
+					return err
+				}
+				return c.JSON(http.StatusOK, completionResponse{ID: id, Object: "text_completion", Created: created, Model: s.opt.ServedName,
+					Choices: []completionChoice{{Text: out, Logprobs: lps, FinishReason: &res.finish}}, Usage: usageOf(res.usage)})
+			},
 		})
-		if err != nil {
-			return err
-		}
-		return c.JSON(http.StatusOK, completionResponse{ID: id, Object: "text_completion", Created: created, Model: s.opt.ServedName,
-			Choices: []completionChoice{{Text: out, Logprobs: lps, FinishReason: &res.finish}}, Usage: usageOf(res.usage)})
 	}
 	sse := newSSE(c)
 	send := func(ch []completionChoice, u *Usage) error {
 		return sse.send(completionResponse{ID: id, Object: "text_completion", Created: created, Model: s.opt.ServedName, Choices: ch, Usage: u})
 	}
-	res, err := s.run(c.Request().Context(), j, func(o output) error {
-		if !sse.started { // accepted: the stream starts, with the echo if any
+	return s.run(c.Request().Context(), j, hooks{
+		accepted: func() error { // the stream starts, with the echo if any
 			if sse.open(); echo != "" {
 				return send([]completionChoice{{Text: echo}}, nil)
 			}
 			return nil
-		}
-		lps := newLogprobs()
-		if lps != nil {
-			off = lps.add(o.logprobs, off)
-		}
-		return send([]completionChoice{{Text: o.delta.Content, Logprobs: lps}}, nil)
+		},
+		output: func(o output) error {
+			lps := newLogprobs()
+			if lps != nil {
+				off = lps.add(o.logprobs, off)
+			}
+			return send([]completionChoice{{Text: o.delta.Content, Logprobs: lps}}, nil)
+		},
+		finished: func(res result, err error) error {
+			if err != nil {
+				return sse.fail(err)
+			}
+			send([]completionChoice{{FinishReason: &res.finish}}, nil)
+			if r.StreamOptions != nil && r.StreamOptions.IncludeUsage {
+				send([]completionChoice{}, usageOf(res.usage))
+			}
+			sse.done()
+			return nil
+		},
 	})
-	if err != nil {
-		if !sse.started {
-			return err
-		}
-		sse.sendError(err)
-		return nil
-	}
-	send([]completionChoice{{FinishReason: &res.finish}}, nil)
-	if r.StreamOptions != nil && r.StreamOptions.IncludeUsage {
-		send([]completionChoice{}, usageOf(res.usage))
-	}
-	sse.done()
-	return nil
 }

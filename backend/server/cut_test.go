@@ -9,8 +9,6 @@ import (
 	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 	openai "github.com/sashabaranov/go-openai"
-
-	"jspark/backend/engine"
 )
 
 // TestForcedCallCutByMaxTokensNeverLeaksMarkup: a forced call cut at every
@@ -19,7 +17,7 @@ import (
 // complete there is no call; after it, the call carries a prefix of the
 // uncut call's arguments; either way the finish says length.
 func TestForcedCallCutByMaxTokensNeverLeaksMarkup(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	ctx := context.Background()
 	req := openai.ChatCompletionRequest{
 		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "List the files."}},

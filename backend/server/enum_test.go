@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"github.com/sashabaranov/go-openai"
-
-	"jspark/backend/engine"
 )
 
 // enumBody is a chat request whose response_format is one string enum of
@@ -45,7 +43,7 @@ func enumBody(n int) string {
 // time and many times its gap alone; it shares steps with the huge request
 // (whose masks cost some milliseconds), so a gap of a few steps is normal.
 func TestHugeEnumDoesNotStallOtherClients(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	body := enumBody(100000)
 	// A story stream that cannot end by itself, ended below.
 	req, _ := http.NewRequest("POST", f.srv.URL+"/v1/chat/completions", strings.NewReader(
@@ -105,7 +103,7 @@ func TestHugeEnumDoesNotStallOtherClients(t *testing.T) {
 // more than 8 MiB) is refused with a 400 naming response_format, before it
 // reaches the engine; the server goes on serving.
 func TestEnumPastTheBudgetIs400(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	resp, out := post(t, f.srv.URL+"/v1/chat/completions", "", enumBody(800000))
 	if resp.StatusCode != 400 || !strings.Contains(out, `"param":"response_format"`) || !strings.Contains(out, "too large to compile") {
 		t.Fatalf("%d %.300s", resp.StatusCode, out)

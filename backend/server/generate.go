@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"unicode/utf8"
 
@@ -121,11 +123,29 @@ func bytesOf(s string) []int {
 	return out
 }
 
-// run submits j and calls emit for each piece of output until the end,
-// first with an empty output once the engine has accepted the request.
-func (s *Server) run(ctx context.Context, j job, emit func(output) error) (res result, err error) {
-	emit, observed := observe(ctx, emit)
-	defer func() { observed(res, err) }()
+// hooks are what a handler does at each point of a job's life, so that no
+// endpoint infers a point from the data it gets. run calls accepted once,
+// when the engine has taken the request (a stream starts there, headers
+// and a first event, before the first token, which a long prefill delays);
+// output for each piece after that; and finished exactly once, last, with
+// how the job ended or why it failed, also when it never reached the
+// engine. finished's error is the handler's. accepted and output may be
+// nil; finished may not.
+type hooks struct {
+	accepted func() error
+	output   func(output) error
+	finished func(result, error) error
+}
+
+// run submits j and drives h through its life.
+func (s *Server) run(ctx context.Context, j job, h hooks) error {
+	h = observe(ctx, h)
+	res, err := s.generate(ctx, j, h)
+	return h.finished(res, err)
+}
+
+// generate submits j and calls h's accepted and output hooks until the end.
+func (s *Server) generate(ctx context.Context, j job, h hooks) (res result, err error) {
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	cancel := func() { cancelCause(nil) }
 	// stop ends the request on the client's terms: the engine finishes it
@@ -142,20 +162,20 @@ func (s *Server) run(ctx context.Context, j job, emit func(output) error) (res r
 	if err != nil {
 		return result{}, engineError(err)
 	}
-	// The request is accepted: a stream can start (headers and the role
-	// chunk) before the first token, which a long prefill delays.
-	if err := emit(output{}); err != nil {
-		return result{}, err
+	if h.accepted != nil {
+		if err := h.accepted(); err != nil {
+			return result{}, err
+		}
 	}
 	tok := s.e.Model().Tok
 	sp := j.splitter()
 	var pending []byte // bytes of an unfinished UTF-8 character
 	var held string    // text that may begin a stop string
 	stopped := false
-	var emitErr error
+	var outErr error
 	send := func(d chat.Delta, lps []LogprobEntry) {
-		if emitErr == nil && (d.Reasoning != "" || d.Content != "" || len(d.Calls) > 0 || len(lps) > 0) {
-			if emitErr = emit(output{delta: d, logprobs: lps}); emitErr != nil {
+		if h.output != nil && outErr == nil && (d.Reasoning != "" || d.Content != "" || len(d.Calls) > 0 || len(lps) > 0) {
+			if outErr = h.output(output{delta: d, logprobs: lps}); outErr != nil {
 				cancel() // nobody will read the rest
 			}
 		}
@@ -170,14 +190,17 @@ func (s *Server) run(ctx context.Context, j job, emit func(output) error) (res r
 				res.finish = "length"
 			case ev.Finish == engine.FinishStop:
 				res.finish = "stop"
-			case ev.Finish == engine.FinishAbort && emitErr != nil: // the client is gone or stopped reading
-				return res, emitErr
+			case ev.Finish == engine.FinishAbort && outErr != nil: // the client is gone or stopped reading
+				return res, outErr
 			case ev.Finish == engine.FinishAbort && s.stop.Err() != nil:
 				return res, errShuttingDown
 			case ev.Finish == engine.FinishAbort && ctx.Err() != nil:
 				return res, ctx.Err()
 			case ev.Finish == engine.FinishAbort: // the engine closed under it: never a normal end
 				return res, engineError(cmp.Or(ev.Err, engine.ErrClosed))
+			case ev.Finish == engine.FinishError: // its step failed (a device error)
+				return res, &APIError{Status: http.StatusInternalServerError, Message: fmt.Sprintf("the model's step failed: %v", ev.Err),
+					Type: "server_error", Code: strp("step_failed")}
 			default:
 				return res, ev.Err
 			}
@@ -217,7 +240,7 @@ func (s *Server) run(ctx context.Context, j job, emit func(output) error) (res r
 	if sp.calls() > 0 && res.finish == "stop" {
 		res.finish = "tool_calls"
 	}
-	return res, emitErr
+	return res, outErr
 }
 
 func logprobEntry(tok *tokenizer.Tokenizer, ev engine.Event) LogprobEntry {

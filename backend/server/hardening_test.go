@@ -20,7 +20,7 @@ import (
 // Each test here is named after an attack on the server.
 
 func TestMaxTokensTwoToThe63IsRangeChecked(t *testing.T) {
-	f := start(t, engine.Options{MaxContext: 64}, Options{})
+	f := start(t, func(o *engine.Options) { o.MaxContext = 64 }, nil)
 	const huge = "9223372036854775807"
 	for _, c := range []struct{ path, body, param string }{
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":` + huge + `}`, "max_tokens"},
@@ -40,7 +40,7 @@ func TestMaxTokensTwoToThe63IsRangeChecked(t *testing.T) {
 // it is tokenized: the request allocates a few copies of its body, not the
 // tokenizer's hundreds of bytes per input byte.
 func TestHugePromptRejectedBeforeTokenizing(t *testing.T) {
-	f := start(t, engine.Options{MaxContext: 256}, Options{})
+	f := start(t, func(o *engine.Options) { o.MaxContext = 256 }, nil)
 	text := strings.Repeat("Once upon a time there was a cat. ", 30000) // 1 MiB
 	for _, c := range []struct{ path, body string }{
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"` + text + `"}]}`},
@@ -62,7 +62,7 @@ func TestHugePromptRejectedBeforeTokenizing(t *testing.T) {
 }
 
 func TestKeyWithoutBearerIsRefused(t *testing.T) {
-	f := start(t, engine.Options{}, Options{APIKey: "k"})
+	f := start(t, nil, func(o *Options) { o.APIKey = "k" })
 	for _, c := range []struct {
 		header string
 		status int
@@ -82,7 +82,7 @@ func TestKeyWithoutBearerIsRefused(t *testing.T) {
 
 func TestMetricsNeedTheKeyUnlessOpen(t *testing.T) {
 	for _, open := range []bool{false, true} {
-		f := start(t, engine.Options{}, Options{APIKey: "k", MetricsOpen: open})
+		f := start(t, nil, func(o *Options) { o.APIKey, o.MetricsOpen = "k", open })
 		for _, key := range []string{"", "k"} {
 			req, _ := http.NewRequest("GET", f.srv.URL+"/metrics", nil)
 			if key != "" {
@@ -101,7 +101,7 @@ func TestMetricsNeedTheKeyUnlessOpen(t *testing.T) {
 }
 
 func TestInvalidUTF8BodyIs400(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	body := "{\"messages\":[{\"role\":\"user\",\"content\":\"caf\xe9\"}],\"max_tokens\":2}"
 	resp, out := post(t, f.srv.URL+"/v1/chat/completions", "", body)
 	if resp.StatusCode != 400 || !strings.Contains(out, `not valid UTF-8 (byte 42 is 0xe9)`) {
@@ -112,7 +112,7 @@ func TestInvalidUTF8BodyIs400(t *testing.T) {
 // A body of unknown length (chunked) past the cap is a 413 like a declared
 // one, not a malformed-JSON 400.
 func TestChunkedBodyOverCapIs413(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	body := io.MultiReader(strings.NewReader(`{"messages":[{"role":"user","content":"`), io.LimitReader(neverEnding('x'), MaxBody), strings.NewReader(`"}]}`))
 	req, _ := http.NewRequest("POST", f.srv.URL+"/v1/chat/completions", body)
 	if req.ContentLength != 0 {
@@ -140,7 +140,7 @@ func (b neverEnding) Read(p []byte) (int, error) {
 
 // A body sent a byte at a time is cut at the body timeout with a 408.
 func TestTrickledBodyTimesOut(t *testing.T) {
-	f := start(t, engine.Options{}, Options{BodyTimeout: 300 * time.Millisecond})
+	f := start(t, nil, func(o *Options) { o.BodyTimeout = 300 * time.Millisecond })
 	conn, err := net.Dial("tcp", f.srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +176,7 @@ func TestTrickledBodyTimesOut(t *testing.T) {
 // A request that names no output limit (as Codex sends them) stops at
 // --max-tokens-default, or earlier where the context leaves less room.
 func TestNoLimitIsCappedByMaxTokensDefault(t *testing.T) {
-	f := start(t, engine.Options{MaxContext: 40}, Options{MaxTokensDefault: 7})
+	f := start(t, func(o *engine.Options) { o.MaxContext = 40 }, func(o *Options) { o.MaxTokensDefault = 7 })
 	for _, c := range []struct {
 		path, body, want string
 	}{
@@ -196,8 +196,8 @@ func TestNoLimitIsCappedByMaxTokensDefault(t *testing.T) {
 // time) end with an error in every shape, never a finish reason, and later
 // requests are refused.
 func TestAbortNeverClaimsANormalEnd(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
-	s := New(f.e, Options{})
+	f := start(t, nil, nil)
+	s := New(f.e, DefaultOptions())
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	long := `"max_tokens":20000,"ignore_eos":true`
@@ -254,7 +254,7 @@ func TestAbortNeverClaimsANormalEnd(t *testing.T) {
 // llama2.c training never wrote EOS); a greedy reply stops there with
 // finish_reason stop, well inside the limit, in chat and completions.
 func TestStoryEndsByItself(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	for _, c := range []struct{ path, body string }{
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"Once upon a time"}],"temperature":0,"max_tokens":1000}`},
 		{"/v1/completions", `{"prompt":"Once upon a time, there was a little girl","temperature":0,"max_tokens":1000}`},

@@ -47,32 +47,42 @@ func refused(ctx context.Context, err error) {
 	}
 }
 
-// observe wraps a job's emit to note its times and calls; done reports the
-// end. Without an observer in ctx both do nothing more.
-func observe(ctx context.Context, emit func(output) error) (func(output) error, func(result, error)) {
+// observe wraps h's hooks to note the job's times and calls, and to tell
+// the observer when it finishes (before the handler's own finish runs).
+// Without an observer in ctx it returns h as it is.
+func observe(ctx context.Context, h hooks) hooks {
 	state, _ := ctx.Value(observerKey{}).(*observer)
 	if state == nil {
-		return emit, func(result, error) {}
+		return h
 	}
 	state.told = true
-	o := state.fn
 	var ob Observation
-	wrapped := func(out output) error {
-		t := time.Now()
-		if ob.Accepted.IsZero() {
-			ob.Accepted = t
-		}
-		if d := out.delta; ob.FirstOutput.IsZero() && (d.Reasoning != "" || d.Content != "" || len(d.Calls) > 0) {
-			ob.FirstOutput = t
-		}
-		ob.Calls = appendCalls(ob.Calls, out.delta.Calls)
-		return emit(out)
+	wrapped := hooks{
+		accepted: func() error {
+			ob.Accepted = time.Now()
+			if h.accepted == nil {
+				return nil
+			}
+			return h.accepted()
+		},
+		output: func(out output) error {
+			if d := out.delta; ob.FirstOutput.IsZero() && (d.Reasoning != "" || d.Content != "" || len(d.Calls) > 0) {
+				ob.FirstOutput = time.Now()
+			}
+			ob.Calls = appendCalls(ob.Calls, out.delta.Calls)
+			if h.output == nil {
+				return nil
+			}
+			return h.output(out)
+		},
+		finished: func(res result, err error) error {
+			ob.End, ob.Usage, ob.Err = time.Now(), *usageOf(res.usage), err
+			if err == nil {
+				ob.Finish = res.finish
+			}
+			state.fn(ob)
+			return h.finished(res, err)
+		},
 	}
-	return wrapped, func(res result, err error) {
-		ob.End, ob.Usage, ob.Err = time.Now(), *usageOf(res.usage), err
-		if err == nil {
-			ob.Finish = res.finish
-		}
-		o(ob)
-	}
+	return wrapped
 }

@@ -22,13 +22,15 @@ func TestObserverSeesWhatTheClientGot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(m, engine.Options{Log: io.Discard, KVBlocks: 1024})
+	opt := engine.DefaultOptions()
+	opt.Log, opt.KVBlocks = io.Discard, 1024
+	e, err := engine.New(m, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	var got []Observation
-	h := New(e, Options{}).Handler()
+	h := New(e, DefaultOptions()).Handler()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := WithObserver(r.Context(), func(o Observation) { mu.Lock(); got = append(got, o); mu.Unlock() })
 		h.ServeHTTP(w, r.WithContext(ctx))

@@ -239,29 +239,33 @@ func (s *Server) responses(c echo.Context) error {
 	j.req.Session = sessionOf(c, r.User)
 	b := &responseBuilder{id: newID("resp_"), created: now(), req: &r, tools: rt, model: s.opt.ServedName}
 	if !r.Stream {
-		res, err := s.run(c.Request().Context(), j, func(o output) error { return b.add(o.delta) })
-		if err != nil {
-			return err
-		}
-		resp, _ := b.finish(&res)
-		return c.JSON(http.StatusOK, resp)
+		return s.run(c.Request().Context(), j, hooks{
+			output: func(o output) error { return b.add(o.delta) },
+			finished: func(res result, err error) error {
+				if err != nil {
+					return err
+				}
+				resp, _ := b.finish(&res)
+				return c.JSON(http.StatusOK, resp)
+			},
+		})
 	}
 	b.sse = newSSE(c)
-	res, err := s.run(c.Request().Context(), j, func(o output) error {
-		if !b.sse.started {
-			return b.start()
-		}
-		return b.add(o.delta)
+	return s.run(c.Request().Context(), j, hooks{
+		accepted: b.start,
+		output:   func(o output) error { return b.add(o.delta) },
+		finished: func(res result, err error) error {
+			if err != nil {
+				if !b.sse.started {
+					return err
+				}
+				b.fail(err)
+				return nil
+			}
+			if resp, err := b.finish(&res); err == nil {
+				b.event("response."+resp["status"].(string), map[string]any{"response": resp})
+			}
+			return nil
+		},
 	})
-	if err != nil {
-		if !b.sse.started {
-			return err
-		}
-		b.fail(err)
-		return nil
-	}
-	if resp, err := b.finish(&res); err == nil {
-		b.event("response."+resp["status"].(string), map[string]any{"response": resp})
-	}
-	return nil
 }

@@ -13,7 +13,6 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"jspark/backend/chat"
-	"jspark/backend/engine"
 )
 
 // responsesClient is OpenAI's own Go SDK pointed at the server: a real
@@ -63,7 +62,7 @@ func drainResponses(t *testing.T, svc *responses.ResponseService, p responses.Re
 // TestResponsesLikeChat: a Responses request is served as the equivalent
 // chat request: the same prompt, the same greedy text, streamed or not.
 func TestResponsesLikeChat(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	svc := responsesClient(f)
 	p := responses.ResponseNewParams{
 		Instructions: oa.String("You tell stories."), Input: responses.ResponseNewParamsInputUnion{OfString: oa.String("Once upon a time")},
@@ -102,7 +101,7 @@ func TestResponsesLikeChat(t *testing.T) {
 // call, then the next request with the call and its output as input items,
 // which the prefix cache serves up to the first request's prompt.
 func TestResponsesToolTurns(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	svc := responsesClient(f)
 	input := responses.ResponseInputParam{responses.ResponseInputItemParamOfMessage("List the files.", responses.EasyInputMessageRoleUser)}
 	p := responses.ResponseNewParams{
@@ -158,7 +157,7 @@ func TestResponsesToolTurns(t *testing.T) {
 // TestResponsesReasoning: a thinking model's block is a reasoning item,
 // streamed as reasoning_text deltas, and goes back as input.
 func TestResponsesReasoning(t *testing.T) {
-	f := start(t, engine.Options{}, Options{ChatTemplate: thinkingTemplate})
+	f := start(t, nil, func(o *Options) { o.ChatTemplate = thinkingTemplate })
 	svc := responsesClient(f)
 	p := responses.ResponseNewParams{Input: responses.ResponseNewParamsInputUnion{OfString: oa.String("Tell me a story.")}, MaxOutputTokens: oa.Int(10), Temperature: oa.Float(0)}
 	got, err := svc.New(context.Background(), p)
@@ -192,7 +191,7 @@ func TestResponsesReasoning(t *testing.T) {
 }
 
 func TestResponsesErrors(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	for _, c := range []struct {
 		body, want string
 	}{

@@ -4,6 +4,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -26,10 +27,11 @@ import (
 	"jspark/backend/gguf"
 )
 
-// Options configure a server.
+// Options configure a server. New takes them exactly as given: start from
+// DefaultOptions and change what differs. A zero limit or timeout is none.
 type Options struct {
 	APIKey     string // when set, requests need "Authorization: Bearer KEY"
-	ServedName string // the model id clients name (default: the model's name)
+	ServedName string // the model id clients name (empty: the engine's model name)
 	// ChatTemplate is the GGUF's tokenizer.chat_template (or a file's),
 	// rendered as Jinja; empty, or one that does not compile, means a
 	// built-in (TemplateError says why).
@@ -40,17 +42,16 @@ type Options struct {
 	ReasoningFormat string
 	// MaxTokensDefault caps the output of a chat or Responses request that
 	// names no limit (Codex sends none), within what the context leaves;
-	// 0 takes DefaultMaxTokens.
+	// 0 is no cap but the context.
 	MaxTokensDefault int
 	// MetricsOpen serves /metrics without the key (as vLLM does), for
 	// scrapers that send none.
 	MetricsOpen bool
 	// BodyTimeout bounds the arrival of a request body (408 past it);
-	// 0 takes DefaultBodyTimeout, negative none.
+	// 0 or negative: none.
 	BodyTimeout time.Duration
 	// WriteTimeout bounds one write to a client (a stream's event, a body):
-	// past it the request is aborted; 0 takes DefaultWriteTimeout,
-	// negative none.
+	// past it the request is aborted; 0 or negative: none.
 	WriteTimeout time.Duration
 	// Seed is the sampling seed of a request that names none; nil draws a
 	// fresh one per request, so unseeded requests at a temperature differ,
@@ -59,6 +60,17 @@ type Options struct {
 	// Log receives what a request's answer does not say (tools a Responses
 	// request offers that this server cannot run); nil discards it.
 	Log io.Writer
+}
+
+// DefaultOptions are the server's defaults, in one place: what `jspark
+// serve`'s flags start from and what a library user or a test starts from.
+func DefaultOptions() Options {
+	return Options{
+		ReasoningFormat:  "auto",
+		MaxTokensDefault: DefaultMaxTokens,
+		BodyTimeout:      DefaultBodyTimeout,
+		WriteTimeout:     DefaultWriteTimeout,
+	}
 }
 
 // seed is the seed of a request that names none.
@@ -99,25 +111,13 @@ func ChatTemplateOf(f *gguf.File) string {
 	return s
 }
 
-// New builds a server for e.
+// New builds a server for e with opt as given (see Options).
 func New(e *engine.Engine, opt Options) *Server {
 	if opt.ServedName == "" {
-		opt.ServedName = e.Options().ModelName
-	}
-	if opt.ServedName == "" {
-		opt.ServedName = "jspark"
+		opt.ServedName = cmp.Or(e.Options().ModelName, "jspark")
 	}
 	if opt.Log == nil {
 		opt.Log = io.Discard
-	}
-	if opt.MaxTokensDefault <= 0 {
-		opt.MaxTokensDefault = DefaultMaxTokens
-	}
-	if opt.WriteTimeout == 0 {
-		opt.WriteTimeout = DefaultWriteTimeout
-	}
-	if opt.BodyTimeout == 0 {
-		opt.BodyTimeout = DefaultBodyTimeout
 	}
 	tok := e.Model().Tok
 	s := &Server{e: e, opt: opt, maxPiece: maxPieceBytes(tok)}

@@ -34,36 +34,48 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
+// serverOptions is DefaultOptions with set's changes.
+func serverOptions(set func(*Options)) Options {
+	o := DefaultOptions()
+	set(&o)
+	return o
+}
+
 type fixture struct {
 	e      *engine.Engine
 	srv    *httptest.Server
 	client *openai.Client
 }
 
-func start(t testing.TB, eopt engine.Options, sopt Options) *fixture {
+// start serves the embedded model with the engine's and the server's
+// DefaultOptions, then eset's and sset's changes (nil: none).
+func start(t testing.TB, eset func(*engine.Options), sset func(*Options)) *fixture {
 	t.Helper()
 	m, _, err := jmodel.Open("", cpu.New(2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startModel(t, m, eopt, sopt)
+	return startModel(t, m, eset, sset)
 }
 
-// startModel is start over the model m.
-func startModel(t testing.TB, m *jmodel.Model, eopt engine.Options, sopt Options) *fixture {
+// startModel is start over the model m. The engine is quiet, with a cache
+// of 4096 blocks; unseeded requests share seed 0, so tests at a temperature
+// can compare runs (a server's default draws a seed per request).
+func startModel(t testing.TB, m *jmodel.Model, eset func(*engine.Options), sset func(*Options)) *fixture {
 	t.Helper()
-	eopt.Log = io.Discard
-	if eopt.KVBlocks == 0 {
-		eopt.KVBlocks = 4096
+	eopt := engine.DefaultOptions()
+	eopt.Log, eopt.KVBlocks = io.Discard, 4096
+	if eset != nil {
+		eset(&eopt)
 	}
 	e, err := engine.New(m, eopt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sopt.Seed == nil {
-		// Unseeded requests share seed 0, so tests at a temperature can
-		// compare runs (a server's default draws a seed per request).
-		sopt.Seed = new(uint64)
+	sopt := DefaultOptions()
+	sopt.Seed = new(uint64)
+	if sset != nil {
+		sset(&sopt)
 	}
 	srv := httptest.NewServer(New(e, sopt).Handler())
 	t.Cleanup(func() { srv.Close(); e.Close() })
@@ -138,7 +150,7 @@ func drain(t *testing.T, stream *openai.ChatCompletionStream) streamed {
 }
 
 func TestChatPlainAndStreamed(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	ctx := context.Background()
 	req := openai.ChatCompletionRequest{Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "Tell me a story."}}, MaxTokens: 24, Temperature: 0}
 	resp, err := f.client.CreateChatCompletion(ctx, req)
@@ -167,7 +179,8 @@ func TestChatPlainAndStreamed(t *testing.T) {
 func TestStreamStartsBeforeFirstToken(t *testing.T) {
 	var once sync.Once
 	release := make(chan struct{})
-	f := start(t, engine.Options{PrefillSolo: 16, PrefillMixed: 16, OnStep: func(engine.StepTrace) { once.Do(func() { <-release }) }}, Options{})
+	hold := func(engine.StepTrace) { once.Do(func() { <-release }) }
+	f := start(t, func(o *engine.Options) { o.PrefillSolo, o.PrefillMixed, o.OnStep = 16, 16, hold }, nil)
 	defer close(release) // before the fixture's cleanup closes the engine
 	var stream *openai.ChatCompletionStream
 	var first openai.ChatCompletionStreamResponse
@@ -201,7 +214,7 @@ func TestStreamStartsBeforeFirstToken(t *testing.T) {
 }
 
 func TestRequiredToolCall20Seeds(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	ctx := context.Background()
 	for seed := 0; seed < 20; seed++ {
 		s := seed
@@ -236,7 +249,7 @@ func TestRequiredToolCall20Seeds(t *testing.T) {
 // the model choosing when to stop (end of generation is allowed after
 // each). The test takes the first seed whose reply chains at least two.
 func TestRequiredParallelCalls(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	var req openai.ChatCompletionRequest
 	var ch openai.ChatCompletionChoice
 	for seed := 1; seed <= 30 && len(ch.Message.ToolCalls) < 2; seed++ {
@@ -284,7 +297,7 @@ func TestRequiredParallelCalls(t *testing.T) {
 }
 
 func TestPrefixCacheAcrossTurns(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	ctx := context.Background()
 	msgs := []openai.ChatCompletionMessage{{Role: "system", Content: "You are a coding agent in a sandbox."}, {Role: "user", Content: "Look around."}}
 	req := openai.ChatCompletionRequest{Messages: msgs, Tools: []openai.Tool{bashTool}, ToolChoice: "required", Temperature: 0, MaxTokens: 300}
@@ -352,7 +365,7 @@ func scrape(t *testing.T, url string) map[string]float64 {
 // a finish_reason stop to the client and in vllm:request_success_total,
 // not an abort (the server cancels the engine's request there).
 func TestMetricsCountFinishAsTheClientSaw(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	ask := func(stop []string) openai.ChatCompletionResponse {
 		resp, err := f.client.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{
 			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "Once upon a time"}}, MaxTokens: 40, Stop: stop})
@@ -394,7 +407,7 @@ func TestMetricsCountFinishAsTheClientSaw(t *testing.T) {
 }
 
 func TestMetricsMoveByReportedTokens(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	before := scrape(t, f.srv.URL)
 	var completion, prompt int
 	for _, n := range []int{5, 17, 30} {
@@ -438,7 +451,7 @@ func post(t *testing.T, url, key, body string) (*http.Response, string) {
 }
 
 func TestErrors(t *testing.T) {
-	f := start(t, engine.Options{MaxContext: 200}, Options{APIKey: "k", ServedName: "tiny"})
+	f := start(t, func(o *engine.Options) { o.MaxContext = 200 }, func(o *Options) { o.APIKey, o.ServedName = "k", "tiny" })
 	url := f.srv.URL + "/v1/chat/completions"
 	cases := []struct {
 		name, key, body string
@@ -495,7 +508,7 @@ func TestErrors(t *testing.T) {
 // give exactly the text the model's own generation loop gives with the same
 // sampler settings.
 func TestSamplingReachesTheSampler(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	m := f.e.Model()
 	prompt := "Once upon a time, there was a little"
 	// An empty stop string stops nothing.
@@ -536,7 +549,7 @@ func TestSamplingReachesTheSampler(t *testing.T) {
 }
 
 func TestQueueFull429(t *testing.T) {
-	f := start(t, engine.Options{MaxWaiting: 1}, Options{})
+	f := start(t, func(o *engine.Options) { o.MaxWaiting = 1 }, nil)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	statuses := map[int]int{}
@@ -561,7 +574,7 @@ func TestQueueFull429(t *testing.T) {
 }
 
 func TestDisconnectFreesBlocks(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	stream, err := f.client.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{
 		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "x"}}, MaxTokens: 5000, Stream: true})
@@ -589,7 +602,7 @@ var volatile = regexp.MustCompile(`"(id|created|created_at|item_id|call_id|queue
 
 // TestGoldenSSE pins the exact stream bytes (ids and times masked).
 func TestGoldenSSE(t *testing.T) {
-	f := start(t, engine.Options{}, Options{ServedName: "stories"})
+	f := start(t, nil, func(o *Options) { o.ServedName = "stories" })
 	cases := map[string]string{
 		"chat_stream":     `{"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":8,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}`,
 		"completion_stop": `{"prompt":"Once upon a time","max_tokens":30,"temperature":0,"stream":true,"stop":["Lily"]}`,
@@ -640,7 +653,7 @@ func FuzzResponsesBody(f *testing.F) {
 // fuzzBodies posts fuzzed bodies to path: every answer is a success or an
 // OpenAI-style error, never a panic.
 func fuzzBodies(f *testing.F, path string) {
-	fx := start(f, engine.Options{MaxContext: 256}, Options{})
+	fx := start(f, func(o *engine.Options) { o.MaxContext = 256 }, nil)
 	h := fx.srv.Config.Handler
 	f.Fuzz(func(t *testing.T, body string) {
 		rec := httptest.NewRecorder()
@@ -656,7 +669,7 @@ func fuzzBodies(f *testing.F, path string) {
 // as in the model's own parity test: llama.cpp keeps K/V in F16), streamed
 // the same as not; echo prepends the prompt.
 func TestCompletionLogprobs(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	raw, err := os.ReadFile("../../testdata/refs/stories260K-greedy.jsonl")
 	if err != nil {
 		t.Fatal(err)
@@ -745,8 +758,8 @@ func TestCompletionLogprobs(t *testing.T) {
 // draw their own (as OpenAI, vLLM and llama-server do); with Options.Seed
 // they share it.
 func TestUnseededRequestsDiffer(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
-	fresh := httptest.NewServer(New(f.e, Options{}).Handler())
+	f := start(t, nil, nil)
+	fresh := httptest.NewServer(New(f.e, DefaultOptions()).Handler())
 	defer fresh.Close()
 	body := `{"messages":[{"role":"user","content":"Tell me a story"}],"max_tokens":24,"temperature":1,"ignore_eos":true}`
 	texts := func(url string) map[string]bool {

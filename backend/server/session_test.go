@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"jspark/backend/engine"
 	"jspark/backend/usage"
 )
 
@@ -39,7 +38,7 @@ func postWith(t *testing.T, url string, header map[string]string, body string) s
 // in usage.jspark, and a repeat in the same session hits the blocks the
 // engine kept for it (jspark_session_kept_hits_total).
 func TestSessionKey(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 12)
 	chatBody := func(user string) string {
 		b, _ := json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": long}},

@@ -65,6 +65,16 @@ func (s *sse) event(name string, v any) error {
 	return s.write(append(append([]byte("event: "+name+"\ndata: "), b...), '\n', '\n'))
 }
 
+// fail ends a stream with err: as the response itself (a status and an
+// error body) when the stream has not started, else as an error event.
+func (s *sse) fail(err error) error {
+	if !s.started {
+		return err
+	}
+	s.sendError(err)
+	return nil
+}
+
 func (s *sse) sendError(err error) {
 	var ae *APIError
 	if !errors.As(err, &ae) {

@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
-
-	"jspark/backend/engine"
 )
 
 // A Llama-3.1-like template: writes BOS itself, then the tools, calls as
@@ -26,7 +24,7 @@ const jinjaTemplate = `{{ bos_token }}
 {%- if add_generation_prompt %}[assistant]{% endif %}`
 
 func TestModelTemplateRendersPrompt(t *testing.T) {
-	f := start(t, engine.Options{}, Options{ChatTemplate: jinjaTemplate})
+	f := start(t, nil, func(o *Options) { o.ChatTemplate = jinjaTemplate })
 	body := `{"messages":[{"role":"user","content":"hi"},` +
 		`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\",\"n\":1}"}}]},` +
 		`{"role":"tool","tool_call_id":"c1","content":"a.txt"}],` +
@@ -66,7 +64,7 @@ func equalInts(a, b []int) bool {
 }
 
 func TestModelTemplateForcedCallsAndCache(t *testing.T) {
-	f := start(t, engine.Options{}, Options{ChatTemplate: jinjaTemplate})
+	f := start(t, nil, func(o *Options) { o.ChatTemplate = jinjaTemplate })
 	ctx := context.Background()
 	msgs := []openai.ChatCompletionMessage{{Role: "system", Content: "You are a coding agent."}, {Role: "user", Content: "List the files."}}
 	for seed := range 3 {
@@ -110,15 +108,15 @@ func TestModelTemplateForcedCallsAndCache(t *testing.T) {
 }
 
 func TestModelTemplateErrors(t *testing.T) {
-	f := start(t, engine.Options{}, Options{ChatTemplate: jinjaTemplate})
+	f := start(t, nil, func(o *Options) { o.ChatTemplate = jinjaTemplate })
 	resp, body := post(t, f.srv.URL+"/v1/chat/completions", "", `{"messages":[{"role":"developer","content":"x"}]}`)
 	if resp.StatusCode != 400 || !strings.Contains(body, "the model's chat template refused the conversation: developer messages are not supported") ||
 		!strings.Contains(body, `"param":"messages"`) {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 
-	bad := start(t, engine.Options{}, Options{ChatTemplate: "{% if x %}never closed <|im_start|>"})
-	srv := New(bad.e, Options{ChatTemplate: "{% if x %}never closed <|im_start|>"})
+	bad := start(t, nil, func(o *Options) { o.ChatTemplate = "{% if x %}never closed <|im_start|>" })
+	srv := New(bad.e, serverOptions(func(o *Options) { o.ChatTemplate = "{% if x %}never closed <|im_start|>" }))
 	if err := srv.TemplateError(); err == nil || !strings.Contains(err.Error(), "line 1: block is not closed") || srv.Template().Name != "chatml" {
 		t.Fatalf("template %s, error %v", srv.Template().Name, err)
 	}
@@ -143,8 +141,8 @@ const thinkingTemplate = `{% for m in messages %}[{{ m.role }}]
 // are content when the server's reasoning format is none.
 func TestReasoningContent(t *testing.T) {
 	ctx := context.Background()
-	think := start(t, engine.Options{}, Options{ChatTemplate: thinkingTemplate})
-	plain := start(t, engine.Options{}, Options{ChatTemplate: thinkingTemplate, ReasoningFormat: "none"})
+	think := start(t, nil, func(o *Options) { o.ChatTemplate = thinkingTemplate })
+	plain := start(t, nil, func(o *Options) { o.ChatTemplate, o.ReasoningFormat = thinkingTemplate, "none" })
 	msgs := []openai.ChatCompletionMessage{{Role: "user", Content: "Tell me a story."}}
 	// go-openai cannot send temperature 0; both servers sample with the same
 	// default seed, so they draw the same tokens.

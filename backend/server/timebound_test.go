@@ -103,7 +103,7 @@ func tokenTimes(t *testing.T, url string, ids []int, maxTokens int) []time.Durat
 // Ratios of times measured side by side in one run, never times.
 func TestShortBehindLongOverHTTP(t *testing.T) {
 	m := synthModel(t, 384, 8)
-	f := startModel(t, m, engine.Options{MaxStepMs: 100, KVBlocks: 1024}, Options{})
+	f := startModel(t, m, func(o *engine.Options) { o.MaxStepMs, o.KVBlocks = 100, 1024 }, nil)
 	vocab := m.Tok.VocabSize()
 
 	// The cold TTFT: a long prompt alone, nothing cached.

@@ -6,14 +6,13 @@ import (
 	"testing"
 
 	"jspark/backend/chat"
-	"jspark/backend/engine"
 	"jspark/backend/usage"
 )
 
 // TestUsageCarriesTiming: chat, completions and Responses report where the
 // request's time went in usage.jspark.timing.
 func TestUsageCarriesTiming(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	for path, body := range map[string]string{
 		"/v1/chat/completions": `{"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":8,"temperature":0}`,
 		"/v1/completions":      `{"prompt":"Once upon a time","max_tokens":8,"temperature":0}`,
@@ -39,7 +38,7 @@ func TestUsageCarriesTiming(t *testing.T) {
 // word: the second's usage.jspark.divergence names the first changed token
 // position of its prompt and both tokens' text.
 func TestUsageNamesDivergence(t *testing.T) {
-	f := start(t, engine.Options{}, Options{})
+	f := start(t, nil, nil)
 	system := func(word string) string {
 		return "You are a careful assistant who answers in short sentences and never guesses. " +
 			"The sky in this story is " + word + " and the sea is calm."
@@ -67,7 +66,7 @@ func TestUsageNamesDivergence(t *testing.T) {
 	d := div("yellow")
 	// Where the two rendered prompts first differ, by the server's own
 	// rendering and tokenizer.
-	s := New(f.e, Options{})
+	s := New(f.e, DefaultOptions())
 	render := func(word string) []int {
 		ids, _, err := s.chatPrompt([]chat.Message{{Role: "system", Content: chat.Content(system(word))},
 			{Role: "user", Content: chat.Content("Tell me about the sky.")}}, nil, true, nil)

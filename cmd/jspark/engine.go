@@ -78,7 +78,9 @@ func openEngine(o *EngineFlags, log io.Writer) (_ *engine.Engine, _ server.Optio
 		return nil, server.Options{}, nil, err
 	}
 	cs.add(e.Close)
-	return e, server.Options{ChatTemplate: tpl, ReasoningFormat: o.ReasoningFormat}, cs.close, nil
+	sopt := server.DefaultOptions()
+	sopt.ChatTemplate, sopt.ReasoningFormat = tpl, o.ReasoningFormat
+	return e, sopt, cs.close, nil
 }
 
 // chatTemplate is the template source for o: the file's when given, else the GGUF's.

@@ -15,9 +15,9 @@ import (
 // and each --boot), and the targets work and bench measure. A flag's
 // default is the value its struct holds when the flag is declared, and the
 // structs start from the defaults of the packages that own them
-// (engine.DefaultOptions), so the CLI cannot drift from a library user's
-// defaults; a boot is its parent's values with its own flags applied on a
-// copy.
+// (engine.DefaultOptions, server.DefaultOptions), so the CLI cannot drift
+// from a library user's defaults; a boot is its parent's values with its
+// own flags applied on a copy.
 
 // DeviceFlags say which model runs where.
 type DeviceFlags struct {
@@ -52,7 +52,11 @@ type EngineFlags struct {
 }
 
 func defaultEngineFlags() EngineFlags {
-	return EngineFlags{DeviceFlags: defaultDeviceFlags(), ReasoningFormat: "auto", Options: engine.DefaultOptions()}
+	o := EngineFlags{DeviceFlags: defaultDeviceFlags(), ReasoningFormat: "auto", Options: engine.DefaultOptions()}
+	if o.MaxContext == engine.Auto {
+		o.MaxContext = 0 // --ctx says Auto with 0, as --kv-memory does
+	}
+	return o
 }
 
 // flagSet is o's flags, the device's included, as a set of their own (a
@@ -77,12 +81,16 @@ func (o *EngineFlags) flagSet() *pflag.FlagSet {
 	return f
 }
 
-// engineOptions are the engine's options as the flags set them.
+// engineOptions are the engine's options as the flags set them: the
+// flags' 0 for --kv-memory and --ctx is the engine's Auto.
 func (o *EngineFlags) engineOptions() engine.Options {
 	opt := o.Options
-	opt.KVMemory = o.KVMemMiB << 20
-	if opt.SessionRetain <= 0 {
-		opt.SessionRetain = -1 // the flag's 0 is off; the engine's 0 is its default
+	opt.KVMemory = engine.Auto
+	if o.KVMemMiB > 0 {
+		opt.KVMemory = o.KVMemMiB << 20
+	}
+	if opt.MaxContext == 0 {
+		opt.MaxContext = engine.Auto
 	}
 	return opt
 }

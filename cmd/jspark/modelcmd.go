@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -40,13 +41,25 @@ type ModelInfo struct {
 	EOS           int            `json:"eos"`
 	AddBOS        bool           `json:"add_bos"`
 	Params        uint64         `json:"params"`
+	// Mixture of experts and attention variants: zero where the model
+	// has none.
+	Experts       int  `json:"n_expert"`
+	ExpertsUsed   int  `json:"n_expert_used"`
+	ExpertFF      int  `json:"n_ff_exp"`
+	SharedExperts int  `json:"n_expert_shared"`
+	DenseLayers   int  `json:"n_layer_dense_lead"`
+	SlidingWindow int  `json:"sliding_window"`
+	Sinks         bool `json:"attn_sinks"`
 }
 
 // RopeInfo describes the rotary embedding.
 type RopeInfo struct {
-	Base float32 `json:"base"`
-	Type string  `json:"type"`
-	Dim  int     `json:"dim"`
+	Base    float32 `json:"base"`
+	Type    string  `json:"type"`
+	Dim     int     `json:"dim"`
+	Scaling string  `json:"scaling,omitempty"` // linear or yarn
+	Factor  float32 `json:"factor,omitempty"`
+	OrigCtx int     `json:"original_context,omitempty"`
 }
 
 func newModelInfoCmd(stdout io.Writer) *cobra.Command {
@@ -86,9 +99,11 @@ func readModelInfo(path string) (ModelInfo, error) {
 	return ModelInfo{
 		Path: path, Arch: c.Arch, Name: c.Name, NLayer: c.Layers, NEmbd: c.Dim, NHead: c.Heads, NHeadKV: c.KVHeads,
 		HeadDim: c.HeadDim, NFF: c.FF, VocabSize: c.Vocab, ContextLength: c.Context, RMSEps: c.RMSEps,
-		Rope:        RopeInfo{Base: c.RopeBase, Type: c.RopeType(), Dim: c.RopeDim},
+		Rope:        RopeInfo{Base: c.RopeBase, Type: c.RopeType(), Dim: c.RopeDim, Scaling: c.RopeScaling, Factor: c.RopeFactor, OrigCtx: c.RopeOrigCtx},
 		TensorTypes: f.TensorTypes(), Tokenizer: m.Tok.Model, BOS: m.Tok.BOS, EOS: m.Tok.EOS, AddBOS: m.Tok.AddBOS,
-		Params: params,
+		Params:  params,
+		Experts: c.Experts, ExpertsUsed: c.ExpertsUsed, ExpertFF: c.ExpertFF, SharedExperts: c.SharedExperts,
+		DenseLayers: c.DenseLayers, SlidingWindow: c.SlidingWindow, Sinks: c.Sinks,
 	}, nil
 }
 
@@ -108,7 +123,17 @@ func runModelInfo(path, format string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "%s: %s %q, %d params\n", info.Path, info.Arch, info.Name, info.Params)
 	fmt.Fprintf(stdout, "  layers %d, dim %d, heads %d (kv %d, head dim %d), ff %d\n", info.NLayer, info.NEmbd, info.NHead, info.NHeadKV, info.HeadDim, info.NFF)
 	fmt.Fprintf(stdout, "  vocab %d (%s, bos %d, eos %d), context %d\n", info.VocabSize, info.Tokenizer, info.BOS, info.EOS, info.ContextLength)
-	fmt.Fprintf(stdout, "  rope %s base %g dim %d, rms eps %g, tensors %v\n", info.Rope.Type, info.Rope.Base, info.Rope.Dim, info.RMSEps, info.TensorTypes)
+	fmt.Fprintf(stdout, "  rope %s base %g dim %d", info.Rope.Type, info.Rope.Base, info.Rope.Dim)
+	if info.Rope.Scaling != "" {
+		fmt.Fprintf(stdout, " (%s ×%g of %d)", info.Rope.Scaling, info.Rope.Factor, info.Rope.OrigCtx)
+	}
+	fmt.Fprintf(stdout, ", rms eps %g, tensors %v\n", info.RMSEps, info.TensorTypes)
+	if info.Experts > 0 {
+		fmt.Fprintf(stdout, "  experts %d, %d used, ff %d, shared %d, leading dense layers %d\n", info.Experts, info.ExpertsUsed, info.ExpertFF, info.SharedExperts, info.DenseLayers)
+	}
+	if info.SlidingWindow > 0 || info.Sinks {
+		fmt.Fprintf(stdout, "  sliding window %d, attention sinks %v\n", info.SlidingWindow, info.Sinks)
+	}
 	return nil
 }
 
@@ -121,32 +146,50 @@ type SynthFlags struct {
 	Out        string
 }
 
+// moeFlags are the synth flags whose defaults depend on --arch
+// (model.DefaultMoE): a flag not given takes its architecture's.
+var moeFlags = []string{"experts", "experts-used", "expert-ff", "shared-experts", "dense-layers", "sliding-window"}
+
 func newModelSynthCmd(stdout io.Writer) *cobra.Command {
 	o := &SynthFlags{}
 	cmd := &cobra.Command{
 		Use:   "synth",
 		Short: "Write a deterministic random-weight model (same flags, same bytes)",
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return runSynth(o, stdout) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			given := map[string]bool{}
+			for _, name := range moeFlags {
+				given[name] = cmd.Flags().Changed(name)
+			}
+			return runSynth(o, given, stdout)
+		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Arch, "arch", "llama", "llama, qwen2 or qwen3")
+	f.StringVar(&o.Arch, "arch", "llama", strings.Join(model.Archs(), ", "))
 	f.IntVar(&o.Layers, "layers", 2, "transformer blocks")
 	f.IntVar(&o.Dim, "dim", 256, "embedding width")
 	f.IntVar(&o.Heads, "heads", 4, "attention heads")
 	f.IntVar(&o.KVHeads, "kv-heads", 0, "KV heads (0: same as heads)")
 	f.IntVar(&o.HeadDim, "head-dim", 0, "head width (0: dim/heads)")
-	f.IntVar(&o.FF, "ff", 512, "feed-forward width")
+	f.IntVar(&o.FF, "ff", 512, "feed-forward width (glm4moe: of its leading dense layers)")
 	f.IntVar(&o.Context, "ctx", 4096, "stated context length")
 	f.StringVar(&o.Type, "type", "f32", "weight type: f32, f16, bf16, q8_0, q4_0, q4_k or q6_k")
 	f.Uint64Var(&o.Seed, "seed", 1, "weight RNG seed")
 	f.StringVar(&o.VocabFrom, "vocab-from", "", "copy the tokenizer of this GGUF file")
 	f.BoolVar(&o.VocabBytes, "vocab-bytes", false, "use a 259-token byte vocabulary (the default)")
 	f.StringVar(&o.Out, "out", "", "output file (required)")
+	f.IntVar(&o.Experts, "experts", 0, "routed experts (qwen3moe, glm4moe, gpt-oss; default 8)")
+	f.IntVar(&o.ExpertsUsed, "experts-used", 0, "experts each token runs (default 2)")
+	f.IntVar(&o.ExpertFF, "expert-ff", 0, "an expert's feed-forward width (default ff/2)")
+	f.IntVar(&o.SharedExperts, "shared-experts", 0, "glm4moe: shared experts (default 1)")
+	f.IntVar(&o.DenseLayers, "dense-layers", 0, "glm4moe: leading layers with a dense MLP (default 1)")
+	f.IntVar(&o.SlidingWindow, "sliding-window", 0, "gpt-oss: window of its sliding-window layers (default 128)")
 	return cmd
 }
 
-func runSynth(o *SynthFlags, stdout io.Writer) error {
+// runSynth writes the model; given says which of moeFlags were set (the
+// rest take the architecture's defaults).
+func runSynth(o *SynthFlags, given map[string]bool, stdout io.Writer) error {
 	if o.Out == "" {
 		return fmt.Errorf("--out is required")
 	}
@@ -159,6 +202,19 @@ func runSynth(o *SynthFlags, stdout io.Writer) error {
 	}
 	opts := o.SynthOptions
 	opts.Type = t
+	model.DefaultMoE(&opts)
+	for name, v := range map[string]struct {
+		dst *int
+		val int
+	}{
+		"experts": {&opts.Experts, o.Experts}, "experts-used": {&opts.ExpertsUsed, o.ExpertsUsed}, "expert-ff": {&opts.ExpertFF, o.ExpertFF},
+		"shared-experts": {&opts.SharedExperts, o.SharedExperts}, "dense-layers": {&opts.DenseLayers, o.DenseLayers},
+		"sliding-window": {&opts.SlidingWindow, o.SlidingWindow},
+	} {
+		if given[name] {
+			*v.dst = v.val
+		}
+	}
 	if o.VocabFrom != "" {
 		v, err := gguf.Open(o.VocabFrom)
 		if err != nil {

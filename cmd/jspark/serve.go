@@ -47,18 +47,19 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	d := server.DefaultOptions()
 	f.AddFlagSet(o.EngineFlags.flagSet())
 	profileFlag(f, &o.CPUProfile)
 	f.StringVar(&o.Host, "host", "127.0.0.1", "address to bind (loopback by default)")
 	f.IntVar(&o.Port, "port", 8080, "port (0: any free port)")
 	o.APIKeyFlags.add(f, "require this bearer key")
 	f.StringVar(&o.ServedName, "served-name", "", "model id clients use (default: the model's name)")
-	f.IntVar(&o.MaxTokensDefault, "max-tokens-default", server.DefaultMaxTokens, "output tokens of a request that names no limit (capped by the context)")
+	f.IntVar(&o.MaxTokensDefault, "max-tokens-default", d.MaxTokensDefault, "output tokens of a request that names no limit (capped by the context)")
 	f.Int64Var(&o.Seed, "seed", -1, "sampling seed of a request that names none (-1: a fresh one per request, as OpenAI, vLLM and llama-server do)")
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long running requests may go on before they are ended with an error")
 	f.BoolVar(&o.MetricsOpen, "metrics-open", false, "serve /metrics without the API key (as vLLM does), for scrapers that send none")
-	f.DurationVar(&o.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "longest a request body may take to arrive (408 past it)")
-	f.DurationVar(&o.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "longest one write to a client may wait (a stream nobody reads is paused, then aborted past it)")
+	f.DurationVar(&o.BodyTimeout, "body-timeout", d.BodyTimeout, "longest a request body may take to arrive (408 past it)")
+	f.DurationVar(&o.WriteTimeout, "write-timeout", d.WriteTimeout, "longest one write to a client may wait (a stream nobody reads is paused, then aborted past it)")
 	return cmd
 }
 

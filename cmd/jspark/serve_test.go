@@ -107,7 +107,7 @@ func TestSIGTERMTimeoutEndsStreamsWithAnError(t *testing.T) {
 }
 
 // TestEngineFlagsSessionRetain: --session-retain defaults to the engine's
-// retention, and 0 turns it off (the engine's own 0 would mean its default).
+// retention, and 0 turns it off, as the engine's own 0 does.
 func TestEngineFlagsSessionRetain(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -115,7 +115,7 @@ func TestEngineFlagsSessionRetain(t *testing.T) {
 	}{
 		{nil, engine.DefaultOptions().SessionRetain},
 		{[]string{"--session-retain", "5s"}, 5 * time.Second},
-		{[]string{"--session-retain", "0"}, -1},
+		{[]string{"--session-retain", "0"}, 0},
 	} {
 		o := defaultEngineFlags()
 		if err := o.flagSet().Parse(c.args); err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"jspark/kernels"
 	"jspark/kernels/quant"
+	"jspark/kernels/ref"
 )
 
 // attend is one fused attention call in flight: each query token of a
@@ -27,7 +28,8 @@ type attend struct {
 	kv       [2][]byte
 	pos, seq []int32
 	tables   []int32
-	runs     []qrun // reused across calls
+	sinks    []float32 // (heads), nil: none
+	runs     []qrun    // reused across calls
 }
 
 // qrun is tokens [from, to) of one sequence at consecutive positions.
@@ -85,28 +87,37 @@ func (at *attend) task(worker, i int) {
 	kb, vb := at.kv[0], at.kv[1]
 	stride := kvDim * elem
 	q := func(t int) *float32 { return &at.q[(first+t)*dim+h*hd] }
+	// lo(t) is the first position token t sees: 0, or its window's start.
+	// Tokens are in position order, so lo and the last position seen both
+	// grow with t.
+	lo := func(t int) int { return ref.WindowStart(int(at.pos[first+t]), a.Window) }
 	last := int(at.pos[run.to-1]) + 1 // keys the run's last token sees
-	for p0 := 0; p0 < last; p0 += bs {
+	for p0 := lo(0) / bs * bs; p0 < last; p0 += bs {
 		base := int(table[p0/bs]) * bs
 		for j0 := 0; j0 < min(bs, last-p0); j0 += 16 {
+			c0 := p0 + j0 // the chunk's first position
 			off := ((base+j0)*kvDim + kvOff) * elem
 			k, v := &kb[off], &vb[off]
 			full := min(16, bs-j0) // slots of the chunk a token past it sees
 			for t := 0; t < nq; {
 				n := int(at.pos[first+t]) + 1
-				if p0+j0 >= n {
+				if c0 >= n {
 					t++
 					continue // the chunk lies past this token
 				}
 				nn := min(16, min(bs, n-p0)-j0)
-				mask := uint16(1<<nn - 1)
+				skip := max(0, lo(t)-c0) // slots before the token's window
+				if skip >= nn {
+					break // the chunk lies before this token's window, and so the later tokens'
+				}
+				mask := uint16(1<<nn-1) &^ uint16(1<<skip-1)
 				switch {
 				case !fixed:
 					generic(q(t), k, v, stride, nn, mask, hd, a.Scale, &states[t], &o[t*hd], (*[16]float32)(s.s64[:16]))
 					t++
-				case nn == full && nq-t >= steps.queries:
+				case nn == full && nq-t >= steps.queries && lo(t+steps.queries-1) <= c0:
 					// Tokens are in position order: from here on all see the
-					// whole chunk.
+					// whole chunk, and the last of these sees its first slot.
 					steps.many(q(t), dim, k, v, stride, nn, mask, a.Scale, &states[t], &o[t*hd], &s.s64[0])
 					t += steps.queries
 				default:
@@ -118,11 +129,25 @@ func (at *attend) task(worker, i int) {
 	}
 	for t := range nq {
 		out := at.out[(first+t)*dim+h*hd:][:hd]
-		inv := 1 / states[t][1]
+		scale := sinkScale(&states[t], at.sinks, h)
 		for d, v := range o[t*hd : (t+1)*hd] {
-			out[d] = v * inv
+			out[d] = v * scale
 		}
 	}
+}
+
+// sinkScale is what a head's value sum is multiplied by at the end: 1/l,
+// with the online softmax's state (m, l); with a sink logit s, the sink
+// joins the denominator, m' = max(m, s), and the sum is rescaled to m':
+// c/(l·c + e^(s-m')) with c = e^(m-m').
+func sinkScale(state *[2]float32, sinks []float32, h int) float32 {
+	if sinks == nil {
+		return 1 / state[1]
+	}
+	m, s := state[0], sinks[h]
+	mx := max(m, s)
+	c := expf(m - mx)
+	return c / (state[1]*c + expf(s-mx))
 }
 
 // splitRuns cuts the batch's tokens into runs: consecutive tokens of one
@@ -147,13 +172,16 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 		*at = attend{k: k, a: a, q: kernels.HostF32(a.Q), out: kernels.HostF32(a.Out),
 			kv:  [2][]byte{kernels.HostBytes(a.K), kernels.HostBytes(a.V)},
 			pos: kernels.HostI32(a.Pos), seq: kernels.HostI32(a.Seq), tables: kernels.HostI32(a.Table),
-			runs: at.runs}
+			sinks: sinksOf(a), runs: at.runs}
 		at.splitRuns(a.N)
 		k.pool.runSized(len(at.runs)*a.Heads, a.N*a.Heads*a.HeadDim*2*(a.MaxPos+1), at)
 		*at = attend{runs: at.runs[:0]}
 		return
 	}
-	if a.K.Type != quant.F32 {
+	if a.K.Type != quant.F32 || a.Window > 0 || a.Sinks != nil {
+		// NOTE: off AVX-512 only the plain causal F32 case has its own
+		// kernel; the rest is the reference's (sliding windows and sinks
+		// are gpt-oss's, a model too large for such a machine).
 		k.Kernels.Attend(a)
 		return
 	}
@@ -162,6 +190,13 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 		pos: kernels.HostI32(a.Pos), seq: kernels.HostI32(a.Seq), tables: kernels.HostI32(a.Table)}
 	k.pool.runSized(a.N*a.Heads, a.N*a.Heads*a.HeadDim*2*(a.MaxPos+1), ag)
 	*ag = attendGo{}
+}
+
+func sinksOf(a *kernels.Attention) []float32 {
+	if a.Sinks == nil {
+		return nil
+	}
+	return kernels.HostF32(a.Sinks)
 }
 
 // attendGo is the portable attention in flight (a struct, not a closure,

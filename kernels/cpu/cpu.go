@@ -30,6 +30,7 @@ type Kernels struct {
 	ag          attendGo
 	rope        rope
 	silu        siluMul
+	moe         moeState   // the mixture-of-experts kernels' state (moe.go)
 	mu          sync.Mutex // one parallel kernel at a time owns the scratch
 }
 

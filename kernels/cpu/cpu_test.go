@@ -264,8 +264,8 @@ func TestElementwise(t *testing.T) {
 	for _, neox := range []bool{false, true} {
 		x := randVec(r, n*heads*hd)
 		want := append([]float32(nil), x...)
-		k.RoPE(f32(x), i32(pos), n, heads, hd, 48, 10000, neox)
-		ref.Kernels{}.RoPE(f32(want), i32(pos), n, heads, hd, 48, 10000, neox)
+		k.RoPE(f32(x), i32(pos), n, heads, hd, kernels.PlainRope(48, 10000, neox))
+		ref.Kernels{}.RoPE(f32(want), i32(pos), n, heads, hd, kernels.PlainRope(48, 10000, neox))
 		if !slices.Equal(x, want) {
 			t.Errorf("neox %v: RoPE differs from ref", neox)
 		}

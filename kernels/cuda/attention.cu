@@ -10,6 +10,11 @@
 // position order. Segments are cut at fixed positions, so a token's output
 // depends on its own query and positions only, never on the other tokens of
 // the call or on how the host groups them.
+//
+// A sliding window (window > 0) starts a token at position pos-window+1:
+// segments before it are not run, and the first tile is the one holding
+// it, its earlier lanes masked. Sinks (one logit a head, or none) join the
+// merge's denominator.
 #include "common.cuh"
 
 #define AW 4     // warps per block
@@ -60,7 +65,7 @@ __device__ __forceinline__ void attend_body(float *__restrict__ part, const floa
                                             const int *__restrict__ pos, const int *__restrict__ seq,
                                             const int *__restrict__ table, int tableStride, int blockSize,
                                             int heads, int kvHeads, int headDim, float scale, int pair0,
-                                            int pairs, int segs) {
+                                            int pairs, int segs, int window) {
 	__shared__ float qs[AW][MAXD];
 	int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 	int k = blockIdx.x * AW + w, s = blockIdx.y;
@@ -68,8 +73,10 @@ __device__ __forceinline__ void attend_body(float *__restrict__ part, const floa
 	int pair = pair0 + k;
 	int i = pair / heads, h = pair % heads;
 	int np = pos[i] + 1, begin = s * SEG;
-	if (begin >= np) return;
+	int lo = window > 0 ? max(0, np - window) : 0; // the first position the token sees
 	int end = min(np, begin + SEG);
+	if (max(begin, lo) >= end) return;
+	int first = begin + (max(begin, lo) - begin) / 32 * 32; // the tile holding it
 	int dim = heads * headDim, kvDim = kvHeads * headDim;
 	int kvOff = (h / (heads / kvHeads)) * headDim;
 	const float *qh = q + (size_t)i * dim + h * headDim;
@@ -81,17 +88,18 @@ __device__ __forceinline__ void attend_body(float *__restrict__ part, const floa
 	float acc[PER];
 #pragma unroll
 	for (int e = 0; e < PER; e++) acc[e] = 0.f;
-	for (int p0 = begin; p0 < end; p0 += 32) {
+	for (int p0 = first; p0 < end; p0 += 32) {
 		int p = p0 + lane;
+		bool in = p >= lo && p < end;
 		size_t slot = 0;
 		float sc = -INFINITY;
-		if (p < end) {
+		if (in) {
 			slot = (size_t)tab[p / blockSize] * blockSize + p % blockSize;
 			sc = score(qs[w], K + slot * kvDim + kvOff, headDim) * scale;
 		}
 		float mNew = fmaxf(m, warp_max(sc));
 		float alpha = expf(m - mNew); // 0 on the first tile, m being -inf
-		float e = p < end ? expf(sc - mNew) : 0.f;
+		float e = in ? expf(sc - mNew) : 0.f;
 		l = l * alpha + warp_sum(e);
 #pragma unroll
 		for (int j = 0; j < PER; j++) acc[j] *= alpha;
@@ -123,35 +131,38 @@ __device__ __forceinline__ void attend_body(float *__restrict__ part, const floa
 	extern "C" __global__ void __launch_bounds__(32 * AW)                                            \
 	    attend_##name(float *part, const float *q, const KV *K, const KV *V, const int *pos,         \
 	                  const int *seq, const int *table, int tableStride, int blockSize, int heads,   \
-	                  int kvHeads, int headDim, float scale, int pair0, int pairs, int segs) {       \
+	                  int kvHeads, int headDim, float scale, int pair0, int pairs, int segs,         \
+	                  int window) {                                                                  \
 		attend_body<KV>(part, q, K, V, pos, seq, table, tableStride, blockSize, heads, kvHeads,  \
-		                headDim, scale, pair0, pairs, segs);                                     \
+		                headDim, scale, pair0, pairs, segs, window);                             \
 	}
 
 ATTEND(f32, float)
 ATTEND(f16, __half)
 
 // attend_merge: one warp a pair merges its segments in order into out
-// (n, heads*headDim): max M of the segment maxima, then Σ exp(m-M)·acc over
-// Σ exp(m-M)·l. One segment gives acc/l exactly. Grid ceil(pairs/AW),
-// block 32*AW.
+// (n, heads*headDim): max M of the segment maxima (and the head's sink),
+// then Σ exp(m-M)·acc over Σ exp(m-M)·l (+ exp(sink-M)). One segment and
+// no sink gives acc/l exactly. Grid ceil(pairs/AW), block 32*AW.
 extern "C" __global__ void __launch_bounds__(32 * AW)
     attend_merge(float *out, const float *part, const int *pos, int heads, int headDim, int pair0, int pairs,
-                 int segs) {
+                 int segs, int window, const float *sinks) {
 	int lane = threadIdx.x & 31;
 	int k = blockIdx.x * AW + (threadIdx.x >> 5);
 	if (k >= pairs) return;
 	int pair = pair0 + k;
 	int i = pair / heads, h = pair % heads;
 	int ns = (pos[i] + SEG) / SEG; // segments holding positions 0..pos
+	int s0 = window > 0 ? max(0, pos[i] + 1 - window) / SEG : 0; // the first the window reaches
 	const float *pk = part + (size_t)k * segs * (headDim + 2);
 	float M = -INFINITY;
-	for (int s = 0; s < ns; s++) M = fmaxf(M, pk[s * (headDim + 2)]);
+	for (int s = s0; s < ns; s++) M = fmaxf(M, pk[s * (headDim + 2)]);
+	if (sinks) M = fmaxf(M, sinks[h]);
 	float L = 0.f;
 	float acc[PER];
 #pragma unroll
 	for (int c = 0; c < PER; c++) acc[c] = 0.f;
-	for (int s = 0; s < ns; s++) {
+	for (int s = s0; s < ns; s++) {
 		const float *ps = pk + s * (headDim + 2);
 		float f = expf(ps[0] - M);
 		L = fmaf(f, ps[1], L);
@@ -161,6 +172,7 @@ extern "C" __global__ void __launch_bounds__(32 * AW)
 			if (d < headDim) acc[c] = fmaf(f, ps[2 + d], acc[c]);
 		}
 	}
+	if (sinks) L += expf(sinks[h] - M);
 	float *o = out + (size_t)i * heads * headDim + h * headDim;
 #pragma unroll
 	for (int c = 0; c < PER; c++) {

@@ -236,9 +236,9 @@ func TestRoPEMatchesReference(t *testing.T) {
 				n := len(pos)
 				x := randVec(r, n*c.heads*c.headDim)
 				want := slices.Clone(x)
-				ref.Kernels{}.RoPE(hf32(want), hi32(pos), n, c.heads, c.headDim, c.ropeDim, 10000, neox)
+				ref.Kernels{}.RoPE(hf32(want), hi32(pos), n, c.heads, c.headDim, kernels.PlainRope(c.ropeDim, 10000, neox))
 				gx := up(t, d, x)
-				d.RoPE(gx, upI32(t, d, pos), n, c.heads, c.headDim, c.ropeDim, 10000, neox)
+				d.RoPE(gx, upI32(t, d, pos), n, c.heads, c.headDim, kernels.PlainRope(c.ropeDim, 10000, neox))
 				if e := maxAbs(down(d, gx, len(x)), want); e > 1e-6 {
 					t.Fatalf("max error %g", e)
 				}

@@ -21,10 +21,14 @@ type Device struct {
 	rt     runtime
 	fn     map[string]kernelFn
 	weight map[quant.Type]weightFns
-	args   [16]uint64 // kernel arguments of the launch in progress
+	args   [24]uint64 // kernel arguments of the launch in progress
 
 	scratchPtr uint64 // attention's partial sums (Attend)
 	scratchLen int    // floats
+
+	// err is the first failure of a call since the last Err: while it is
+	// set, launches and copies do nothing (see kernels' Errors).
+	err error
 }
 
 // runtime is what the device needs of a GPU: the CUDA driver through
@@ -69,7 +73,7 @@ var weightKernels = map[quant.Type]string{
 // kernelNames are every kernel the device launches.
 var kernelNames = func() []string {
 	names := []string{"rmsnorm", "rope", "silu_mul", "add", "add_bias", "gather", "scatter_f32",
-		"scatter_f16", "attend_f32", "attend_f16", "attend_merge", "argmax", "softmax"}
+		"scatter_f16", "attend_f32", "attend_f16", "attend_merge", "argmax", "softmax", "swiglu_oai", "weighted_sum"}
 	for _, s := range weightKernels {
 		names = append(names, "matmul_"+s+"_1", "matmul_"+s+"_8", "embed_"+s)
 	}
@@ -116,11 +120,24 @@ func (d *Device) Name() string { return d.rt.name() }
 // Close releases the device. Buffers still allocated go with it.
 func (d *Device) Close() error { return d.rt.close() }
 
-// launch queues kernel name.
-//
-// NOTE: the kernels interface has no error results, so a launch the runtime
-// refuses panics, naming the kernel: a failed launch would otherwise leave
-// stale results that look like real ones.
+// fail records err as the device's failure unless one is pending.
+func (d *Device) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
+
+// Err returns the first failure since the previous Err (a refused launch or
+// copy, a kernel's fault surfaced by a Read, memory that ran out inside a
+// call) and clears it, so calls run again.
+func (d *Device) Err() error {
+	err := d.err
+	d.err = nil
+	return err
+}
+
+// launch queues kernel name. A launch the runtime refuses is the device's
+// failure (Err), naming the kernel and its shape.
 func (d *Device) launch(name string, gx, gy, block int, args ...uint64) {
 	f, ok := d.fn[name]
 	if !ok {
@@ -130,12 +147,12 @@ func (d *Device) launch(name string, gx, gy, block int, args ...uint64) {
 }
 
 func (d *Device) launchFn(name string, f kernelFn, gx, gy, block int, args ...uint64) {
-	if gx == 0 || gy == 0 {
+	if gx == 0 || gy == 0 || d.err != nil {
 		return
 	}
 	n := copy(d.args[:], args)
 	if err := d.rt.launch(f, gx, gy, block, d.args[:n]); err != nil {
-		panic(fmt.Errorf("cuda: %s: launching %s (grid %d×%d, block %d): %w", d.rt.name(), name, gx, gy, block, err))
+		d.fail(fmt.Errorf("cuda: %s: launching %s (grid %d×%d, block %d): %w", d.rt.name(), name, gx, gy, block, err))
 	}
 }
 

@@ -14,6 +14,10 @@
 // tag cuda) is the CUDA driver; emu.go and emu.cpp (tag cudaemu) are a host
 // emulator that compiles the same .cu files as C++ and runs every GPU thread
 // as a fiber, so the tests run on a machine without a GPU (make cuda-emu).
+// A launch or copy the GPU refuses, a kernel that faults and memory that
+// runs out inside a call are the device's errors (Err, as kernels' package
+// doc has them), never a panic; the emulator injects each (InjectFault), and
+// its tests follow one from the kernel to an HTTP 500.
 // gorgonia.org/cu needs cgo, cuda.h and libcuda, and its init() exits the
 // process when no GPU is present, so a default build never links it: without
 // either tag this package is empty and its test skips, saying why.

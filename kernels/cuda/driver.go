@@ -34,7 +34,7 @@ type driver struct {
 	stream  cu.Stream
 	mods    []cu.Module
 	fns     map[string]cu.Function
-	params  [16]unsafe.Pointer
+	params  [24]unsafe.Pointer // as many as Device.args
 }
 
 func newDriver(ordinal int) (*driver, error) {
@@ -63,7 +63,11 @@ func newDriver(ordinal int) (*driver, error) {
 	if r.ctx, err = dev.RetainPrimaryCtx(); err != nil {
 		return nil, fmt.Errorf("cuda: %s: context: %w", r.gpu, err)
 	}
-	defer r.enter()()
+	exit, err := r.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer exit()
 	if r.stream, err = cu.MakeStream(cu.DefaultStream); err != nil {
 		return nil, fmt.Errorf("cuda: %s: stream: %w", r.gpu, err)
 	}
@@ -107,13 +111,13 @@ func (r *driver) load() error {
 
 // enter binds the context to the calling OS thread until the returned
 // function runs.
-func (r *driver) enter() func() {
+func (r *driver) enter() (exit func(), err error) {
 	goruntime.LockOSThread()
 	if err := cu.SetCurrentContext(r.ctx); err != nil {
 		goruntime.UnlockOSThread()
-		panic(fmt.Errorf("cuda: %s: binding the context: %w", r.gpu, err))
+		return nil, fmt.Errorf("binding the context: %w", err)
 	}
-	return goruntime.UnlockOSThread
+	return goruntime.UnlockOSThread, nil
 }
 
 func (r *driver) name() string { return fmt.Sprintf("cuda:%d %s (sm_%d)", r.ordinal, r.gpu, r.arch) }
@@ -127,7 +131,11 @@ func (r *driver) kernel(name string) (kernelFn, error) {
 }
 
 func (r *driver) alloc(bytes int) (uint64, error) {
-	defer r.enter()()
+	exit, err := r.enter()
+	if err != nil {
+		return 0, err
+	}
+	defer exit()
 	size := int64(max(bytes, 4))
 	p, err := cu.MemAlloc(size)
 	if err != nil {
@@ -144,18 +152,30 @@ func (r *driver) upload(dst uint64, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	defer r.enter()()
+	exit, err := r.enter()
+	if err != nil {
+		return err
+	}
+	defer exit()
 	return cu.MemcpyHtoD(cu.DevicePtr(dst), unsafe.Pointer(&src[0]), int64(len(src)))
 }
 
 // write: the driver stages pageable memory before it returns.
 func (r *driver) write(dst uint64, src []byte) error {
-	defer r.enter()()
+	exit, err := r.enter()
+	if err != nil {
+		return err
+	}
+	defer exit()
 	return cu.MemcpyHtoDAsync(cu.DevicePtr(dst), unsafe.Pointer(&src[0]), int64(len(src)), r.stream)
 }
 
 func (r *driver) read(dst []byte, src uint64) error {
-	defer r.enter()()
+	exit, err := r.enter()
+	if err != nil {
+		return err
+	}
+	defer exit()
 	if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), cu.DevicePtr(src), int64(len(dst)), r.stream); err != nil {
 		return err
 	}
@@ -163,19 +183,31 @@ func (r *driver) read(dst []byte, src uint64) error {
 }
 
 func (r *driver) copy(dst, src uint64, bytes int) error {
-	defer r.enter()()
+	exit, err := r.enter()
+	if err != nil {
+		return err
+	}
+	defer exit()
 	return cu.MemcpyDtoDAsync(cu.DevicePtr(dst), cu.DevicePtr(src), int64(bytes), r.stream)
 }
 
 func (r *driver) free(p uint64) {
-	defer r.enter()()
+	exit, err := r.enter()
+	if err != nil {
+		return // a context that cannot be bound has lost its memory anyway
+	}
+	defer exit()
 	cu.MemFree(cu.DevicePtr(p))
 }
 
 // launch: cu.Function.Launch copies 8 bytes from each parameter pointer,
 // which is why arguments live in 64-bit slots.
 func (r *driver) launch(k kernelFn, gx, gy, block int, args []uint64) error {
-	defer r.enter()()
+	exit, err := r.enter()
+	if err != nil {
+		return err
+	}
+	defer exit()
 	for i := range args {
 		r.params[i] = unsafe.Pointer(&args[i])
 	}
@@ -183,17 +215,22 @@ func (r *driver) launch(k kernelFn, gx, gy, block int, args []uint64) error {
 }
 
 func (r *driver) sync() error {
-	defer r.enter()()
+	exit, err := r.enter()
+	if err != nil {
+		return err
+	}
+	defer exit()
 	return r.stream.Synchronize()
 }
 
 func (r *driver) close() error {
-	unlock := r.enter()
-	for _, m := range r.mods {
-		m.Unload()
+	if exit, err := r.enter(); err == nil {
+		for _, m := range r.mods {
+			m.Unload()
+		}
+		r.stream.Destroy()
+		exit()
 	}
-	r.stream.Destroy()
-	unlock()
 	dev, err := cu.GetDevice(r.ordinal)
 	if err != nil {
 		return err

@@ -25,9 +25,12 @@ extern "C" __global__ void __launch_bounds__(128)
 
 // rope: one thread a (token, head, pair). theta is carried in float32 and
 // multiplied by scale once per pair, as ref carries it, so thread i repeats
-// the i products rather than calling pow.
+// the i products rather than calling pow; then scaled as ref.RopeAngles
+// scales it (linear or YaRN: freqScale, the ramp between corr0 and corr1
+// mixed by extFactor, cos and sin times mscale).
 extern "C" __global__ void rope(float *x, const int *pos, int n, int heads, int headDim, int ropeDim,
-                                float scale, int neox) {
+                                float scale, int neox, float freqScale, float extFactor, float mscale,
+                                float corr0, float corr1) {
 	int half = ropeDim / 2;
 	long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
 	if (k >= (long long)n * heads * half) return;
@@ -36,12 +39,18 @@ extern "C" __global__ void rope(float *x, const int *pos, int n, int heads, int 
 	int t = (int)(th / heads);
 	float theta = (float)pos[t];
 	for (int j = 0; j < i; j++) theta *= scale;
-	float c = (float)cos((double)theta), s = (float)sin((double)theta);
+	float a = freqScale * theta;
+	if (extFactor != 0.f) {
+		float y = ((float)i - corr0) / fmaxf(0.001f, corr1 - corr0);
+		float mix = (1.f - fminf(1.f, fmaxf(0.f, y))) * extFactor;
+		a = a * (1.f - mix) + theta * mix;
+	}
+	float c = (float)cos((double)a) * mscale, s = (float)sin((double)a) * mscale;
 	float *h = x + th * headDim;
-	int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-	float x0 = h[a], x1 = h[b];
-	h[a] = x0 * c - x1 * s;
-	h[b] = x0 * s + x1 * c;
+	int p = neox ? i : 2 * i, q = neox ? i + half : 2 * i + 1;
+	float x0 = h[p], x1 = h[q];
+	h[p] = x0 * c - x1 * s;
+	h[q] = x0 * s + x1 * c;
 }
 
 // silu_mul: gate = gate/(1+exp(-gate))·up over n elements.

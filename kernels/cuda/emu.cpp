@@ -20,6 +20,7 @@
 #include "attention.cu"
 #include "elementwise.cu"
 #include "matmul.cu"
+#include "moe.cu"
 
 dim3 threadIdx, blockIdx, blockDim, gridDim;
 
@@ -147,6 +148,7 @@ const std::map<std::string, Kernel> &table() {
 	    {"scatter_f32", kernel(scatter_f32)}, {"scatter_f16", kernel(scatter_f16)},
 	    {"attend_f32", kernel(attend_f32)}, {"attend_f16", kernel(attend_f16)}, {"attend_merge", kernel(attend_merge)},
 	    {"argmax", kernel(argmax)}, {"softmax", kernel(softmax)},
+	    {"swiglu_oai", kernel(swiglu_oai)}, {"weighted_sum", kernel(weighted_sum)},
 	};
 	return t;
 }

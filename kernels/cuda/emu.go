@@ -10,7 +10,9 @@ package cuda
 import "C"
 
 import (
+	"errors"
 	"fmt"
+	"sync"
 	"unsafe"
 )
 
@@ -27,6 +29,63 @@ func New(ordinal int) (*Device, error) {
 
 type emulator struct {
 	names map[string]*C.char // kernel names as C strings, made once
+
+	mu      sync.Mutex // the fault is armed from a test's goroutine
+	fault   Fault
+	calls   int   // calls of fault.Op since it was armed
+	pending error // a faulted kernel's error, for the next read or sync
+}
+
+// Fault is a device failure injected into the emulator (tests), met by the
+// device as it would meet a GPU's.
+type Fault struct {
+	// Op is where it strikes: "launch" (the driver refuses a launch),
+	// "kernel" (a launched kernel faults: it does not run, and its error
+	// surfaces at the next read or sync, as CUDA's asynchronous errors do)
+	// or "alloc" (the device is out of memory).
+	Op string
+	// After is how many calls of Op pass before it strikes.
+	After int
+	// Times is how many calls of Op fail; 0: every one from then on, a
+	// device that stays broken.
+	Times int
+}
+
+// Injected errors read as the driver's would, marked as injected.
+var (
+	errLaunch = errors.New("CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure (injected)")
+	errKernel = errors.New("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered (injected)")
+	errMemory = errors.New("CUDA_ERROR_OUT_OF_MEMORY: out of memory (injected)")
+)
+
+// InjectFault arms f on d, a device of the emulator; Fault{} disarms it
+// (a kernel fault not yet surfaced stays pending).
+func InjectFault(d *Device, f Fault) {
+	e := d.rt.(*emulator)
+	e.mu.Lock()
+	e.fault, e.calls = f, 0
+	e.mu.Unlock()
+}
+
+// strikes counts a call of op and reports whether the armed fault fails it.
+func (e *emulator) strikes(op string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f := e.fault
+	if f.Op != op {
+		return false
+	}
+	e.calls++
+	return e.calls > f.After && (f.Times == 0 || e.calls <= f.After+f.Times)
+}
+
+// surface returns the pending kernel fault, once.
+func (e *emulator) surface() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	err := e.pending
+	e.pending = nil
+	return err
 }
 
 func (e *emulator) name() string { return "cudaemu (host emulator)" }
@@ -37,6 +96,9 @@ func (e *emulator) kernel(name string) (kernelFn, error) {
 }
 
 func (e *emulator) alloc(bytes int) (uint64, error) {
+	if e.strikes("alloc") {
+		return 0, fmt.Errorf("allocating %d bytes: %w", bytes, errMemory)
+	}
 	p := C.calloc(C.size_t(max(bytes, 4)), 1)
 	if p == nil {
 		return 0, fmt.Errorf("out of memory for %d bytes", bytes)
@@ -54,7 +116,14 @@ func (e *emulator) upload(dst uint64, src []byte) error {
 	return nil
 }
 func (e *emulator) write(dst uint64, src []byte) error { copy(e.bytes(dst, len(src)), src); return nil }
-func (e *emulator) read(dst []byte, src uint64) error  { copy(dst, e.bytes(src, len(dst))); return nil }
+
+func (e *emulator) read(dst []byte, src uint64) error {
+	if err := e.surface(); err != nil {
+		return err
+	}
+	copy(dst, e.bytes(src, len(dst)))
+	return nil
+}
 
 func (e *emulator) copy(dst, src uint64, n int) error {
 	copy(e.bytes(dst, n), e.bytes(src, n))
@@ -65,6 +134,17 @@ func (e *emulator) free(p uint64) { C.free(cptr(p)) }
 
 func (e *emulator) launch(k kernelFn, gx, gy, block int, args []uint64) error {
 	name := k.(string)
+	if e.strikes("launch") {
+		return errLaunch
+	}
+	if e.strikes("kernel") {
+		e.mu.Lock()
+		if e.pending == nil {
+			e.pending = fmt.Errorf("%s: %w", name, errKernel)
+		}
+		e.mu.Unlock()
+		return nil
+	}
 	cargs := (*C.uint64_t)(C.malloc(C.size_t(8 * max(len(args), 1))))
 	defer C.free(unsafe.Pointer(cargs))
 	copy(unsafe.Slice((*uint64)(unsafe.Pointer(cargs)), len(args)), args)
@@ -80,5 +160,5 @@ func (e *emulator) launch(k kernelFn, gx, gy, block int, args []uint64) error {
 	}
 }
 
-func (e *emulator) sync() error  { return nil }
+func (e *emulator) sync() error  { return e.surface() }
 func (e *emulator) close() error { return nil }

@@ -44,26 +44,35 @@ func (d *Device) Upload(t quant.Type, n int, data []byte) (*kernels.Buffer, erro
 }
 
 // Write queues a copy of src into dst from element off on; src may be
-// reused as soon as Write returns.
+// reused as soon as Write returns. A refused copy is the device's failure
+// (Err).
 func (d *Device) Write(dst *kernels.Buffer, off int, src []byte) {
 	if len(src) == 0 {
 		return
 	}
 	d.checkRange("Write", dst, off, len(src))
+	if d.err != nil {
+		return
+	}
 	if err := d.rt.write(ptr(dst)+uint64(dst.Type.RowBytes(off)), src); err != nil {
-		panic(fmt.Errorf("cuda: %s: Write of %d bytes: %w", d.rt.name(), len(src), err))
+		d.fail(fmt.Errorf("cuda: %s: Write of %d bytes: %w", d.rt.name(), len(src), err))
 	}
 }
 
 // Read copies len(dst) bytes of src from element off on, after every
-// earlier call has finished.
+// earlier call has finished. A failed copy, or an earlier kernel's fault,
+// which surfaces here, is the device's failure (Err) and leaves dst as it
+// was.
 func (d *Device) Read(dst []byte, src *kernels.Buffer, off int) {
 	if len(dst) == 0 {
 		return
 	}
 	d.checkRange("Read", src, off, len(dst))
+	if d.err != nil {
+		return
+	}
 	if err := d.rt.read(dst, ptr(src)+uint64(src.Type.RowBytes(off))); err != nil {
-		panic(fmt.Errorf("cuda: %s: Read of %d bytes: %w", d.rt.name(), len(dst), err))
+		d.fail(fmt.Errorf("cuda: %s: Read of %d bytes: %w", d.rt.name(), len(dst), err))
 	}
 }
 
@@ -81,5 +90,13 @@ func (d *Device) checkRange(op string, b *kernels.Buffer, off, n int) {
 	}
 }
 
-// Sync waits for every queued call to finish (for timing).
-func (d *Device) Sync() error { return d.rt.sync() }
+// Sync waits for every queued call to finish (for timing) and returns the
+// device's failure, as Err does.
+func (d *Device) Sync() error {
+	if d.err == nil {
+		if err := d.rt.sync(); err != nil {
+			d.fail(fmt.Errorf("cuda: %s: synchronising: %w", d.rt.name(), err))
+		}
+	}
+	return d.Err()
+}

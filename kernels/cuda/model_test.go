@@ -191,11 +191,9 @@ func envInt(name string, def int) int {
 // matrixBytes is what one decode step reads of the weights: every layer's
 // matrices and the output matrix (the embedding gives one row).
 func matrixBytes(m *model.Model) int {
-	n := len(m.Output.Data)
-	for _, l := range m.Layers {
-		for _, w := range []*kernels.Matrix{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
-			n += len(w.Data)
-		}
+	n := 0
+	for _, w := range m.Matrices() {
+		n += len(w.Data)
 	}
 	return n
 }

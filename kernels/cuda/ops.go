@@ -32,16 +32,22 @@ func (d *Device) MatMul(dst, x *kernels.Buffer, n int, w *kernels.Matrix) {
 	if n == 0 {
 		return
 	}
-	fns := d.weightFns("MatMul", w)
 	if x.Type != quant.F32 || dst.Type != quant.F32 {
 		panic(fmt.Sprintf("cuda: MatMul of %v into %v: want F32", x.Type, dst.Type))
 	}
+	d.matmulAt(ptr(dst), ptr(x), n, w)
+}
+
+// matmulAt is MatMul of the n rows of x at device address x into those at
+// dst (a product over some rows of a buffer: MatMulGroups).
+func (d *Device) matmulAt(dst, x uint64, n int, w *kernels.Matrix) {
+	fns := d.weightFns("MatMul", w)
 	f, tile, rows, name := fns.matmul8, mmTile, mmRows8, "matmul_8"
 	if n == 1 {
 		f, tile, rows, name = fns.matmul1, 1, mmRows1, "matmul_1"
 	}
 	d.launchFn(name, f, ceil(w.Rows, mmWarps*rows), ceil(n, tile), 32*mmWarps,
-		ptr(dst), ptr(x), ptr(w.Buf), i32(n), i32(w.Rows), i32(w.Cols), i32(w.Type.RowBytes(w.Cols)))
+		dst, x, ptr(w.Buf), i32(n), i32(w.Rows), i32(w.Cols), i32(w.Type.RowBytes(w.Cols)))
 }
 
 // weightFns returns w's kernels, or panics naming the op and the type.
@@ -71,14 +77,15 @@ func (d *Device) RMSNorm(dst, x, weight *kernels.Buffer, n, dim int, eps float32
 
 // RoPE: the per-pair factor is computed here exactly as ref computes it, in
 // float64 rounded to float32, so the kernel's theta has ref's bits.
-func (d *Device) RoPE(x, pos *kernels.Buffer, n, heads, headDim, ropeDim int, base float32, neox bool) {
-	scale := float32(math.Pow(float64(base), -2/float64(ropeDim)))
+func (d *Device) RoPE(x, pos *kernels.Buffer, n, heads, headDim int, r kernels.Rope) {
+	scale := float32(math.Pow(float64(r.Base), -2/float64(r.Dim)))
 	nx := 0
-	if neox {
+	if r.Neox {
 		nx = 1
 	}
-	d.launch("rope", ceil(n*heads*(ropeDim/2), flat), 1, flat,
-		ptr(x), ptr(pos), i32(n), i32(heads), i32(headDim), i32(ropeDim), f32(scale), i32(nx))
+	d.launch("rope", ceil(n*heads*(r.Dim/2), flat), 1, flat,
+		ptr(x), ptr(pos), i32(n), i32(heads), i32(headDim), i32(r.Dim), f32(scale), i32(nx),
+		f32(r.FreqScale), f32(r.ExtFactor), f32(r.Mscale), f32(r.Corr[0]), f32(r.Corr[1]))
 }
 
 // Attend runs attention in two kernels: one warp per (token, head, segment
@@ -103,6 +110,10 @@ func (d *Device) Attend(a *kernels.Attention) {
 	if pairs == 0 {
 		return
 	}
+	var sinks uint64 // none: a null pointer
+	if a.Sinks != nil {
+		sinks = ptr(a.Sinks)
+	}
 	segs := a.MaxPos/attSeg + 1
 	per := segs * (a.HeadDim + 2) // scratch floats a pair
 	group := min(pairs, max(1, attScratch/per))
@@ -112,9 +123,9 @@ func (d *Device) Attend(a *kernels.Attention) {
 		d.launch(name, ceil(n, attWarps), segs, 32*attWarps,
 			part, ptr(a.Q), ptr(a.K), ptr(a.V), ptr(a.Pos), ptr(a.Seq), ptr(a.Table),
 			i32(a.TableStride), i32(a.BlockSize), i32(a.Heads), i32(a.KVHeads), i32(a.HeadDim), f32(a.Scale),
-			i32(p0), i32(n), i32(segs))
+			i32(p0), i32(n), i32(segs), i32(a.Window))
 		d.launch("attend_merge", ceil(n, attWarps), 1, 32*attWarps,
-			ptr(a.Out), part, ptr(a.Pos), i32(a.Heads), i32(a.HeadDim), i32(p0), i32(n), i32(segs))
+			ptr(a.Out), part, ptr(a.Pos), i32(a.Heads), i32(a.HeadDim), i32(p0), i32(n), i32(segs), i32(a.Window), sinks)
 	}
 }
 
@@ -123,15 +134,19 @@ func (d *Device) Attend(a *kernels.Attention) {
 // can force small groups.
 var attScratch = 16 << 20
 
-// scratch returns the device's attention scratch, grown to n floats.
+// scratch returns the device's attention scratch, grown to n floats. Out
+// of memory is the device's failure (Err): the launches that would use the
+// scratch then do nothing.
 func (d *Device) scratch(n int) uint64 {
 	if n > d.scratchLen {
 		if d.scratchLen > 0 {
 			d.rt.free(d.scratchPtr)
+			d.scratchPtr, d.scratchLen = 0, 0
 		}
 		p, err := d.rt.alloc(4 * n)
 		if err != nil {
-			panic(fmt.Errorf("cuda: %s: attention scratch of %d floats: %w", d.rt.name(), n, err))
+			d.fail(fmt.Errorf("cuda: %s: attention scratch of %d floats: %w", d.rt.name(), n, err))
+			return 0
 		}
 		d.scratchPtr, d.scratchLen = p, n
 	}

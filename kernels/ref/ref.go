@@ -55,33 +55,49 @@ func RMSNormRow(dst, x, weight []float32, eps float32) {
 	}
 }
 
-func (Kernels) RoPE(x, pos *kernels.Buffer, n, heads, headDim, ropeDim int, base float32, neox bool) {
+func (Kernels) RoPE(x, pos *kernels.Buffer, n, heads, headDim int, r kernels.Rope) {
 	xs := kernels.HostF32(x)
+	cs, sn := make([]float32, r.Dim/2), make([]float32, r.Dim/2)
 	for t, p := range kernels.HostI32(pos)[:n] {
+		RopeAngles(cs, sn, int(p), r)
 		for h := 0; h < heads; h++ {
 			off := (t*heads + h) * headDim
-			RoPEHead(xs[off:off+headDim], int(p), ropeDim, base, neox)
+			RotateHead(xs[off:off+headDim], cs, sn, r.Neox)
 		}
 	}
 }
 
-// RoPEHead rotates one head. Like ggml, theta is carried in float32 and
-// multiplied by base^(-2/ropeDim) per pair rather than recomputed by pow,
-// so that positions rotate exactly as llama.cpp rotates them.
-func RoPEHead(x []float32, pos, ropeDim int, base float32, neox bool) {
-	scale := float32(math.Pow(float64(base), -2/float64(ropeDim)))
+// RopeAngles sets the cosines and sines (times Mscale) of the Dim/2 pairs
+// at position pos as ggml's rope_yarn does: θ is carried in float32 and
+// multiplied by Base^(-2/Dim) per pair rather than recomputed by pow, so
+// that positions rotate exactly as llama.cpp rotates them.
+func RopeAngles(cs, sn []float32, pos int, r kernels.Rope) {
+	scale := float32(math.Pow(float64(r.Base), -2/float64(r.Dim)))
 	theta := float32(pos)
-	for i := 0; i < ropeDim/2; i++ {
-		c := float32(math.Cos(float64(theta)))
-		s := float32(math.Sin(float64(theta)))
+	for i := range cs {
+		t := r.FreqScale * theta
+		if r.ExtFactor != 0 {
+			y := (float32(i) - r.Corr[0]) / max(0.001, r.Corr[1]-r.Corr[0])
+			mix := (1 - min(1, max(0, y))) * r.ExtFactor
+			t = t*(1-mix) + theta*mix
+		}
+		cs[i] = float32(math.Cos(float64(t))) * r.Mscale
+		sn[i] = float32(math.Sin(float64(t))) * r.Mscale
+		theta *= scale
+	}
+}
+
+// RotateHead turns the pairs of one head by the angles of RopeAngles: neox
+// pairs i with i+len(cs), normal 2i with 2i+1.
+func RotateHead(x, cs, sn []float32, neox bool) {
+	for i := range cs {
 		a, b := 2*i, 2*i+1
 		if neox {
-			a, b = i, i+ropeDim/2
+			a, b = i, i+len(cs)
 		}
 		x0, x1 := x[a], x[b]
-		x[a] = x0*c - x1*s
-		x[b] = x0*s + x1*c
-		theta *= scale
+		x[a] = x0*cs[i] - x1*sn[i]
+		x[b] = x0*sn[i] + x1*cs[i]
 	}
 }
 
@@ -92,13 +108,13 @@ func (Kernels) Attend(a *kernels.Attention) {
 	kvDim := a.KVHeads * a.HeadDim
 	group := a.Heads / a.KVHeads
 	for i := 0; i < a.N; i++ {
+		lo, n := WindowStart(int(pos[i]), a.Window), int(pos[i])+1
 		for h := 0; h < a.Heads; h++ {
 			q := Q[i*dim+h*a.HeadDim : i*dim+(h+1)*a.HeadDim]
 			kvOff := (h / group) * a.HeadDim
-			n := int(pos[i]) + 1
 			scores := make([]float64, n)
 			maxS := math.Inf(-1)
-			for p := 0; p < n; p++ {
+			for p := lo; p < n; p++ {
 				kOff := a.Slot(i, p)*kvDim + kvOff
 				var s float64
 				for d := range q {
@@ -107,21 +123,38 @@ func (Kernels) Attend(a *kernels.Attention) {
 				scores[p] = s * float64(a.Scale)
 				maxS = math.Max(maxS, scores[p])
 			}
+			var sink float64
+			if a.Sinks != nil {
+				sink = float64(kernels.HostF32(a.Sinks)[h])
+				maxS = math.Max(maxS, sink)
+			}
 			var sum float64
-			for p := range scores {
+			for p := lo; p < n; p++ {
 				scores[p] = math.Exp(scores[p] - maxS)
 				sum += scores[p]
+			}
+			if a.Sinks != nil {
+				sum += math.Exp(sink - maxS)
 			}
 			out := O[i*dim+h*a.HeadDim : i*dim+(h+1)*a.HeadDim]
 			for d := range out {
 				var acc float64
-				for p := 0; p < n; p++ {
+				for p := lo; p < n; p++ {
 					acc += scores[p] / sum * float64(V(a.Slot(i, p)*kvDim+kvOff+d))
 				}
 				out[d] = float32(acc)
 			}
 		}
 	}
+}
+
+// WindowStart is the first position a token at pos sees through a sliding
+// window of window positions (0: no window).
+func WindowStart(pos, window int) int {
+	if window <= 0 {
+		return 0
+	}
+	return max(0, pos-window+1)
 }
 
 // KVRows returns a reader of a host KV pool's elements, F32 or F16.
@@ -138,6 +171,58 @@ func (Kernels) SiLUMul(gate, up *kernels.Buffer, n int) {
 	g, u := kernels.HostF32(gate)[:n], kernels.HostF32(up)
 	for i, x := range g {
 		g[i] = SiLU(x) * u[i]
+	}
+}
+
+func (Kernels) SwiGLUOAI(gate, up *kernels.Buffer, n int, alpha, limit float32) {
+	g, u := kernels.HostF32(gate)[:n], kernels.HostF32(up)
+	for i, x := range g {
+		g[i] = SwiGLUOAI(x, u[i], alpha, limit)
+	}
+}
+
+// SwiGLUOAI is gpt-oss's clamped gate: x = min(g, limit) times
+// sigmoid(alpha·x), times (clamp(u, ±limit) + 1), as ggml computes it.
+func SwiGLUOAI(g, u, alpha, limit float32) float32 {
+	x := min(g, limit)
+	y := max(min(u, limit), -limit)
+	return x / (1 + float32(math.Exp(float64(-alpha*x)))) * (y + 1)
+}
+
+func (k Kernels) MatMulGroups(dst, x *kernels.Buffer, ws []*kernels.Matrix, start []int) {
+	d, xs := kernels.HostF32(dst), kernels.HostF32(x)
+	for g, w := range ws {
+		n := start[g+1] - start[g]
+		if n <= 0 {
+			continue
+		}
+		r0 := start[g]
+		k.MatMul(kernels.NewHostBuffer(quant.F32, n*w.Rows, kernels.F32Bytes(d[r0*w.Rows:])),
+			kernels.NewHostBuffer(quant.F32, n*w.Cols, kernels.F32Bytes(xs[r0*w.Cols:])), n, w)
+	}
+}
+
+func (Kernels) WeightedSum(dst, src, rows, weights *kernels.Buffer, n, k, width int) {
+	d, s := kernels.HostF32(dst), kernels.HostF32(src)
+	r, w := kernels.HostI32(rows), kernels.HostF32(weights)
+	acc := make([]float32, width)
+	for t := 0; t < n; t++ {
+		WeightedRow(acc, s, r[t*k:(t+1)*k], w[t*k:(t+1)*k])
+		for i, v := range acc {
+			d[t*width+i] += v
+		}
+	}
+}
+
+// WeightedRow sets acc to Σ_j w[j]·(row rows[j] of src), in j order.
+func WeightedRow(acc, src []float32, rows []int32, w []float32) {
+	width := len(acc)
+	clear(acc)
+	for j, r := range rows {
+		row := src[int(r)*width:][:width]
+		for i, v := range row {
+			acc[i] += w[j] * v
+		}
 	}
 }
 
