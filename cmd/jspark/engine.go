@@ -78,6 +78,7 @@ func openEngine(o *EngineFlags, log io.Writer) (_ *engine.Engine, _ server.Optio
 		return nil, server.Options{}, nil, err
 	}
 	cs.add(e.Close)
+	fmt.Fprintln(log, "jspark", f.MemoryPlan(k))
 	sopt := server.DefaultOptions()
 	sopt.ChatTemplate, sopt.ReasoningFormat = tpl, o.ReasoningFormat
 	return e, sopt, cs.close, nil

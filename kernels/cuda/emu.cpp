@@ -143,6 +143,7 @@ template <typename... A> Kernel kernel(void (*f)(A...)) {
 const std::map<std::string, Kernel> &table() {
 	static const std::map<std::string, Kernel> t = {
 	    W(f32), W(f16), W(bf16), W(q8_0), W(q4_0), W(q4_k), W(q6_k),
+	    W(q4_1), W(q5_0), W(q5_1), W(iq4_nl), W(mxfp4), W(q2_k), W(q3_k), W(q5_k), W(iq4_xs),
 	    {"rmsnorm", kernel(rmsnorm)}, {"rope", kernel(rope)}, {"silu_mul", kernel(silu_mul)},
 	    {"add", kernel(add)}, {"add_bias", kernel(add_bias)}, {"gather", kernel(gather)},
 	    {"scatter_f32", kernel(scatter_f32)}, {"scatter_f16", kernel(scatter_f16)},
