@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"jspark/agent"
+	"jspark/agent/atif"
 	"jspark/agent/metrics"
 	"jspark/agent/record"
 	"jspark/agent/report"
@@ -90,6 +91,7 @@ func TestReplayOfAC3RunReproducesItsTraffic(t *testing.T) {
 		if s.End != record.EndNoToolCall || len(s.Requests) != 2 {
 			t.Fatalf("%s ended %s after %d requests; the recording wants sessions that end on their own", s.Name, s.End, len(s.Requests))
 		}
+		sessionATIF(t, run, &s)
 	}
 	out := t.TempDir()
 	res, err := Replay(context.Background(), ReplayOptions{Dir: run, Targets: []Target{tg}, GapScale: 1, Out: out})
@@ -125,6 +127,44 @@ func TestReplayOfAC3RunReproducesItsTraffic(t *testing.T) {
 		t.Errorf("summary %+v", rr.Summary)
 	}
 	replayFiles(t, out)
+}
+
+// sessionATIF: the runner exported the session as ATIF, valid, its steps
+// the session's (system prompt, task, a request, the nudge, a request) and
+// its counts the record's.
+func sessionATIF(t *testing.T, run string, s *record.Session) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(run, "*", s.Name, atif.File))
+	if direct, _ := filepath.Glob(filepath.Join(run, s.Name, atif.File)); len(direct) > 0 {
+		files = direct
+	}
+	if len(files) != 1 {
+		t.Fatalf("%s: %d ATIF files", s.Name, len(files))
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := atif.Validate(b); err != nil {
+		t.Fatalf("%s: %v", files[0], err)
+	}
+	var tr atif.Trajectory
+	if err := json.Unmarshal(b, &tr); err != nil {
+		t.Fatal(err)
+	}
+	var sources []string
+	for _, st := range tr.Steps {
+		sources = append(sources, st.Source)
+	}
+	prompt, output := 0, 0
+	for _, q := range s.Requests {
+		prompt, output = prompt+q.PromptTokens, output+q.OutputTokens()
+	}
+	f := tr.FinalMetrics
+	if strings.Join(sources, " ") != "system user agent user agent" || tr.Steps[3].Message != "Go on." ||
+		f == nil || f.TotalPromptTokens != prompt || f.TotalCompletionTokens != output || *tr.Steps[4].Metrics.PromptTokens != s.Requests[1].PromptTokens {
+		t.Errorf("%s: steps %v, final %+v; the record: %d prompt and %d output tokens", s.Name, sources, f, prompt, output)
+	}
 }
 
 // replayFiles: results.json reads back, and the table has the recording's
