@@ -436,4 +436,3 @@ func or(v, def float64) float64 {
 }
 
 func seconds(s float64) string { return fmt.Sprintf("%gs", s) }
-

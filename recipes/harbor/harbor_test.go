@@ -46,9 +46,9 @@ env = { GREETING_NAME = "world" }
 cpus = 1
 memory_mb = 2048
 `,
-	"instruction.md": "Make /app/greet.py print `Hello, NAME!` for the NAME in its first argument, and\nwrite its output for `world` to /app/greeting.txt.\n",
+	"instruction.md":         "Make /app/greet.py print `Hello, NAME!` for the NAME in its first argument, and\nwrite its output for `world` to /app/greeting.txt.\n",
 	"environment/Dockerfile": "# A plain image: nothing installed.\nFROM python:3.12-slim\n\nWORKDIR /app\nCOPY greet.py /app/\n",
-	"environment/greet.py": "import sys\n\nraise SystemExit('not written yet')\n",
+	"environment/greet.py":   "import sys\n\nraise SystemExit('not written yet')\n",
 	"tests/test.sh": `#!/bin/bash
 # Harbor runs this after the agent stops.
 cd /app
