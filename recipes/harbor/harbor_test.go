@@ -269,6 +269,8 @@ func TestScriptScanner(t *testing.T) {
 		"echo 'uvx # not a command'  # a comment: curl\n",
 		"(cd . && ls)\n",
 		"./run_me.sh --fast\n",
+		"if true; then echo 1; fi > out.txt 2>&1\n",
+		">log echo hi; echo x 2>/dev/null >> y; cat < in.txt\n",
 	}
 	for _, s := range ok {
 		if why := sc.script("t.sh", s); why != "" {
@@ -284,6 +286,7 @@ func TestScriptScanner(t *testing.T) {
 		"$PY -m x\n":                       "t.sh:1 runs the command in $PY",
 		"true\nenv A=1 pytest\n":           "t.sh:2 runs pytest,",
 		"python3 -m mine\npython3 -m np\n": "t.sh:2 runs python3 -m np,",
+		"echo x > f; > g curl x\n":         "t.sh:1 runs curl,",
 	}
 	for s, want := range bad {
 		if why := sc.script("t.sh", s); !strings.HasPrefix(why, want) {

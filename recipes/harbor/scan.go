@@ -46,6 +46,7 @@ func set(lists ...string) map[string]bool {
 }
 
 var (
+	redirect   = regexp.MustCompile(`^[0-9]*(?:&>>?|>>?&?|<<?<?|<&|>\|)`)
 	assignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=`)
 	heredoc    = regexp.MustCompile(`(?:^|[^<])<<-?\s*(['"]?)([A-Za-z_][A-Za-z0-9_]*)['"]?`)
 	funcDef    = regexp.MustCompile(`^\s*(?:function\s+)?([A-Za-z_][A-Za-z0-9_-]*)\s*\(\s*\)`)
@@ -96,6 +97,11 @@ func (s *scanner) command(seg string, defined map[string]bool) string {
 		case funcDef.MatchString(w) || strings.HasSuffix(w, "()"):
 			return ""
 		case keywords[w], assignment.MatchString(w):
+			continue
+		case redirect.MatchString(w):
+			if m := redirect.FindString(w); m == w && !strings.HasSuffix(w, "&") {
+				i++ // the operator alone: its target is the next word
+			}
 			continue
 		case strings.HasSuffix(w, ")") && !strings.Contains(w, "("):
 			continue // a case pattern
@@ -235,7 +241,8 @@ func stripComment(l string) string {
 }
 
 // segments splits a logical line into simple commands: at ; & | and
-// backticks outside quotes, and at each $( outside single quotes.
+// backticks outside quotes (not the & and | of a redirection), and at each
+// $( outside single quotes.
 func segments(l string) []string {
 	var out []string
 	var q byte
@@ -262,6 +269,8 @@ func segments(l string) []string {
 			}
 		case c == '\'' || c == '"':
 			q = c
+		case (c == '&' || c == '|') && i > 0 && (l[i-1] == '>' || l[i-1] == '<'), c == '&' && i+1 < len(l) && l[i+1] == '>':
+			// a redirection: 2>&1, >|, &>
 		case c == ';' || c == '&' || c == '|' || c == '`':
 			cut(i, 1)
 		}
