@@ -327,6 +327,9 @@ func metrics(q *record.Request) *Metrics {
 	if q.Cut {
 		extra["cut"] = true
 	}
+	if q.StreamedTokens > 0 { // a cut request's output so far
+		extra["streamed_tokens"] = q.StreamedTokens
+	}
 	if q.ToolsSec > 0 {
 		extra["tools_s"] = q.ToolsSec
 	}
