@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sort"
 	"testing"
@@ -171,5 +172,53 @@ func TestPromptChunkFitsTheRowBudget(t *testing.T) {
 	big := &Engine{opt: Options{BlockSize: 16}, m: &model.Model{Config: model.Config{Vocab: 1 << 24}}}
 	if n := big.promptChunk(); n != 16 {
 		t.Errorf("a vocabulary of 2^24: chunks of %d, want a block (16)", n)
+	}
+}
+
+// TestPromptLogprobsOnHybridModels: a sliding-window model (gemma3) and a
+// recurrent one (qwen35) give the model's prompt log-probabilities too,
+// in one chunk and in chunks of 16 (a recurrent layer's state carried
+// between them).
+func TestPromptLogprobsOnHybridModels(t *testing.T) {
+	for _, arch := range []string{"gemma3", "qwen35"} {
+		m := hybridModel(t, arch)
+		p := prompt(7, 70, m.Vocab)
+		want := referencePrompt(t, m, p, 2)
+		for _, c := range []struct {
+			name string
+			set  func(*Options)
+		}{
+			{"one chunk", nil},
+			{"chunks of 16", func(o *Options) { o.PrefillSolo, o.PrefillMixed, o.MaxStepMs = 16, 16, 0 }},
+		} {
+			t.Run(arch+"/"+c.name, func(t *testing.T) {
+				e := newEngine(t, m, c.set)
+				got, carried, _ := promptOf(t, e, Request{Prompt: p, MaxTokens: 1, IgnoreEOS: true, PromptLogprobs: true, PromptTop: 2})
+				if carried != 1 {
+					t.Fatalf("carried %d times", carried)
+				}
+				samePrompt(t, got, want)
+			})
+		}
+	}
+}
+
+// BenchmarkPromptLogprobs: a 512-token prompt scored (every position's
+// row read) against the same prompt not asked for, each with a cold cache
+// (the scored one takes nothing from it anyway).
+func BenchmarkPromptLogprobs(b *testing.B) {
+	m := storiesModel(b)
+	p := prompt(11, 512, m.Vocab)
+	for _, ask := range []bool{false, true} {
+		b.Run(fmt.Sprintf("asked=%v", ask), func(b *testing.B) {
+			e := newEngine(b, m, nil)
+			salt := 0
+			for b.Loop() {
+				salt++ // a cold cache each time
+				r := greedy(p, 1)
+				r.PromptLogprobs, r.PromptTop, r.CacheSalt = ask, 5, fmt.Sprint(salt)
+				run(b, e, r)
+			}
+		})
 	}
 }
