@@ -28,8 +28,10 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// File is the ATIF trajectory's name in a session's folder.
-const File = "trajectory.atif.json"
+// File is the ATIF trajectory's name in a session's folder: Harbor's
+// agents write theirs as trajectory.json, and its tools (and others that
+// read ATIF) look for that name.
+const File = "trajectory.json"
 
 // Version is the ATIF version written.
 const Version = "ATIF-v1.4"
