@@ -219,3 +219,22 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// FuzzBuild: whatever a trajectory holds, the export is valid ATIF or an
+// error naming the file, never a panic; both shapes (jspark's loop, an
+// external agent's) are tried.
+func FuzzBuild(f *testing.F) {
+	f.Add(`{"request":{"turn":0},"reply":{"role":"assistant","tool_calls":[{"id":"","function":{"name":"","arguments":"x"}}]},"tool_results":[{"role":"tool","tool_call_id":"q"}]}`)
+	f.Add(`{"request":{"turn":0,"sent":1e300},"history_added":[{"role":"tool","text":"out"},{"role":"assistant","tool_calls":[{"id":"a"},{"id":"a"}]}]}`)
+	f.Add(`{"history_added":[{"role":"assistant","text":"hi"}]}` + "\n" + `{"request":null,"reply":{"role":"user"}}`)
+	f.Fuzz(func(t *testing.T, data string) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "trajectory.jsonl"), []byte(data), 0o644)
+		for _, agent := range []string{"", "pi"} {
+			in := Info{Round: "r", Started: time.Unix(0, 0), Session: &record.Session{Name: "s", Agent: agent}}
+			if err := Write(dir, in); err != nil && !strings.Contains(err.Error(), "trajectory.jsonl") {
+				t.Fatalf("agent %q: %v", agent, err)
+			}
+		}
+	})
+}

@@ -208,3 +208,13 @@ func TestVLLMPromptLogprobs(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCompletionsBody: /v1/completions bodies, prompt log-probabilities
+// asked every way, get a success or an OpenAI-style error, never a panic.
+func FuzzCompletionsBody(f *testing.F) {
+	f.Add(`{"prompt":[[1,403,407]],"max_tokens":1,"logprobs":1,"echo":true,"temperature":0}`)
+	f.Add(`{"prompt":"Once","max_tokens":0,"echo":true,"logprobs":5,"stream":true}`)
+	f.Add(`{"prompt":[1,2,3],"max_tokens":2,"prompt_logprobs":20}`)
+	f.Add(`{"prompt":["a"],"echo":true,"logprobs":0,"prompt_logprobs":0,"n":1}`)
+	fuzzBodies(f, "/v1/completions")
+}
