@@ -222,3 +222,30 @@ func BenchmarkPromptLogprobs(b *testing.B) {
 		})
 	}
 }
+
+// TestPromptLogprobsUnderPreemption: a request preempted while its prompt
+// is being scored (chunks of 16 beside decoding requests, the cache too
+// small for all) still gets the model's log-probabilities, once.
+func TestPromptLogprobsUnderPreemption(t *testing.T) {
+	m := storiesModel(t)
+	p := prompt(13, 200, m.Vocab)
+	want := referencePrompt(t, m, p, 2)
+	// 24 blocks of 16 = 384 tokens: three requests decoding to 150 each
+	// and the scored prompt's 200 do not fit.
+	e := newEngine(t, m, func(o *Options) { o.KVBlocks, o.PrefillSolo, o.PrefillMixed, o.MaxStepMs = 24, 16, 16, 0 })
+	for i := range 3 {
+		ch, err := e.Submit(context.Background(), greedy(prompt(uint64(30+i), 50, m.Vocab), 100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go collect(ch)
+	}
+	got, carried, fin := promptOf(t, e, Request{Prompt: p, MaxTokens: 1, IgnoreEOS: true, PromptLogprobs: true, PromptTop: 2})
+	if carried != 1 {
+		t.Fatalf("carried %d times", carried)
+	}
+	samePrompt(t, got, want)
+	if fin.Usage.Preemptions == 0 {
+		t.Errorf("the scored request was not preempted: the pressure did not bite")
+	}
+}
