@@ -83,6 +83,7 @@ func (s *Server) readBody(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		if req.ContentLength > MaxBody {
+			c.Response().Header().Set("Connection", "close") // the body is not read
 			return tooLarge()
 		}
 		rc := http.NewResponseController(c.Response().Writer)
@@ -91,6 +92,13 @@ func (s *Server) readBody(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		b, err := io.ReadAll(io.LimitReader(req.Body, MaxBody+1))
 		rc.SetReadDeadline(time.Time{}) // the connection stays open for the response (and the client's disconnect)
+		if err != nil || len(b) > MaxBody {
+			// The rest of the body is still on its way: net/http would read
+			// it, with no deadline, before sending the answer (a body
+			// trickled a byte a second never got its 408), and the
+			// connection cannot carry another request after it anyway.
+			c.Response().Header().Set("Connection", "close")
+		}
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			return &APIError{Status: http.StatusRequestTimeout, Message: fmt.Sprintf("the request body did not arrive within %s", s.opt.BodyTimeout),
@@ -112,6 +120,7 @@ func (s *Server) readBody(next echo.HandlerFunc) echo.HandlerFunc {
 			return badRequest("", "the request body is not valid UTF-8 (byte %d is 0x%02x)", at, b[at])
 		}
 		req.Body = io.NopCloser(bytes.NewReader(b))
+		c.Set(bodyKey, b)
 		if len(b) >= bigBody {
 			defer freeMemory()
 		}

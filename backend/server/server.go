@@ -9,12 +9,10 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -196,13 +194,22 @@ type APIError struct {
 func (e *APIError) Error() string { return e.Message }
 
 // promptError is a 400 for a conversation that did not render, or the
-// bound's own error.
+// bound's own error. It names the field the renderer's error starts with
+// (tools[0].function.parameters, chat_template_kwargs.x), else messages.
 func promptError(err error) error {
 	var ae *APIError
 	if errors.As(err, &ae) {
 		return ae
 	}
-	return badRequest("messages", "%v", err)
+	msg := err.Error()
+	param := "messages"
+	for _, field := range []string{"tools[", "chat_template_kwargs", "messages["} {
+		if strings.HasPrefix(msg, field) {
+			param, _, _ = strings.Cut(msg, ":")
+			param, _, _ = strings.Cut(param, " ")
+		}
+	}
+	return badRequest(param, "%v", err)
 }
 
 func badRequest(param, format string, args ...any) *APIError {
@@ -237,49 +244,6 @@ func (s *Server) handleError(err error, c echo.Context) {
 		c.Response().Header().Set("Retry-After", fmt.Sprint(ae.RetryAfter))
 	}
 	c.JSON(ae.Status, map[string]*APIError{"error": ae})
-}
-
-// decode reads a JSON body strictly enough to catch wrong types.
-func decode(c echo.Context, v any) error {
-	dec := json.NewDecoder(c.Request().Body)
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			field := te.Field
-			if i := strings.LastIndex(field, "Sampling."); i >= 0 { // an embedded struct's prefix
-				field = field[i+len("Sampling."):]
-			}
-			if field == "" {
-				return badRequest("", "the body must be a JSON %s, not a JSON %s", jsonKind(te.Type), te.Value)
-			}
-			return badRequest(field, "field %q must be a JSON %s, not a JSON %s", field, jsonKind(te.Type), te.Value)
-		}
-		return badRequest("", "malformed JSON body: %v", err)
-	}
-	return nil
-}
-
-// jsonKind names what JSON a Go type decodes from, as a client would say it.
-func jsonKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Bool:
-		return "boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "integer"
-	case reflect.Float32, reflect.Float64:
-		return "number"
-	case reflect.String:
-		return "string"
-	case reflect.Slice, reflect.Array:
-		return "array"
-	case reflect.Struct, reflect.Map:
-		return "object"
-	}
-	return "value of another type"
 }
 
 func (s *Server) checkModel(name string) error {
@@ -338,6 +302,9 @@ func (s *Server) tokenize(c echo.Context) error {
 		}
 		ids = tok.Encode(*req.Prompt, req.AddSpecial == nil || *req.AddSpecial, true)
 	case len(req.Messages) > 0:
+		if err := checkArguments(req.Messages); err != nil {
+			return err
+		}
 		var err error
 		if ids, _, err = s.chatPrompt(req.Messages, req.Tools, req.AddGenerate == nil || *req.AddGenerate, req.Kwargs); err != nil {
 			return promptError(err)
