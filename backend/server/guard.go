@@ -91,13 +91,16 @@ func (s *Server) readBody(next echo.HandlerFunc) echo.HandlerFunc {
 			rc.SetReadDeadline(time.Now().Add(s.opt.BodyTimeout)) // unsupported by test recorders: no deadline there
 		}
 		b, err := io.ReadAll(io.LimitReader(req.Body, MaxBody+1))
-		rc.SetReadDeadline(time.Time{}) // the connection stays open for the response (and the client's disconnect)
 		if err != nil || len(b) > MaxBody {
-			// The rest of the body is still on its way: net/http would read
-			// it, with no deadline, before sending the answer (a body
-			// trickled a byte a second never got its 408), and the
-			// connection cannot carry another request after it anyway.
+			// The rest of the body may still be on its way, and net/http
+			// reads it (before the answer, and again when it closes the
+			// body) to reuse the connection: with no deadline, a body
+			// trickled a byte a second held its 408 and its connection for
+			// ever. Nothing more is read; the answer closes the connection.
+			rc.SetReadDeadline(time.Unix(1, 0))
 			c.Response().Header().Set("Connection", "close")
+		} else {
+			rc.SetReadDeadline(time.Time{}) // the connection stays open for the response (and the client's disconnect)
 		}
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
