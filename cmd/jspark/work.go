@@ -207,7 +207,7 @@ func inProcessBackend(ef *EngineFlags, log io.Writer) (agent.Backend, func(), er
 		closeEngine()
 		return agent.Backend{}, nil, err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	hs := srv.HTTPServer()
 	go hs.Serve(ln)
 	fmt.Fprintf(log, "jspark: engine %s (KV capacity %d tokens) at http://%s/v1\n", e.Options().ModelName, e.CapacityTokens(), ln.Addr())
 	b := agent.Backend{
