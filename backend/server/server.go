@@ -55,6 +55,11 @@ type Options struct {
 	// fresh one per request, so unseeded requests at a temperature differ,
 	// as they do with OpenAI, vLLM and llama-server.
 	Seed *uint64
+	// IdleFree is how long the server waits, once no request is in
+	// progress, before it hands the memory its requests freed back to the
+	// system (a forced collection); 0 or negative: never, as the Go
+	// runtime decides.
+	IdleFree time.Duration
 	// Log receives what a request's answer does not say (tools a Responses
 	// request offers that this server cannot run); nil discards it.
 	Log io.Writer
@@ -68,6 +73,7 @@ func DefaultOptions() Options {
 		MaxTokensDefault: DefaultMaxTokens,
 		BodyTimeout:      DefaultBodyTimeout,
 		WriteTimeout:     DefaultWriteTimeout,
+		IdleFree:         DefaultIdleFree,
 	}
 }
 
@@ -101,6 +107,7 @@ type Server struct {
 	stop    context.Context
 	abort   context.CancelFunc
 	running atomic.Int64
+	idle    idle
 }
 
 // ChatTemplateOf reads tokenizer.chat_template from a GGUF file.
@@ -120,11 +127,12 @@ func New(e *engine.Engine, opt Options) *Server {
 	tok := e.Model().Tok
 	s := &Server{e: e, opt: opt, maxPiece: maxPieceBytes(tok)}
 	s.stop, s.abort = context.WithCancel(context.Background())
+	s.idle.after = opt.IdleFree
 	s.tpl, s.tplErr = chat.Load(opt.ChatTemplate, chat.Special{BOS: tok.Text(tok.BOS), EOS: tok.Text(tok.EOS)})
 	ec := echo.New()
 	ec.HideBanner, ec.HidePort = true, true
 	ec.HTTPErrorHandler = s.handleError
-	ec.Use(s.writeDeadlines, s.auth, s.readBody)
+	ec.Use(s.trackIdle, s.writeDeadlines, s.auth, s.readBody)
 	ec.POST("/v1/chat/completions", s.chatCompletions)
 	ec.POST("/v1/completions", s.completions)
 	ec.POST("/v1/responses", s.responses)
