@@ -6,3 +6,6 @@ import "syscall"
 
 // mmapFlags maps the file shared; its pages fault in on first use.
 const mmapFlags = syscall.MAP_SHARED
+
+// release leaves b's pages to the system.
+func release(b []byte) {}

@@ -32,7 +32,8 @@ type Options struct {
 	ServedName string // the model id clients name (empty: the engine's model name)
 	// ChatTemplate is the GGUF's tokenizer.chat_template (or a file's),
 	// rendered as Jinja; empty, or one that does not compile, means a
-	// built-in (TemplateError says why).
+	// built-in (TemplateError says why). The server keeps the compiled
+	// template, not this source.
 	ChatTemplate string
 	// ReasoningFormat says what becomes of a thinking model's <think> block:
 	// "auto" (or empty) returns it as reasoning_content when the template
@@ -110,9 +111,13 @@ type Server struct {
 	idle    idle
 }
 
-// ChatTemplateOf reads tokenizer.chat_template from a GGUF file.
+// ChatTemplateOf takes tokenizer.chat_template out of a GGUF file: the
+// file no longer holds it, and New keeps only what it compiles it to, so a
+// model file's huge template (50 MB, refused) is not kept for the life of
+// the process.
 func ChatTemplateOf(f *gguf.File) string {
-	s, _ := f.String("tokenizer.chat_template")
+	v, _ := f.Take("tokenizer.chat_template")
+	s, _ := v.(string)
 	return s
 }
 
@@ -129,6 +134,10 @@ func New(e *engine.Engine, opt Options) *Server {
 	s.stop, s.abort = context.WithCancel(context.Background())
 	s.idle.after = opt.IdleFree
 	s.tpl, s.tplErr = chat.Load(opt.ChatTemplate, chat.Special{BOS: tok.Text(tok.BOS), EOS: tok.Text(tok.EOS)})
+	if len(opt.ChatTemplate) >= bigBody {
+		defer freeMemory() // what a huge source cost goes back to the system, as a huge body's does
+	}
+	s.opt.ChatTemplate = "" // compiled into s.tpl, or refused: the source is not kept
 	ec := echo.New()
 	ec.HideBanner, ec.HidePort = true, true
 	ec.HTTPErrorHandler = s.handleError
