@@ -128,6 +128,9 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 	if len(r.Messages) == 0 {
 		return job{}, badRequest("messages", "messages must not be empty")
 	}
+	if err := checkArguments(r.Messages); err != nil {
+		return job{}, err
+	}
 	for i, t := range r.Tools {
 		if t.Type != "function" || t.Function.Name == "" {
 			return job{}, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d] must be {\"type\":\"function\",\"function\":{\"name\":…}}", i)
