@@ -18,15 +18,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"jspark/backend/model"
 	"jspark/backend/sample"
-	"jspark/kernels"
 )
 
 // Options configure an engine. New takes them exactly as given: start from
@@ -141,7 +138,7 @@ type Engine struct {
 	m     *model.Model
 	opt   Options
 	kv    *model.Pool
-	slots *stateSlots // free recurrent state slots; nil for a model without them
+	mem   memoryPlan
 	cache *kvCache
 	pool  *BlockPool // the cache's, read for load and by tests
 	stats *Metrics
@@ -176,80 +173,34 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 	if opt.ModelName == "" {
 		opt.ModelName = m.Name
 	}
-	perBlock := int64(m.KVBytesPerToken(m.KVType) * opt.BlockSize)
-	// A model with recurrent layers keeps a state per running sequence,
-	// from the same memory.
-	stateMem := int64(m.StateBytes()) * int64(opt.MaxSeqs)
-	blocks := opt.KVBlocks
-	if blocks == 0 {
-		if opt.KVMemory == Auto {
-			opt.KVMemory = min(availableMemory()/5, 4<<30)
-		}
-		blocks = int((opt.KVMemory - stateMem) / perBlock)
+	mem, err := planMemory(m, opt)
+	if err != nil {
+		return nil, err
 	}
-	if blocks < 2 {
-		return nil, fmt.Errorf("engine: KV memory holds %d blocks of %d tokens; need at least 2", blocks, opt.BlockSize)
+	if opt.KVBlocks == 0 {
+		opt.KVMemory = mem.budget
 	}
 	e := &Engine{
-		m: m, opt: opt,
-		kv:    model.NewStatePool(m.Config, blocks, opt.BlockSize, m.KVType, opt.MaxSeqs),
+		m: m, opt: opt, mem: mem,
+		kv:    model.NewPagedPool(m.Config, mem.pages, opt.BlockSize, m.KVType, mem.slots),
 		clock: newStepClock(m.Config),
 		wake:  make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
-	e.stats = newMetrics(opt.ModelName, blocks*opt.BlockSize)
-	e.cache = newKVCache(blocks, opt.BlockSize, e.copyBlock)
+	e.stats = newMetrics(opt.ModelName, mem.capacity)
+	e.cache = newKVCache(mem.pages, opt.BlockSize, mem.layout.Groups, e.copyBlock)
 	if m.RecurrentLayers() > 0 {
-		e.slots = newStateSlots(opt.MaxSeqs)
-		e.cache.copy, e.cache.noReuse = nil, true
+		st := newStateCache(e.cache.pool, opt.BlockSize, mem.slots, e.kv.StatePages())
+		st.save, st.load, st.session = e.saveState, e.loadState, e.cache.session
+		st.stored, st.taken = &e.stats.checkpointsStored, &e.stats.checkpointsTaken
+		e.cache.states, e.cache.copy = st, nil
 	}
 	e.cache.retain = opt.SessionRetain
 	e.cache.keptHits = &e.stats.sessionKeptHits
 	e.pool = e.cache.pool
 	e.setLoad()
-	fmt.Fprintf(opt.Log, "jspark engine: %s, KV cache %d tokens (%d blocks of %d, %.1f MiB), context %d",
-		m.Arch, blocks*opt.BlockSize, blocks, opt.BlockSize, float64(int64(blocks)*perBlock)/(1<<20), opt.MaxContext)
-	if e.slots != nil {
-		fmt.Fprintf(opt.Log, ", recurrent states %d (%.1f MiB), no prefix reuse", opt.MaxSeqs, float64(stateMem)/(1<<20))
-	}
-	if opt.MaxContext > m.Context {
-		fmt.Fprintf(opt.Log, " (the model states %d; running beyond it)", m.Context)
-	}
-	fmt.Fprintln(opt.Log)
+	mem.report(opt.Log, m, opt)
 	go e.loop()
 	return e, nil
-}
-
-// copyBlock copies the keys and values of the first n slots of block src
-// into block dst, in every layer.
-func (e *Engine) copyBlock(dst, src BlockID, n int) {
-	keys, values, err := e.kv.Buffers(e.m.K)
-	if err != nil {
-		panic("engine: a cached block without a KV store: " + err.Error())
-	}
-	width, bs := e.m.KVDim(), e.opt.BlockSize
-	buf := make([]byte, e.kv.Type.RowBytes(width)*n)
-	for l := range keys {
-		for _, b := range []*kernels.Buffer{keys[l], values[l]} {
-			e.m.K.Read(buf, b, int(src)*bs*width)
-			e.m.K.Write(b, int(dst)*bs*width, buf)
-		}
-	}
-}
-
-// availableMemory reads MemAvailable from /proc/meminfo (1 GiB if unknown).
-func availableMemory() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
-				f := strings.Fields(rest)
-				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-					return kb << 10
-				}
-			}
-		}
-	}
-	return 1 << 30
 }
 
 // Model is the engine's model.
@@ -261,8 +212,9 @@ func (e *Engine) Options() Options { return e.opt }
 // Metrics is the engine's metric set.
 func (e *Engine) Metrics() *Metrics { return e.stats }
 
-// CapacityTokens is the KV cache size in tokens.
-func (e *Engine) CapacityTokens() int { return e.pool.Capacity() * e.opt.BlockSize }
+// CapacityTokens is the KV cache size in tokens: the longest sequence its
+// pages hold, running alone.
+func (e *Engine) CapacityTokens() int { return e.mem.capacity }
 
 // Submit queues a request. Events arrive on the returned channel until a
 // finish event; cancelling ctx aborts the request at the next step.
