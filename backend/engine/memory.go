@@ -70,6 +70,13 @@ func capacityTokens(pages, bs int, groups []model.KVGroup, maxContext int) int {
 	return max(0, pages-fixed) / full * bs
 }
 
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
 // windowBlocks is the most blocks a window of w positions spans.
 func windowBlocks(w, bs int) int { return (w+bs-2)/bs + 1 }
 
@@ -83,8 +90,8 @@ func (p memoryPlan) report(w io.Writer, m *model.Model, opt Options) {
 		fmt.Fprintf(w, "jspark engine: %s, KV cache %d tokens (%d blocks of %d, %.1f MiB)",
 			m.Arch, p.pages*bs, p.pages, bs, mib(int64(p.pages)*p.pageBytes))
 	} else {
-		fmt.Fprintf(w, "jspark engine: %s, KV cache %d pages of %d tokens × %d layers (%.1f MiB) in %d groups",
-			m.Arch, p.pages, bs, p.layout.Tensors, mib(int64(p.pages)*p.pageBytes), groups)
+		fmt.Fprintf(w, "jspark engine: %s, KV cache %d pages of %d tokens × %s (%.1f MiB), %d groups",
+			m.Arch, p.pages, bs, plural(p.layout.Tensors, "layer"), mib(int64(p.pages)*p.pageBytes), groups)
 		type kind struct {
 			kind   model.LayerKind
 			window int
@@ -99,16 +106,16 @@ func (p memoryPlan) report(w io.Writer, m *model.Model, opt Options) {
 			byKind[k]++
 		}
 		for _, k := range kinds {
-			layers := byKind[k] * p.layout.Tensors
+			layers := plural(byKind[k]*p.layout.Tensors, "layer")
 			if k.kind == model.FullAttention {
-				fmt.Fprintf(w, "; full attention: %d layers, up to %d tokens a sequence", layers, p.capacity)
+				fmt.Fprintf(w, "; full attention: %s, up to %d tokens a sequence", layers, p.capacity)
 			} else {
-				fmt.Fprintf(w, "; sliding window %d: %d layers, %d tokens a sequence", k.window, layers, (windowBlocks(k.window, bs)+1)*bs)
+				fmt.Fprintf(w, "; sliding window %d: %s, %d tokens a sequence", k.window, layers, windowBlocks(k.window, bs)*bs)
 			}
 		}
 		if p.stateMem > 0 {
-			fmt.Fprintf(w, "; recurrent: %d layers, %d state slots (%.1f MiB), checkpoints of %d pages",
-				m.RecurrentLayers(), p.slots, mib(p.stateMem), (m.StateBytes()+int(p.pageBytes)-1)/int(p.pageBytes))
+			fmt.Fprintf(w, "; recurrent: %s, %d state slots (%.1f MiB), checkpoints of %s",
+				plural(m.RecurrentLayers(), "layer"), p.slots, mib(p.stateMem), plural((m.StateBytes()+int(p.pageBytes)-1)/int(p.pageBytes), "page"))
 		}
 	}
 	fmt.Fprintf(w, ", context %d", opt.MaxContext)

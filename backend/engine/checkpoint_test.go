@@ -1,0 +1,61 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestCheckpointsEvictWithBlocks: on qwen35 with a pool of 64 pages, a
+// dozen prompts one after another: their state checkpoints take pages
+// from the one pool and go in its LRU order, so the latest prompt's are
+// kept and the earliest's are gone; every kept checkpoint's pages still
+// hold it; the earliest prompt, asked again, recomputes what it lost and
+// gives the same ids, and the latest resumes from its checkpoint.
+func TestCheckpointsEvictWithBlocks(t *testing.T) {
+	m := hybridModel(t, "qwen35")
+	e := newEngine(t, m, func(o *Options) { o.KVBlocks, o.MaxStepMs = 64, 0 })
+	var prompts [][]int
+	var first []result
+	for i := range 12 {
+		prompts = append(prompts, prompt(uint64(300+i), 50, m.Vocab))
+		first = append(first, run(t, e, greedy(prompts[i], 20)))
+	}
+	waitIdle(t, e)
+	st := e.cache.states
+	if st.size() == 0 || st.size()*st.pages > e.pool.Capacity() {
+		t.Fatalf("%d checkpoints of %d pages kept in a pool of %d", st.size(), st.pages, e.pool.Capacity())
+	}
+	for key, ck := range st.byKey {
+		for i, id := range ck.pages {
+			if b := e.pool.blocks[id]; !b.hashed || b.hash != pageKey(key, stateGroup, i) || st.page[id] != ck {
+				t.Fatalf("checkpoint of request %d at %d: page %d no longer holds it", ck.req, ck.pos, id)
+			}
+		}
+	}
+	if len(st.page) != st.size()*st.pages {
+		t.Fatalf("%d pages indexed for %d checkpoints", len(st.page), st.size())
+	}
+	stored := e.Metrics().Snapshot().CheckpointsStored
+	t.Logf("%d checkpoints stored, %d kept", stored, st.size())
+	if int(stored) <= st.size() {
+		t.Fatal("no checkpoint was evicted: the pool was not pressed")
+	}
+	// The last prompt was computed last: its blocks and checkpoints are
+	// the most recently released.
+	last := run(t, e, greedy(prompts[11], 20))
+	if d := cmp.Diff(first[11].ids, last.ids); d != "" {
+		t.Fatalf("the last prompt again (-first +again):\n%s", d)
+	}
+	if u := last.finish.Usage; u.ReusedTokens != 48 || u.Checkpoint == nil || u.Checkpoint.At != "prompt" {
+		t.Fatalf("the last prompt again reused %d tokens from %+v, want 48 from its prompt's checkpoint", u.ReusedTokens, u.Checkpoint)
+	}
+	again := run(t, e, greedy(prompts[0], 20))
+	if d := cmp.Diff(first[0].ids, again.ids); d != "" {
+		t.Fatalf("the first prompt again (-first +again):\n%s", d)
+	}
+	if u := again.finish.Usage; u.ReusedTokens != 0 || u.Divergence == nil || u.Divergence.Reason != "evicted" {
+		t.Fatalf("the first prompt again reused %d tokens (%+v), want none: evicted", u.ReusedTokens, u.Divergence)
+	}
+	waitIdle(t, e)
+}
