@@ -1,7 +1,10 @@
 // Package engine runs many generation requests over one model: a paged KV
 // cache with a block prefix cache (full blocks by chain hash, a request's
 // last partial block as a copy-on-take tail, an active session's blocks
-// kept ahead of others), continuous batching where each step is one batch
+// kept ahead of others; for hybrid models a block table per KV group, the
+// sliding-window layers' blocks freed behind each window, and recurrent
+// state checkpoints at block boundaries in the same pages), continuous
+// batching where each step is one batch
 // (decode tokens first, then prefill chunks, shortest remaining first with
 // aging, under the solo and mixed budgets and, with MaxStepMs, in time),
 // preemption by recomputation, n-gram speculation, per-request timing and
@@ -32,13 +35,13 @@ import (
 type Options struct {
 	BlockSize    int   // tokens per KV block
 	KVMemory     int64 // bytes of KV cache (Auto: a fifth of available memory, at most 4 GiB)
-	KVBlocks     int   // an exact block count, overriding KVMemory (0: none, KVMemory decides)
+	KVBlocks     int   // an exact count of blocks of every layer, overriding KVMemory (0: none, KVMemory decides)
 	PrefillSolo  int   // prefill tokens per step when nothing else runs
 	PrefillMixed int   // prefill tokens per step, all prefills together, otherwise
 	MaxSeqs      int   // requests running at once
 	MaxWaiting   int   // requests in flight (queued or running) before Submit says ErrQueueFull
 	MaxContext   int   // tokens per sequence (Auto: the model's, at least 32768)
-	Speculate    int   // n-gram draft tokens per decode step (0: off)
+	Speculate    int   // n-gram draft tokens per decode step (0: off; always off for a recurrent model)
 	SpecNgram    int   // longest n-gram the drafter matches
 	// MaxStepMs bounds in time a step that prefills: chunks are sized from
 	// the engine's measured speed so that an arrival waits at most about
@@ -121,7 +124,7 @@ type StepTrace struct {
 	// Diverged explains the requests admitted this step that reused less
 	// than earlier requests had committed.
 	Diverged    []Divergence `json:"diverged,omitempty"`
-	FreeBlocks  int          `json:"free_blocks"`
+	FreeBlocks  int          `json:"free_blocks"` // free pages (model.KVLayout): blocks of one group, or parts of checkpoints
 	Solo        bool         `json:"solo"`
 	DurationSec float64      `json:"duration_s"`
 }
@@ -186,7 +189,7 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 		clock: newStepClock(m.Config),
 		wake:  make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
-	e.stats = newMetrics(opt.ModelName, mem.capacity)
+	e.stats = newMetrics(opt.ModelName, mem.capacity, mem.pages)
 	e.cache = newKVCache(mem.pages, opt.BlockSize, mem.layout.Groups, e.copyBlock)
 	if m.RecurrentLayers() > 0 {
 		st := newStateCache(e.cache.pool, opt.BlockSize, mem.slots, e.kv.StatePages())

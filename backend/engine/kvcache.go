@@ -219,10 +219,14 @@ func (c *kvCache) take(s *seq) (hit, tail, bound int, div *Divergence, ck *Check
 	b := c.resumable(s, n)
 	if c.states != nil {
 		ck, b = c.states.take(s, b, n)
-	} else if c.hybrid() && b > 0 {
-		ck = &Checkpoint{Kind: "window"}
 	}
-	if ck != nil {
+	if c.hybrid() && n > 0 {
+		if ck == nil {
+			ck = &Checkpoint{Kind: "window"}
+			if c.states != nil {
+				ck.Kind = "state" // none kept short of the prompt's end: Position 0
+			}
+		}
 		ck.Position, ck.Cached = b*c.bs, n*c.bs
 	}
 	if s.tables == nil {

@@ -30,6 +30,7 @@ type Metrics struct {
 	// checkpointsStored and checkpointsTaken: recurrent state checkpoints
 	// kept, and requests that resumed from one.
 	checkpointsStored, checkpointsTaken counter
+	pagesInUse                          [pageKinds]prometheus.Gauge // by what the pages hold
 	success                             *prometheus.CounterVec
 	runningNow                          atomic.Int64
 	freeBlocks                          atomic.Int64
@@ -52,7 +53,7 @@ type gaugeCount struct {
 func (g *gaugeCount) Inc() { g.Gauge.Inc(); g.n.Add(1) }
 func (g *gaugeCount) Dec() { g.Gauge.Dec(); g.n.Add(-1) }
 
-func newMetrics(modelName string, capacityTokens int) *Metrics {
+func newMetrics(modelName string, capacityTokens, pages int) *Metrics {
 	reg := prometheus.NewRegistry()
 	labels := prometheus.Labels{"model_name": modelName}
 	f := func(name, help string) prometheus.Counter {
@@ -85,15 +86,27 @@ func newMetrics(modelName string, capacityTokens int) *Metrics {
 		success: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vllm:request_success_total",
 			Help: "Finished requests by reason.", ConstLabels: labels}, []string{"finished_reason"}),
 	}
-	capGauge := g("jspark_kv_capacity_tokens", "KV cache capacity in tokens, computed at start.")
+	capGauge := g("jspark_kv_capacity_tokens", "KV cache capacity in tokens (the longest sequence it holds alone), computed at start.")
 	capGauge.Set(float64(capacityTokens))
+	pagesGauge := g("jspark_kv_pages", "KV cache pages: blocks of one KV group (layers of one kind) or parts of recurrent state checkpoints.")
+	pagesGauge.Set(float64(pages))
+	inUse := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "jspark_kv_pages_in_use", ConstLabels: labels,
+		Help: "KV cache pages referenced, by what they hold: full (attention), sliding (window) or state (a checkpoint being copied)."}, []string{"kind"})
+	for k := range pageKinds {
+		m.pagesInUse[k] = inUse.WithLabelValues(k.String())
+	}
 	reg.MustRegister(m.running, m.waiting.Gauge, m.preemptions.Counter, m.prompt.Counter, m.generation.Counter, m.cacheQueries.Counter, m.cacheHits.Counter,
 		m.kvUsage, m.ttft, m.itl, m.specDrafted.Counter, m.specAccepted.Counter, m.sessionKeptHits.Counter,
-		m.checkpointsStored.Counter, m.checkpointsTaken.Counter, m.success, capGauge)
+		m.checkpointsStored.Counter, m.checkpointsTaken.Counter, m.success, capGauge, pagesGauge, inUse)
 	return m
 }
 
-func (m *Metrics) setLoad(running, free int, kvUsage float64) {
+func (m *Metrics) setLoad(running int, pool *BlockPool) {
+	free := pool.Free()
+	kvUsage := 1 - float64(free)/float64(pool.Capacity())
+	for k, g := range m.pagesInUse {
+		g.Set(float64(pool.InUse(pageKind(k))))
+	}
 	m.freeBlocks.Store(int64(free))
 	m.running.Set(float64(running))
 	m.runningNow.Store(int64(running))

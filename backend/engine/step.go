@@ -514,5 +514,5 @@ func (e *Engine) propose(s *seq) []int {
 }
 
 func (e *Engine) setLoad() {
-	e.stats.setLoad(len(e.running), e.pool.Free(), 1-float64(e.pool.Free())/float64(e.pool.Capacity()))
+	e.stats.setLoad(len(e.running), e.pool)
 }

@@ -166,3 +166,52 @@ func TestPagedPoolBits(t *testing.T) {
 		t.Errorf("too few tables: %v", err)
 	}
 }
+
+// TestStateCheckpointPages: a recurrent state saved into pages of a paged
+// store comes back bit for bit, after the slot has run on, and pages of
+// the wrong count or outside the store are errors.
+func TestStateCheckpointPages(t *testing.T) {
+	m := synthModel(t, tinyHybrid("qwen35", quant.F32), cpu.New(2))
+	pool := NewPagedPool(m.Config, 64, 16, quant.F16, 1)
+	defer pool.Free()
+	table := []int32{0, 1, 2}
+	step := func(from int, ids []int) {
+		b := &Batch{}
+		for i, id := range ids {
+			b.Tokens, b.Pos, b.Table, b.Slot = append(b.Tokens, id), append(b.Pos, from+i), append(b.Table, table), append(b.Slot, 0)
+		}
+		if _, err := m.Forward(b, pool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(0, hybridPrompt[:32])
+	want := stateOf(t, m, pool)
+	n := pool.StatePages()
+	if n == 0 || n*pool.PageBytes() < m.StateBytes() {
+		t.Fatalf("%d pages of %d bytes for a state of %d", n, pool.PageBytes(), m.StateBytes())
+	}
+	pages := make([]int32, n)
+	for i := range pages {
+		pages[i] = int32(63 - 2*i)
+	}
+	if err := pool.SaveState(0, pages); err != nil {
+		t.Fatal(err)
+	}
+	step(32, hybridPrompt[32:])
+	if d := cmp.Diff(want, stateOf(t, m, pool)); d == "" {
+		t.Fatal("the slot did not run on")
+	}
+	if err := pool.LoadState(pages, 0); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, stateOf(t, m, pool)); d != "" {
+		t.Fatalf("the state back from its pages (-saved +loaded):\n%s", d)
+	}
+	if err := pool.SaveState(0, pages[1:]); err == nil {
+		t.Error("a state saved into too few pages")
+	}
+	pages[0] = 64
+	if err := pool.LoadState(pages, 0); err == nil {
+		t.Error("a state loaded from a page outside the store")
+	}
+}

@@ -237,8 +237,9 @@ type PromptDetails struct {
 }
 
 // JsparkDetails adds the reuse bound, where the request's time went (by
-// the engine's clock) and, when it reused less than earlier requests had
-// committed, where its prompt diverged.
+// the engine's clock), when it reused less than earlier requests had
+// committed, where its prompt diverged, and for a hybrid model where it
+// resumed.
 type JsparkDetails struct {
 	CommittedTokens int                `json:"committed_tokens"`
 	Preemptions     int                `json:"preemptions"`
@@ -246,6 +247,9 @@ type JsparkDetails struct {
 	ComputedTokens  int                `json:"computed_tokens"`
 	Timing          engine.Timing      `json:"timing"`
 	Divergence      *engine.Divergence `json:"divergence,omitempty"`
+	// Checkpoint, for a model with recurrent or sliding-window layers, is
+	// where the prompt resumed and from what.
+	Checkpoint *engine.Checkpoint `json:"checkpoint,omitempty"`
 	// Session is the key the engine retained the request's blocks under
 	// (X-Session-Id, else user); absent without one.
 	Session string `json:"session,omitempty"`
@@ -263,7 +267,8 @@ func usageOf(u engine.Usage) *Usage {
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
 		PromptTokensDetails: PromptDetails{CachedTokens: u.CachedTokens},
 		Jspark: &JsparkDetails{CommittedTokens: u.CommittedTokens, Preemptions: u.Preemptions,
-			ReusedTokens: u.ReusedTokens, ComputedTokens: u.ComputedTokens, Timing: u.Timing, Divergence: u.Divergence, Session: u.Session},
+			ReusedTokens: u.ReusedTokens, ComputedTokens: u.ComputedTokens, Timing: u.Timing, Divergence: u.Divergence,
+			Checkpoint: u.Checkpoint, Session: u.Session},
 	}
 }
 
