@@ -77,9 +77,9 @@ cuda-ptx: $(CU_PTX)
 # Always compiled (FORCE), not by timestamps: a fresh clone's checkout order
 # would otherwise skip nvcc. The output is deterministic, so `git status`
 # shows checked-in PTX that no longer matches its source.
-kernels/cuda/ptx/%.compute_80.ptx: kernels/cuda/%.cu kernels/cuda/common.cuh FORCE | $(NVCC)
+kernels/cuda/ptx/%.compute_80.ptx: kernels/cuda/%.cu kernels/cuda/common.cuh kernels/cuda/quants.cuh FORCE | $(NVCC)
 	$(NVCC) $(NVCCFLAGS) -ptx -arch=compute_80 $< -o $@
-kernels/cuda/ptx/%.compute_90.ptx: kernels/cuda/%.cu kernels/cuda/common.cuh FORCE | $(NVCC)
+kernels/cuda/ptx/%.compute_90.ptx: kernels/cuda/%.cu kernels/cuda/common.cuh kernels/cuda/quants.cuh FORCE | $(NVCC)
 	$(NVCC) $(NVCCFLAGS) -ptx -arch=compute_90 $< -o $@
 
 FORCE:

@@ -21,6 +21,7 @@ raw logits, before sampling).
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -118,6 +119,7 @@ def main():
         finally:
             proc.terminate()
             proc.wait()
+    shutil.rmtree(tmp)  # kept when a server failed: its log is there
 
 
 if __name__ == "__main__":

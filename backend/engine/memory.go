@@ -70,6 +70,14 @@ func capacityTokens(pages, bs int, groups []model.KVGroup, maxContext int) int {
 	return max(0, pages-fixed) / full * bs
 }
 
+// reportContext writes the context, and whether it runs beyond the model's.
+func reportContext(w io.Writer, m *model.Model, opt Options) {
+	fmt.Fprintf(w, ", context %d", opt.MaxContext)
+	if opt.MaxContext > m.Context {
+		fmt.Fprintf(w, " (the model states %d; running beyond it)", m.Context)
+	}
+}
+
 func plural(n int, what string) string {
 	if n == 1 {
 		return "1 " + what
@@ -89,9 +97,11 @@ func (p memoryPlan) report(w io.Writer, m *model.Model, opt Options) {
 	if groups == 1 && p.stateMem == 0 {
 		fmt.Fprintf(w, "jspark engine: %s, KV cache %d tokens (%d blocks of %d, %.1f MiB)",
 			m.Arch, p.pages*bs, p.pages, bs, mib(int64(p.pages)*p.pageBytes))
+		reportContext(w, m, opt)
 	} else {
 		fmt.Fprintf(w, "jspark engine: %s, KV cache %d pages of %d tokens × %s (%.1f MiB), %d groups",
 			m.Arch, p.pages, bs, plural(p.layout.Tensors, "layer"), mib(int64(p.pages)*p.pageBytes), groups)
+		reportContext(w, m, opt)
 		type kind struct {
 			kind   model.LayerKind
 			window int
@@ -117,10 +127,6 @@ func (p memoryPlan) report(w io.Writer, m *model.Model, opt Options) {
 			fmt.Fprintf(w, "; recurrent: %s, %d state slots (%.1f MiB), checkpoints of %s",
 				plural(m.RecurrentLayers(), "layer"), p.slots, mib(p.stateMem), plural((m.StateBytes()+int(p.pageBytes)-1)/int(p.pageBytes), "page"))
 		}
-	}
-	fmt.Fprintf(w, ", context %d", opt.MaxContext)
-	if opt.MaxContext > m.Context {
-		fmt.Fprintf(w, " (the model states %d; running beyond it)", m.Context)
 	}
 	fmt.Fprintln(w)
 }

@@ -131,7 +131,15 @@ type File struct {
 	kv      map[string]int
 	tensors map[string]int
 	closer  func() error
+	mapped  []byte // the file's mapping (Open), nil for Parse
 }
+
+// Mapped is the size of the file's mapping (0 for a parsed image).
+func (f *File) Mapped() int64 { return int64(len(f.mapped)) }
+
+// Resident is how many bytes of the mapping are in memory now: the
+// weights a device has not packed and given back (see kernels/cpu).
+func (f *File) Resident() int64 { return resident(f.mapped) }
 
 // Close releases the mapping, if any. Tensor data must not be used after.
 func (f *File) Close() error {

@@ -104,6 +104,10 @@ func TestErrorsNameFieldAndOffset(t *testing.T) {
 		"version": {func(b []byte) []byte { b[4] = 9; return b }, "version at offset 4: unsupported GGUF version 9"},
 		"kvcount": {func(b []byte) []byte { b[16+7] = 0x7f; return b }, "metadata_kv_count at offset 16"},
 		"short":   {func(b []byte) []byte { return b[:len(b)-10] }, "tensor b.data at offset"},
+		// tensor b's type field: b's info record starts after a's
+		"type":      {func(b []byte) []byte { return setType(t, b, "b", 16) }, "tensor b.type at offset"},
+		"type name": {func(b []byte) []byte { return setType(t, b, "b", 16) }, "tensor type IQ2_XXS (ggml type 16) is not supported"},
+		"type id":   {func(b []byte) []byte { return setType(t, b, "b", 77) }, "tensor type type(77) (ggml type 77) is not supported"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -113,6 +117,18 @@ func TestErrorsNameFieldAndOffset(t *testing.T) {
 			}
 		})
 	}
+}
+
+// setType rewrites tensor name's type id in a file image.
+func setType(t *testing.T, b []byte, name string, typ uint32) []byte {
+	f, err := Parse("m.gguf", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti, _ := f.Tensor(name)
+	at := ti.At + 8 + uint64(len(ti.Name)) + 4 + 8*uint64(len(ti.Dims))
+	binary.LittleEndian.PutUint32(b[at:], typ)
+	return b
 }
 
 func TestOpenStories(t *testing.T) {
@@ -255,4 +271,12 @@ func FuzzParseFields(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestMemoryPlanString(t *testing.T) {
+	p := MemoryPlan{Mapped: 18 << 30, Resident: 300 << 20, Packed: 17 << 30, GivenBack: 17<<30 + 512<<20, ProcessResident: 20 << 30, PackedByThisDevice: true}
+	want := "memory: weights file 18.00 GiB mapped, 300.0 MiB of it resident; packed 17.00 GiB (17.50 GiB of the file given back); process resident 20.00 GiB (weights, KV cache and buffers)"
+	if got := p.String(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/bits"
 	"os"
+	"strings"
 	"syscall"
 
 	"jspark/kernels/quant"
@@ -53,7 +54,8 @@ func Open(path string) (*File, error) {
 		syscall.Munmap(data)
 		return nil, err
 	}
-	f.closer = func() error { return syscall.Munmap(data) }
+	f.mapped = data
+	f.closer = func() error { f.mapped = nil; return syscall.Munmap(data) }
 	return f, nil
 }
 
@@ -159,7 +161,7 @@ func Parse(name string, data []byte) (*File, error) {
 		}
 		t.Type = quant.Type(typ)
 		if !t.Type.Known() {
-			return nil, r.errAt(field+".type", r.off-4, fmt.Sprintf("unsupported tensor type %d", typ))
+			return nil, r.errAt(field+".type", r.off-4, fmt.Sprintf("tensor type %s (ggml type %d) is not supported (supported: %s)", strings.TrimSuffix(t.Type.String(), " (unsupported)"), typ, supportedTypes()))
 		}
 		if !t.Type.FitsRow(int(t.Dims[0])) {
 			return nil, r.errAt(field+".dims[0]", r.off-4, fmt.Sprintf("row of %d is not a whole number of %v blocks", t.Dims[0], t.Type))
@@ -193,6 +195,15 @@ func Parse(name string, data []byte) (*File, error) {
 	}
 	f.index()
 	return f, nil
+}
+
+// supportedTypes lists the weight types jspark computes with.
+func supportedTypes() string {
+	var names []string
+	for _, t := range quant.WeightTypes() {
+		names = append(names, t.String())
+	}
+	return strings.Join(names, ", ")
 }
 
 func alignUp(x, a uint64) uint64 { return (x + a - 1) / a * a }

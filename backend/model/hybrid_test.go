@@ -2,8 +2,11 @@ package model
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
+	"jspark/backend/gguf"
+	"jspark/backend/sample"
 	"jspark/kernels"
 	"jspark/kernels/cpu"
 	"jspark/kernels/quant"
@@ -67,9 +70,16 @@ func hybridLogits(t testing.TB, m *Model, ids []int) []float32 {
 // devices; the CPU's quantized products carry 8-bit activation error and
 // follow the experts it chose.
 func TestHybridMatchesFloat64Reference(t *testing.T) {
+	naive := func(m *Model, forced map[int][]int32) [][]float64 {
+		if m.Arch == "gemma3" {
+			return naiveGemma3(m, hybridPrompt)
+		}
+		return naiveDeltaNet(m, hybridPrompt, forced)
+	}
 	for _, arch := range hybridArchs {
 		for _, typ := range []quant.Type{quant.F32, quant.F16, quant.Q8_0} {
-			for _, kname := range []string{"cpu", "ref"} {
+			var want [][]float64 // the reference with its own routing, for both devices
+			for _, kname := range []string{"ref", "cpu"} {
 				t.Run(fmt.Sprintf("%s/%v/%s", arch, typ, kname), func(t *testing.T) {
 					var k kernels.Kernels = ref.Kernels{}
 					if kname == "cpu" {
@@ -82,10 +92,12 @@ func TestHybridMatchesFloat64Reference(t *testing.T) {
 						forced[layer] = append([]int32(nil), ids[n:]...)
 					}
 					got := hybridLogits(t, m, hybridPrompt)
-					bound := 1e-4
+					if want == nil {
+						want = naive(m, nil)
+					}
+					w, bound := want, 1e-4
 					switch {
 					case kname != "cpu" || typ == quant.F32 || typ == quant.F16:
-						forced = nil
 					case arch == "gemma3":
 						bound = 4e-2 // as the dense test
 					default:
@@ -98,18 +110,15 @@ func TestHybridMatchesFloat64Reference(t *testing.T) {
 						// model up to 32 % (its router weights move too).
 						// ref's float activations hold 1e-4 on these
 						// files; ik_llama.cpp is held to its own 8-bit
-						// rounding (ikref_test).
+						// rounding (ikref_hybrid_test).
 						bound = 0.35
-					}
-					var want [][]float64
-					if arch == "gemma3" {
-						want = naiveGemma3(m, hybridPrompt)
-					} else {
-						want = naiveDeltaNet(m, hybridPrompt, forced)
+						if m.Experts > 0 {
+							w = naive(m, forced)
+						}
 					}
 					worst := 0.0
 					for i := range hybridPrompt {
-						e := relL2(got[i*m.Vocab:(i+1)*m.Vocab], want[i])
+						e := relL2(got[i*m.Vocab:(i+1)*m.Vocab], w[i])
 						worst = max(worst, e)
 						if e > bound {
 							t.Fatalf("token %d: relative L2 error %.2e", i, e)
@@ -368,5 +377,93 @@ func TestHybridDecodeAllocs(t *testing.T) {
 		}); n != 0 {
 			t.Errorf("%s: %v allocations per decode step", arch, n)
 		}
+	}
+}
+
+// TestHybridHostileMetadata: ssm.* keys that do not fit the file, or each
+// other, are an error naming the key, before anything is allocated from
+// them; a file without gemma3's window likewise.
+func TestHybridHostileMetadata(t *testing.T) {
+	w, _ := Synth(tinyHybrid("qwen35", quant.F32))
+	data, _ := w.Bytes()
+	for _, c := range []struct {
+		key  string
+		v    any
+		want string
+	}{
+		{"qwen35.ssm.state_size", uint32(1 << 30), "hostile.gguf: qwen35.ssm.inner_size 128 is not time_step_rank 4 × state_size 1073741824"},
+		{"qwen35.ssm.time_step_rank", uint32(1 << 30), "hostile.gguf: qwen35.ssm.inner_size 128 is not time_step_rank 1073741824 × state_size 32"},
+		{"qwen35.ssm.group_count", uint32(0), "hostile.gguf: qwen35.ssm: 0 key heads, 4 value heads of 32"},
+		{"qwen35.ssm.group_count", uint32(3), "hostile.gguf: qwen35.ssm: 3 key heads, 4 value heads of 32"},
+		{"qwen35.ssm.conv_kernel", uint32(1 << 20), "hostile.gguf: qwen35.ssm.conv_kernel 1048576 (want 2 to 64)"},
+		{"qwen35.full_attention_interval", uint32(0), "hostile.gguf: qwen35.full_attention_interval 0"},
+	} {
+		if _, err := load(rewrite(t, data, c.key, c.v, "", nil)); err == nil || err.Error() != c.want {
+			t.Errorf("%s = %v: error %v, want %q", c.key, c.v, err, c.want)
+		}
+	}
+	// state_size 128, inner 4·128: fits the checks of each key, not the
+	// file's tensors.
+	big := rewrite(t, rewrite(t, data, "qwen35.ssm.state_size", uint32(128), "", nil), "qwen35.ssm.inner_size", uint32(512), "", nil)
+	if _, err := load(big); err == nil || !strings.Contains(err.Error(), "has dims") && !strings.Contains(err.Error(), "largest tensor") {
+		t.Errorf("state_size 128: error %v", err)
+	}
+	wide := rewrite(t, rewrite(t, data, "qwen35.ssm.state_size", uint32(1<<20), "", nil), "qwen35.ssm.inner_size", uint32(4<<20), "", nil)
+	if _, err := load(wide); err == nil || err.Error() != "hostile.gguf: qwen35.ssm.state_size 1048576 exceeds embedding_length 128" {
+		t.Errorf("state_size 2^20: error %v", err)
+	}
+	g, _ := Synth(tinyHybrid("gemma3", quant.F32))
+	gd, _ := g.Bytes()
+	f, _ := gguf.Parse("x.gguf", gd)
+	var ww gguf.Writer
+	for _, kv := range f.KVs {
+		if kv.Key != "gemma3.attention.sliding_window" {
+			ww.AddKV(kv.Key, kv.Value)
+		}
+	}
+	for _, ti := range f.Tensors {
+		ww.AddTensor(ti.Name, ti.Type, ti.Dims, ti.Data)
+	}
+	nw, _ := ww.Bytes()
+	if _, err := load(nw); err == nil || err.Error() != "hostile.gguf: missing metadata gemma3.attention.sliding_window" {
+		t.Errorf("gemma3 without its window: error %v", err)
+	}
+}
+
+// BenchmarkHybridForward: prefill 512 and decode of a mid-sized qwen35 and
+// gemma3 (8 layers of dim 1024, heads of 128; `jspark model synth --arch
+// A --layers 8 --dim 1024 --heads 8 --kv-heads 2 --ff 2816 --type q8_0
+// --ctx 4096` writes the same file for a peer's llama-bench).
+func BenchmarkHybridForward(b *testing.B) {
+	for _, arch := range []string{"qwen35", "gemma3"} {
+		o := SynthOptions{Arch: arch, Layers: 8, Dim: 1024, Heads: 8, KVHeads: 2, FF: 2816, Type: quant.Q8_0, Seed: 1, Context: 4096}
+		DefaultMoE(&o)
+		m := synthModel(b, o, cpu.New(0))
+		b.Run(arch+"/prefill512", func(b *testing.B) {
+			ids := make([]int, 512)
+			for i := range ids {
+				ids[i] = 3 + i%256
+			}
+			for b.Loop() {
+				pool := NewPool(m.Config, 32, 16)
+				batch := &Batch{Tokens: ids, Logits: []int{511}}
+				for i := range ids {
+					batch.Pos, batch.Table = append(batch.Pos, i), append(batch.Table, pool.Contiguous())
+				}
+				if _, err := m.Forward(batch, pool); err != nil {
+					b.Fatal(err)
+				}
+				pool.Free()
+			}
+			b.ReportMetric(float64(512*b.N)/b.Elapsed().Seconds(), "tok/s")
+		})
+		b.Run(arch+"/decode", func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				g, _ := m.Generate([]int{1, 2, 3}, 32, sample.New(sample.Params{}), nil)
+				n += len(g.IDs)
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tok/s")
+		})
 	}
 }

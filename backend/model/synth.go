@@ -21,6 +21,7 @@ type SynthOptions struct {
 	FF      int
 	Context int
 	Type    quant.Type // of the weight matrices; norms stay F32
+	Mix     Mix        // if set, decides each matrix's type instead of Type (mix.go)
 	Seed    uint64
 	// Vocab copies tokenizer.* metadata from this file; nil means a
 	// byte-level SentencePiece vocabulary of 259 tokens.
@@ -77,20 +78,12 @@ type synthGen struct {
 // kv adds the metadata key arch.key.
 func (g *synthGen) kv(key string, v any) { g.w.AddKV(g.o.Arch+"."+key, v) }
 
-// typeOf is the type a weight matrix of rows of cols is written in: the
-// asked type, or the first fallback whose blocks fit the rows.
-func (g *synthGen) typeOf(cols int) quant.Type {
-	for _, t := range []quant.Type{g.o.Type, quant.Q8_0, quant.F16} {
-		if t.FitsRow(cols) {
-			return t
-		}
-	}
-	return quant.F32
-}
-
 // weights adds a tensor of dims (innermost first, the first the rows'
-// width) of normal weights scaled by 1/sqrt(width), in typeOf's type.
-func (g *synthGen) weights(name string, dims ...int) { g.typed(name, g.typeOf(dims[0]), dims...) }
+// width) of normal weights scaled by 1/sqrt(width), in the type the
+// options' mix gives it (mix.go).
+func (g *synthGen) weights(name string, dims ...int) {
+	g.typed(name, g.o.weightType(name, dims[0]), dims...)
+}
 
 // router adds a MoE router of rows × cols, in F32: llama-quantize leaves
 // ffn_gate_inp in the type it came in (a choice among experts is

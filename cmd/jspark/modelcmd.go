@@ -10,7 +10,6 @@ import (
 
 	"jspark/backend/gguf"
 	"jspark/backend/model"
-	"jspark/kernels/quant"
 	"jspark/kernels/ref"
 )
 
@@ -173,7 +172,7 @@ func newModelSynthCmd(stdout io.Writer) *cobra.Command {
 	f.IntVar(&o.HeadDim, "head-dim", 0, "head width (0: dim/heads)")
 	f.IntVar(&o.FF, "ff", 512, "feed-forward width (glm4moe: of its leading dense layers)")
 	f.IntVar(&o.Context, "ctx", 4096, "stated context length")
-	f.StringVar(&o.Type, "type", "f32", "weight type: f32, f16, bf16, q8_0, q4_0, q4_k or q6_k")
+	f.StringVar(&o.Type, "type", "f32", "weight type (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, mxfp4) or llama-quantize's mix (q3_k_m, q4_k_m, q5_k_m, iq4_xs; mxfp4 on a MoE: experts MXFP4, the rest Q8_0)")
 	f.Uint64Var(&o.Seed, "seed", 1, "weight RNG seed")
 	f.StringVar(&o.VocabFrom, "vocab-from", "", "copy the tokenizer of this GGUF file")
 	f.BoolVar(&o.VocabBytes, "vocab-bytes", false, "use a 259-token byte vocabulary (the default)")
@@ -198,12 +197,12 @@ func runSynth(o *SynthFlags, given map[string]bool, stdout io.Writer) error {
 	if o.VocabFrom != "" && o.VocabBytes {
 		return fmt.Errorf("--vocab-from and --vocab-bytes exclude each other")
 	}
-	t, err := quant.ParseType(o.Type)
+	mix, err := model.ParseMix(o.Type)
 	if err != nil {
 		return err
 	}
 	opts := o.SynthOptions
-	opts.Type = t
+	opts.Mix = mix
 	model.DefaultMoE(&opts)
 	for name, v := range map[string]struct {
 		dst *int

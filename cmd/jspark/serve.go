@@ -148,6 +148,7 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 		f.Close()
 		return nil, server.Options{}, nil, err
 	}
+	fmt.Fprintln(log, "jspark", f.MemoryPlan(k))
 	return e, sopt, func() {
 		e.Close()
 		if trace != nil {

@@ -1,6 +1,8 @@
 // Package cpu is the multi-threaded CPU implementation of kernels.Kernels.
 // On AVX-512, weight matrices are packed at load into groups of 16 rows
-// (packed.go) and multiplied by register tiles of tokens × groups; AVX2 and
+// (packed.go; in memory outside the Go heap that takes the place of the
+// file's pages, pagemem_linux.go) and multiplied by register tiles of
+// tokens × groups; AVX2 and
 // the plain-Go fallback multiply the rows as the file encodes them
 // (matmul.go, qmatmul.go). Products split groups (rows) across goroutines
 // and tile the tokens; attention splits (run of tokens, head) pairs.
@@ -11,6 +13,7 @@ package cpu
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"jspark/kernels"
 	"jspark/kernels/ref"
@@ -33,6 +36,17 @@ type Kernels struct {
 	moe         moeState   // the mixture-of-experts kernels' state (moe.go)
 	rec         recurrent  // the recurrent and hybrid kernels' (recurrent.go)
 	mu          sync.Mutex // one parallel kernel at a time owns the scratch
+	mem         packMem
+}
+
+// packMem counts the packed copies made and the file pages given back.
+type packMem struct{ packed, released atomic.Int64 }
+
+// PackedMemory is the bytes of packed weights this device made (outside
+// the Go heap) and the bytes of the file's pages it gave back once they
+// were packed (packed.go): what a memory plan reports.
+func (k *Kernels) PackedMemory() (packed, released int64) {
+	return k.mem.packed.Load(), k.mem.released.Load()
 }
 
 type scratch struct {

@@ -76,7 +76,7 @@ func TestMatMulMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
 	for _, is := range isas() {
 		k := newISA(3, is)
-		for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+		for _, typ := range quant.WeightTypes() {
 			cols := []int{512, 768}
 			if typ.BlockElems() == 1 {
 				cols = append(cols, 172, 8)
@@ -117,7 +117,7 @@ func TestMatMulMatchesReference(t *testing.T) {
 func TestBatchInvariant(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 2))
 	for _, is := range isas() {
-		for _, typ := range []quant.Type{quant.F32, quant.F16, quant.Q4_K, quant.Q8_0, quant.Q4_0, quant.Q6_K} {
+		for _, typ := range quant.WeightTypes() {
 			w := matrix(r, typ, 70, 768)
 			const n = 71
 			x := randVec(r, n*w.Cols)
@@ -295,7 +295,7 @@ func TestDecodeAllocs(t *testing.T) {
 	for _, is := range isas() {
 		k := newISA(2, is)
 		var ws []*kernels.Matrix
-		for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+		for _, typ := range quant.WeightTypes() {
 			ws = append(ws, matrix(r, typ, 96, 512))
 		}
 		x, dst := f32(randVec(r, 512)), f32(make([]float32, 96))
@@ -324,7 +324,9 @@ func BenchmarkDecodeBandwidth(b *testing.B) {
 	for _, c := range []struct {
 		typ  quant.Type
 		rows int
-	}{{quant.F32, 32768}, {quant.F16, 32768}, {quant.Q8_0, 65536}, {quant.Q4_0, 65536}, {quant.Q4_K, 65536}, {quant.Q6_K, 65536}} {
+	}{{quant.F32, 32768}, {quant.F16, 32768}, {quant.Q8_0, 65536}, {quant.Q4_0, 65536}, {quant.Q4_K, 65536}, {quant.Q6_K, 65536},
+		{quant.Q4_1, 65536}, {quant.Q5_0, 65536}, {quant.Q5_1, 65536}, {quant.IQ4_NL, 65536}, {quant.MXFP4, 65536},
+		{quant.Q2_K, 65536}, {quant.Q3_K, 65536}, {quant.Q5_K, 65536}, {quant.IQ4_XS, 65536}} {
 		w := matrix(r, c.typ, c.rows, 1024)
 		x, dst := f32(randVec(r, 1024)), f32(make([]float32, c.rows))
 		k := New(0)
@@ -341,7 +343,7 @@ func BenchmarkDecodeBandwidth(b *testing.B) {
 func BenchmarkMatMul(b *testing.B) {
 	r := rand.New(rand.NewPCG(4, 4))
 	k := New(0)
-	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+	for _, typ := range quant.WeightTypes() {
 		w := matrix(r, typ, 1024, 1024)
 		for _, n := range []int{1, 64} {
 			x := randVec(r, n*w.Cols)

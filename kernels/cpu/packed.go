@@ -40,6 +40,27 @@ import (
 //	  out = fma(float(sc_A·(Σ_A u·q_x − 32·Σ_A q_x) + sc_B·(…B…)), d·d_x, out)
 //	with u = q+32 in 0…63 and A, B the block's two 16-element halves.
 //
+// The types K-quant mixes add (packed_more.go lays them out) compute, with
+// v a code's integer value (quant.Value) and Σ over a block's elements:
+//
+//	Q5_0, IQ4_NL (352, 288: nibbles [, fifth bits], 16 halves d):
+//	  out = fma(float(Σv·q_x), d·d_x, out)
+//	MXFP4 (272: nibbles, 16 exponent bytes e): s = 2^(e−128) (quant.E8M0Half),
+//	  out = fma(float(Σv·q_x), s·d_x, out)
+//	Q4_1, Q5_1 (320, 384: nibbles [, fifth bits], d, then 16 halves m):
+//	  out = fma(float(Σv·q_x), d·d_x, out); out = fma(m, d_x·Σq_x, out)
+//	Q5_K (2880: as Q4_K, each sub-block's nibbles followed by its fifth
+//	bits): as Q4_K
+//	IQ4_XS (2208: d, [8][16] int8 scales sc−32, 8 sub-blocks of nibbles):
+//	  out = fma(float(Σv·q_x), (d·sc_j)·d_x, out)
+//	Q3_K (1824: d, [16][16] int8 scales sc−32, per block 2 loads of 2-bit
+//	codes and one of third bits): per block, halves A and B,
+//	  out = fma(float(sc_A·Σ_A v·q_x + sc_B·Σ_B v·q_x), d·d_x, out)
+//	Q2_K (1344: d, dmin, [16][16] bytes sc | m<<4, per block 2 loads of
+//	2-bit codes):
+//	  out = fma(float(sc_A·Σ_A v·q_x + sc_B·Σ_B v·q_x), d·d_x, out)
+//	  out = fma(float(m_A·Σ_A q_x + m_B·Σ_B q_x), −(dmin·d_x), out)
+//
 // NOTE: an output's arithmetic depends only on K and the type: the same in
 // every tile shape, for any batch, thread count or chunking, so greedy
 // outputs stay batch-invariant. Other instruction sets keep the unpacked
@@ -100,33 +121,34 @@ func (k *Kernels) pack(w *kernels.Matrix) (*packed, error) {
 		p.groupBytes = 64 * K
 	case quant.F16, quant.BF16:
 		p.groupBytes = 32 * K
-	case quant.Q8_0:
-		p.groupBytes = K / 32 * 544
-	case quant.Q4_0:
-		p.groupBytes = K / 32 * 288
-	case quant.Q4_K:
-		p.groupBytes = K / quant.QK_K * 2368
-	case quant.Q6_K:
-		p.groupBytes = K / quant.QK_K * 3360
+	default:
+		p.groupBytes = K / w.Type.BlockElems() * pkGroupBytes[w.Type]
 	}
 	size := p.groups * p.groupBytes
-	buf, err := k.Alloc(quant.F32, size/4)
-	if err != nil {
-		return nil, err
-	}
-	p.buf, p.data = buf, kernels.HostBytes(buf)
+	p.data = packMemory(size)
+	p.buf = kernels.NewHostBuffer(quant.F32, size/4, p.data)
 	src := kernels.HostBytes(w.Buf)
 	rowBytes := w.Type.RowBytes(K)
-	for g := 0; g < p.groups; g++ {
-		dst := p.data[g*p.groupBytes : (g+1)*p.groupBytes]
-		for i := 0; i < groupRows; i++ {
-			r := g*groupRows + i
-			if r >= w.Rows {
-				break
+	// Groups are independent: the device's threads pack a share each
+	// (a model's load is mostly packing).
+	var wg sync.WaitGroup
+	for t := range k.pool.workers {
+		wg.Go(func() {
+			for g := t; g < p.groups; g += k.pool.workers {
+				dst := p.data[g*p.groupBytes : (g+1)*p.groupBytes]
+				for i := 0; i < groupRows; i++ {
+					r := g*groupRows + i
+					if r >= w.Rows {
+						break
+					}
+					packRow(w.Type, dst, i, src[r*rowBytes:(r+1)*rowBytes], K)
+				}
 			}
-			packRow(w.Type, dst, i, src[r*rowBytes:(r+1)*rowBytes], K)
-		}
+		})
 	}
+	wg.Wait()
+	k.mem.packed.Add(int64(size))
+	k.mem.released.Add(int64(releaseSource(src[:w.Rows*rowBytes])))
 	return p, nil
 }
 
@@ -206,6 +228,8 @@ func packRow(t quant.Type, dst []byte, i int, src []byte, K int) {
 				}
 			}
 		}
+	default:
+		packRowMore(t, dst, i, src, K)
 	}
 }
 
@@ -290,7 +314,12 @@ func (p *packed) lastMask(g int) uint16 {
 var recordOffsets = map[quant.Type]struct {
 	c      int32
 	halves bool
-}{quant.Q8_0: {-128, false}, quant.Q4_0: {-8, false}, quant.Q4_K: {0, false}, quant.Q6_K: {-32, true}}
+}{quant.Q8_0: {-128, false}, quant.Q4_0: {-8, false}, quant.Q4_K: {0, false}, quant.Q6_K: {-32, true},
+	quant.Q4_1: {0, false}, quant.Q5_0: {-16, false}, quant.Q5_1: {0, false}, quant.Q5_K: {0, false},
+	// the grids are looked up as value+128
+	quant.IQ4_NL: {-128, false}, quant.IQ4_XS: {-128, false}, quant.MXFP4: {-128, false},
+	// Q2_K's records carry the halves' sums for its mins
+	quant.Q2_K: {1, true}, quant.Q3_K: {-4, true}}
 
 func (mm *pmm) task(worker, i int) {
 	p, K := mm.p, mm.p.cols

@@ -13,8 +13,17 @@ var pkFloatTiles = map[quant.Type]*pkFloatShapes{
 
 // pkIntTiles[type][tokens] is the AVX-512 VNNI integer tile of that shape.
 var pkIntTiles = map[quant.Type]*pkIntShapes{
-	quant.Q8_0: {1: pkvnniQ8_0x1, 2: pkvnniQ8_0x2, 3: pkvnniQ8_0x3, 4: pkvnniQ8_0x4, 5: pkvnniQ8_0x5, 6: pkvnniQ8_0x6, 7: pkvnniQ8_0x7, 8: pkvnniQ8_0x8},
-	quant.Q4_0: {1: pkvnniQ4_0x1, 2: pkvnniQ4_0x2, 3: pkvnniQ4_0x3, 4: pkvnniQ4_0x4, 5: pkvnniQ4_0x5, 6: pkvnniQ4_0x6, 7: pkvnniQ4_0x7, 8: pkvnniQ4_0x8},
-	quant.Q4_K: {1: pkvnniQ4Kx1, 2: pkvnniQ4Kx2, 3: pkvnniQ4Kx3, 4: pkvnniQ4Kx4, 5: pkvnniQ4Kx5, 6: pkvnniQ4Kx6, 7: pkvnniQ4Kx7, 8: pkvnniQ4Kx8},
-	quant.Q6_K: {1: pkvnniQ6Kx1, 2: pkvnniQ6Kx2, 3: pkvnniQ6Kx3, 4: pkvnniQ6Kx4, 5: pkvnniQ6Kx5, 6: pkvnniQ6Kx6, 7: pkvnniQ6Kx7, 8: pkvnniQ6Kx8},
+	quant.Q8_0:   {1: pkvnniQ8_0x1, 2: pkvnniQ8_0x2, 3: pkvnniQ8_0x3, 4: pkvnniQ8_0x4, 5: pkvnniQ8_0x5, 6: pkvnniQ8_0x6, 7: pkvnniQ8_0x7, 8: pkvnniQ8_0x8},
+	quant.Q4_0:   {1: pkvnniQ4_0x1, 2: pkvnniQ4_0x2, 3: pkvnniQ4_0x3, 4: pkvnniQ4_0x4, 5: pkvnniQ4_0x5, 6: pkvnniQ4_0x6, 7: pkvnniQ4_0x7, 8: pkvnniQ4_0x8},
+	quant.Q4_K:   {1: pkvnniQ4Kx1, 2: pkvnniQ4Kx2, 3: pkvnniQ4Kx3, 4: pkvnniQ4Kx4, 5: pkvnniQ4Kx5, 6: pkvnniQ4Kx6, 7: pkvnniQ4Kx7, 8: pkvnniQ4Kx8},
+	quant.Q6_K:   {1: pkvnniQ6Kx1, 2: pkvnniQ6Kx2, 3: pkvnniQ6Kx3, 4: pkvnniQ6Kx4, 5: pkvnniQ6Kx5, 6: pkvnniQ6Kx6, 7: pkvnniQ6Kx7, 8: pkvnniQ6Kx8},
+	quant.Q4_1:   {1: pkvnniQ4_1x1, 2: pkvnniQ4_1x2, 3: pkvnniQ4_1x3, 4: pkvnniQ4_1x4, 5: pkvnniQ4_1x5, 6: pkvnniQ4_1x6, 7: pkvnniQ4_1x7, 8: pkvnniQ4_1x8},
+	quant.Q5_0:   {1: pkvnniQ5_0x1, 2: pkvnniQ5_0x2, 3: pkvnniQ5_0x3, 4: pkvnniQ5_0x4, 5: pkvnniQ5_0x5, 6: pkvnniQ5_0x6, 7: pkvnniQ5_0x7, 8: pkvnniQ5_0x8},
+	quant.Q5_1:   {1: pkvnniQ5_1x1, 2: pkvnniQ5_1x2, 3: pkvnniQ5_1x3, 4: pkvnniQ5_1x4, 5: pkvnniQ5_1x5, 6: pkvnniQ5_1x6, 7: pkvnniQ5_1x7, 8: pkvnniQ5_1x8},
+	quant.IQ4_NL: {1: pkvnniIQ4_NLx1, 2: pkvnniIQ4_NLx2, 3: pkvnniIQ4_NLx3, 4: pkvnniIQ4_NLx4, 5: pkvnniIQ4_NLx5, 6: pkvnniIQ4_NLx6, 7: pkvnniIQ4_NLx7, 8: pkvnniIQ4_NLx8},
+	quant.MXFP4:  {1: pkvnniMXFP4x1, 2: pkvnniMXFP4x2, 3: pkvnniMXFP4x3, 4: pkvnniMXFP4x4, 5: pkvnniMXFP4x5, 6: pkvnniMXFP4x6, 7: pkvnniMXFP4x7, 8: pkvnniMXFP4x8},
+	quant.Q2_K:   {1: pkvnniQ2Kx1, 2: pkvnniQ2Kx2, 3: pkvnniQ2Kx3, 4: pkvnniQ2Kx4, 5: pkvnniQ2Kx5, 6: pkvnniQ2Kx6, 7: pkvnniQ2Kx7, 8: pkvnniQ2Kx8},
+	quant.Q3_K:   {1: pkvnniQ3Kx1, 2: pkvnniQ3Kx2, 3: pkvnniQ3Kx3, 4: pkvnniQ3Kx4, 5: pkvnniQ3Kx5, 6: pkvnniQ3Kx6, 7: pkvnniQ3Kx7, 8: pkvnniQ3Kx8},
+	quant.Q5_K:   {1: pkvnniQ5Kx1, 2: pkvnniQ5Kx2, 3: pkvnniQ5Kx3, 4: pkvnniQ5Kx4, 5: pkvnniQ5Kx5, 6: pkvnniQ5Kx6, 7: pkvnniQ5Kx7, 8: pkvnniQ5Kx8},
+	quant.IQ4_XS: {1: pkvnniIQ4XSx1, 2: pkvnniIQ4XSx2, 3: pkvnniIQ4XSx3, 4: pkvnniIQ4XSx4, 5: pkvnniIQ4XSx5, 6: pkvnniIQ4XSx6, 7: pkvnniIQ4XSx7, 8: pkvnniIQ4XSx8},
 }

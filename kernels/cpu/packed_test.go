@@ -95,6 +95,79 @@ func packedSpec(t quant.Type, row []byte, x []float32) float32 {
 				out = fma32(float32(i), dd*d[8*sb+b], out)
 			}
 		}
+	default:
+		return packedSpecMore(t, row, q, d, s)
+	}
+	return out
+}
+
+// packedSpecMore is packedSpec for the types of packed_more.go, from the
+// codes and scales quant reads; v is a code's integer value.
+func packedSpecMore(t quant.Type, row []byte, q []int8, d []float32, s []int32) float32 {
+	var out float32
+	var u [256]uint8
+	be, bb := t.BlockElems(), t.BlockBytes()
+	dot := func(b, from, to int) int32 { // Σ value·q over [from, to) of block b
+		var i int32
+		for e := from; e < to; e++ {
+			i += quant.Value(t, u[32*b%be+e]) * int32(q[32*b+e])
+		}
+		return i
+	}
+	half := func(b, h int) int32 { // Σq over a block's half
+		var i int32
+		for e := 16 * h; e < 16*h+16; e++ {
+			i += int32(q[32*b+e])
+		}
+		return i
+	}
+	for k := 0; k < len(q)/be; k++ {
+		blk := row[bb*k : bb*(k+1)]
+		quant.Codes(t, blk, u[:])
+		switch t {
+		case quant.Q4_1, quant.Q5_1, quant.Q5_0, quant.IQ4_NL, quant.MXFP4:
+			sc := f16At2(blk)
+			if t == quant.MXFP4 {
+				sc = quant.E8M0Half(blk[0])
+			}
+			out = fma32(float32(dot(k, 0, 32)), sc*d[k], out)
+			if t == quant.Q4_1 || t == quant.Q5_1 {
+				out = fma32(f16At2(blk[2:]), d[k]*float32(s[k]), out)
+			}
+		case quant.Q5_K:
+			dd, dmin := f16At2(blk), f16At2(blk[2:])
+			sc, m := quant.ScalesK4(blk[4:16])
+			for j := 0; j < 8; j++ {
+				b := 8*k + j
+				out = fma32(float32(dot(b, 0, 32)), dd*float32(sc[j])*d[b], out)
+				out = fma32(-(dmin * float32(m[j])), d[b]*float32(s[b]), out)
+			}
+		case quant.IQ4_XS:
+			dd := f16At2(blk)
+			sc := quant.ScalesIQ4XS(blk)
+			for j := 0; j < 8; j++ {
+				b := 8*k + j
+				out = fma32(float32(dot(b, 0, 32)), dd*float32(sc[j])*d[b], out)
+			}
+		case quant.Q3_K:
+			dd := f16At2(blk[108:])
+			sc := quant.ScalesQ3K(blk[96:108])
+			for j := 0; j < 8; j++ {
+				b := 8*k + j
+				i := int32(sc[2*j])*dot(b, 0, 16) + int32(sc[2*j+1])*dot(b, 16, 32)
+				out = fma32(float32(i), dd*d[b], out)
+			}
+		case quant.Q2_K:
+			dd, dmin := f16At2(blk[80:]), f16At2(blk[82:])
+			for j := 0; j < 8; j++ {
+				b := 8*k + j
+				a, c := blk[2*j], blk[2*j+1]
+				i := int32(a&15)*dot(b, 0, 16) + int32(c&15)*dot(b, 16, 32)
+				out = fma32(float32(i), dd*d[b], out)
+				im := int32(a>>4)*half(b, 0) + int32(c>>4)*half(b, 1)
+				out = fma32(float32(im), -(dmin * d[b]), out)
+			}
+		}
 	}
 	return out
 }
@@ -108,7 +181,7 @@ func TestPackedMatchesSpec(t *testing.T) {
 		t.Skip("no AVX-512 here: the packed kernels do not run")
 	}
 	r := rand.New(rand.NewPCG(9, 9))
-	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+	for _, typ := range quant.WeightTypes() {
 		if !k.usePacked(typ) {
 			continue
 		}

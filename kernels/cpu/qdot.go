@@ -24,6 +24,16 @@ var qdotGo = map[quant.Type]qdotFn{
 	quant.Q4_0: qdotQ4_0Go,
 	quant.Q4_K: qdotQ4KGo,
 	quant.Q6_K: qdotQ6KGo,
+	// qdot_more.go
+	quant.Q4_1:   qdot32Go(quant.Q4_1),
+	quant.Q5_0:   qdot32Go(quant.Q5_0),
+	quant.Q5_1:   qdot32Go(quant.Q5_1),
+	quant.IQ4_NL: qdot32Go(quant.IQ4_NL),
+	quant.MXFP4:  qdot32Go(quant.MXFP4),
+	quant.Q2_K:   qdotQ2KGo,
+	quant.Q3_K:   qdotQ3KGo,
+	quant.Q5_K:   qdotQ5KGo,
+	quant.IQ4_XS: qdotIQ4XSGo,
 }
 
 // intPath reports whether weights of type t multiply as integers against

@@ -33,7 +33,10 @@ const (
 // weights from DRAM: fewer concurrent row streams suit the hardware
 // prefetcher better than more, and Q8_0's light blocks ran fastest one
 // row at a time (22 GB/s against 8 GB/s for 12 rows).
-var decodeRows = map[quant.Type]int{quant.Q8_0: 1, quant.Q4_0: 1, quant.Q4_K: 4, quant.Q6_K: 1}
+// The later types copy their nearest kin's (not measured yet: issue 28).
+var decodeRows = map[quant.Type]int{quant.Q8_0: 1, quant.Q4_0: 1, quant.Q4_K: 4, quant.Q6_K: 1,
+	quant.Q4_1: 1, quant.Q5_0: 1, quant.Q5_1: 1, quant.IQ4_NL: 1, quant.MXFP4: 1,
+	quant.Q5_K: 4, quant.IQ4_XS: 4, quant.Q2_K: 1, quant.Q3_K: 1}
 
 // qkernFn computes a tile of T tokens × R rows (the table's indices):
 // dst[t·ds + r] = row r · token t, row r at w + r·ws bytes, token t's

@@ -7,8 +7,17 @@ import "jspark/kernels/quant"
 // qkernAVX2[type][tokens][rows] is the AVX2 integer tile of that shape
 // (one token: AVX2 has 16 vector registers).
 var qkernAVX2 = map[quant.Type]*qtiles{
-	quant.Q8_0: {1: {1: qdotavx2Q8_0x1x1, 2: qdotavx2Q8_0x1x2, 3: qdotavx2Q8_0x1x3, 4: qdotavx2Q8_0x1x4}},
-	quant.Q4_0: {1: {1: qdotavx2Q4_0x1x1, 2: qdotavx2Q4_0x1x2, 3: qdotavx2Q4_0x1x3, 4: qdotavx2Q4_0x1x4}},
-	quant.Q4_K: {1: {1: qdotavx2Q4Kx1x1, 2: qdotavx2Q4Kx1x2, 3: qdotavx2Q4Kx1x3, 4: qdotavx2Q4Kx1x4}},
-	quant.Q6_K: {1: {1: qdotavx2Q6Kx1x1, 2: qdotavx2Q6Kx1x2, 3: qdotavx2Q6Kx1x3, 4: qdotavx2Q6Kx1x4}},
+	quant.Q8_0:   {1: {1: qdotavx2Q8_0x1x1, 2: qdotavx2Q8_0x1x2, 3: qdotavx2Q8_0x1x3, 4: qdotavx2Q8_0x1x4}},
+	quant.Q4_0:   {1: {1: qdotavx2Q4_0x1x1, 2: qdotavx2Q4_0x1x2, 3: qdotavx2Q4_0x1x3, 4: qdotavx2Q4_0x1x4}},
+	quant.Q4_K:   {1: {1: qdotavx2Q4Kx1x1, 2: qdotavx2Q4Kx1x2, 3: qdotavx2Q4Kx1x3, 4: qdotavx2Q4Kx1x4}},
+	quant.Q6_K:   {1: {1: qdotavx2Q6Kx1x1, 2: qdotavx2Q6Kx1x2, 3: qdotavx2Q6Kx1x3, 4: qdotavx2Q6Kx1x4}},
+	quant.Q4_1:   {1: {1: qdotavx2Q4_1x1x1, 2: qdotavx2Q4_1x1x2, 3: qdotavx2Q4_1x1x3, 4: qdotavx2Q4_1x1x4}},
+	quant.Q5_0:   {1: {1: qdotavx2Q5_0x1x1, 2: qdotavx2Q5_0x1x2, 3: qdotavx2Q5_0x1x3, 4: qdotavx2Q5_0x1x4}},
+	quant.Q5_1:   {1: {1: qdotavx2Q5_1x1x1, 2: qdotavx2Q5_1x1x2, 3: qdotavx2Q5_1x1x3, 4: qdotavx2Q5_1x1x4}},
+	quant.IQ4_NL: {1: {1: qdotavx2IQ4_NLx1x1, 2: qdotavx2IQ4_NLx1x2, 3: qdotavx2IQ4_NLx1x3, 4: qdotavx2IQ4_NLx1x4}},
+	quant.MXFP4:  {1: {1: qdotavx2MXFP4x1x1, 2: qdotavx2MXFP4x1x2, 3: qdotavx2MXFP4x1x3, 4: qdotavx2MXFP4x1x4}},
+	quant.Q2_K:   {1: {1: qdotavx2Q2Kx1x1, 2: qdotavx2Q2Kx1x2, 3: qdotavx2Q2Kx1x3, 4: qdotavx2Q2Kx1x4}},
+	quant.Q3_K:   {1: {1: qdotavx2Q3Kx1x1, 2: qdotavx2Q3Kx1x2, 3: qdotavx2Q3Kx1x3, 4: qdotavx2Q3Kx1x4}},
+	quant.Q5_K:   {1: {1: qdotavx2Q5Kx1x1, 2: qdotavx2Q5Kx1x2, 3: qdotavx2Q5Kx1x3, 4: qdotavx2Q5Kx1x4}},
+	quant.IQ4_XS: {1: {1: qdotavx2IQ4XSx1x1, 2: qdotavx2IQ4XSx1x2, 3: qdotavx2IQ4XSx1x3, 4: qdotavx2IQ4XSx1x4}},
 }

@@ -40,7 +40,24 @@ __device__ __forceinline__ double warp_sum_d(double v) {
 }
 
 // Weight types, numbered as ggml numbers them (kernels/quant).
-enum { T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q8_0 = 8, T_Q4_K = 12, T_Q6_K = 14, T_BF16 = 30 };
+enum {
+	T_F32 = 0,
+	T_F16 = 1,
+	T_Q4_0 = 2,
+	T_Q4_1 = 3,
+	T_Q5_0 = 6,
+	T_Q5_1 = 7,
+	T_Q8_0 = 8,
+	T_Q2_K = 10,
+	T_Q3_K = 11,
+	T_Q4_K = 12,
+	T_Q5_K = 13,
+	T_Q6_K = 14,
+	T_IQ4_NL = 20,
+	T_IQ4_XS = 23,
+	T_BF16 = 30,
+	T_MXFP4 = 39,
+};
 
 // A row is decoded in chunks of 32 elements (chunk c: elements 32c..32c+31),
 // each in four pieces of 8. Chunk<T> is what a chunk's pieces share (its
@@ -181,6 +198,8 @@ template <> __device__ __forceinline__ void deq8<T_Q6_K>(const Chunk<T_Q6_K> &k,
 		w[j] = d * (float)q;
 	}
 }
+
+#include "quants.cuh" // the types K-quant mixes add
 
 // deq32 decodes all of chunk c of a row.
 template <int T> __device__ __forceinline__ void deq32(const uint8_t *row, int c, float w[32]) {

@@ -40,7 +40,7 @@ func device(t testing.TB) *Device {
 	return dev
 }
 
-var weightTypes = []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K}
+var weightTypes = quant.WeightTypes()
 
 func randVec(r *rand.Rand, n int) []float32 {
 	v := make([]float32, n)

@@ -68,12 +68,15 @@ type weightFns struct {
 var weightKernels = map[quant.Type]string{
 	quant.F32: "f32", quant.F16: "f16", quant.BF16: "bf16",
 	quant.Q8_0: "q8_0", quant.Q4_0: "q4_0", quant.Q4_K: "q4_k", quant.Q6_K: "q6_k",
+	quant.Q4_1: "q4_1", quant.Q5_0: "q5_0", quant.Q5_1: "q5_1", quant.IQ4_NL: "iq4_nl", quant.MXFP4: "mxfp4",
+	quant.Q2_K: "q2_k", quant.Q3_K: "q3_k", quant.Q5_K: "q5_k", quant.IQ4_XS: "iq4_xs",
 }
 
 // kernelNames are every kernel the device launches.
 var kernelNames = func() []string {
 	names := []string{"rmsnorm", "rope", "silu_mul", "add", "add_bias", "gather", "scatter_f32",
-		"scatter_f16", "attend_f32", "attend_f16", "attend_merge", "argmax", "softmax", "swiglu_oai", "weighted_sum"}
+		"scatter_f16", "attend_f32", "attend_f16", "attend_merge", "argmax", "softmax", "swiglu_oai", "weighted_sum",
+		"gelu_mul", "sigmoid_mul", "scale", "conv", "delta_net"}
 	for _, s := range weightKernels {
 		names = append(names, "matmul_"+s+"_1", "matmul_"+s+"_8", "embed_"+s)
 	}

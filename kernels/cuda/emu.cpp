@@ -21,6 +21,7 @@
 #include "elementwise.cu"
 #include "matmul.cu"
 #include "moe.cu"
+#include "recurrent.cu"
 
 dim3 threadIdx, blockIdx, blockDim, gridDim;
 
@@ -143,12 +144,15 @@ template <typename... A> Kernel kernel(void (*f)(A...)) {
 const std::map<std::string, Kernel> &table() {
 	static const std::map<std::string, Kernel> t = {
 	    W(f32), W(f16), W(bf16), W(q8_0), W(q4_0), W(q4_k), W(q6_k),
+	    W(q4_1), W(q5_0), W(q5_1), W(iq4_nl), W(mxfp4), W(q2_k), W(q3_k), W(q5_k), W(iq4_xs),
 	    {"rmsnorm", kernel(rmsnorm)}, {"rope", kernel(rope)}, {"silu_mul", kernel(silu_mul)},
 	    {"add", kernel(add)}, {"add_bias", kernel(add_bias)}, {"gather", kernel(gather)},
 	    {"scatter_f32", kernel(scatter_f32)}, {"scatter_f16", kernel(scatter_f16)},
 	    {"attend_f32", kernel(attend_f32)}, {"attend_f16", kernel(attend_f16)}, {"attend_merge", kernel(attend_merge)},
 	    {"argmax", kernel(argmax)}, {"softmax", kernel(softmax)},
 	    {"swiglu_oai", kernel(swiglu_oai)}, {"weighted_sum", kernel(weighted_sum)},
+	    {"gelu_mul", kernel(gelu_mul)}, {"sigmoid_mul", kernel(sigmoid_mul)}, {"scale", kernel(scale)},
+	    {"conv", kernel(conv)}, {"delta_net", kernel(delta_net)},
 	};
 	return t;
 }

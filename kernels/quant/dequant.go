@@ -51,6 +51,11 @@ func Dequantize(t Type, src []byte, dst []float32) {
 		for b := 0; b < n/QK_K; b++ {
 			dequantQ6K(src[b*210:b*210+210], dst[b*QK_K:b*QK_K+QK_K])
 		}
+	case Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q5_K, IQ4_XS:
+		be, bb := t.BlockElems(), t.BlockBytes()
+		for b := 0; b < n/be; b++ {
+			dequantCodes(t, src[b*bb:(b+1)*bb], dst[b*be:(b+1)*be])
+		}
 	default:
 		panic(fmt.Sprintf("quant: dequantize %v", t))
 	}
@@ -106,5 +111,56 @@ func dequantQ6K(blk []byte, out []float32) {
 		ql = ql[64:]
 		qh = qh[32:]
 		sc = sc[8:]
+	}
+}
+
+// dequantCodes decodes one block of the types that codes.go reads, as
+// ggml's dequantize_row_* computes each element: scale × value, minus the
+// min term where the type has one.
+func dequantCodes(t Type, blk []byte, out []float32) {
+	var u [QK_K]uint8
+	Codes(t, blk, u[:])
+	val := func(e int) float32 { return float32(Value(t, u[e])) }
+	switch t {
+	case Q5_0, IQ4_NL:
+		d := HalfAt(blk)
+		for e := range out {
+			out[e] = val(e) * d
+		}
+	case MXFP4:
+		d := E8M0Half(blk[0])
+		for e := range out {
+			out[e] = d * val(e)
+		}
+	case Q4_1, Q5_1:
+		d, m := HalfAt(blk), HalfAt(blk[2:])
+		for e := range out {
+			out[e] = val(e)*d + m
+		}
+	case Q2_K:
+		d, dmin := HalfAt(blk[80:]), HalfAt(blk[82:])
+		for e := range out {
+			sc := blk[e/16]
+			out[e] = d*float32(sc&15)*val(e) - dmin*float32(sc>>4)
+		}
+	case Q3_K:
+		d := HalfAt(blk[108:])
+		sc := ScalesQ3K(blk[96:108])
+		for e := range out {
+			out[e] = d * float32(sc[e/16]) * val(e)
+		}
+	case Q5_K:
+		d, dmin := HalfAt(blk), HalfAt(blk[2:])
+		sc, m := ScalesK4(blk[4:16])
+		for e := range out {
+			j := e / 32
+			out[e] = d*float32(sc[j])*val(e) - dmin*float32(m[j])
+		}
+	case IQ4_XS:
+		d := HalfAt(blk)
+		sc := ScalesIQ4XS(blk)
+		for e := range out {
+			out[e] = d * float32(sc[e/32]) * val(e)
+		}
 	}
 }

@@ -85,6 +85,22 @@ func MaxError(t Type, amax float32) float32 {
 		return 2 * amax / 15 * 1.2
 	case Q6_K:
 		return amax / 31 * 1.2
+	case Q4_1:
+		return amax / 12
+	case Q5_0:
+		return amax / 16 * 1.1
+	case Q5_1:
+		return amax / 31 * 1.2
+	case Q5_K:
+		return 2 * amax / 31 * 1.2
+	case IQ4_NL:
+		return amax / 8
+	case IQ4_XS:
+		return amax / 6
+	case MXFP4, Q3_K:
+		return amax / 3
+	case Q2_K:
+		return amax / 2
 	}
 	return float32(math.Inf(1))
 }

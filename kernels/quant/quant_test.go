@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-var allTypes = []Type{F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K}
+var allTypes = WeightTypes()
 
 func randVec(r *rand.Rand, n int, amax float32) []float32 {
 	v := make([]float32, n)

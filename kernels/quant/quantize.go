@@ -44,6 +44,11 @@ func Quantize(t Type, src []float32) []byte {
 		for b := 0; b < len(src)/QK_K; b++ {
 			quantQ6K(src[b*QK_K:b*QK_K+QK_K], out[b*210:b*210+210])
 		}
+	case Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q5_K, IQ4_XS:
+		be, bb := t.BlockElems(), t.BlockBytes()
+		for b := 0; b < len(src)/be; b++ {
+			quantMore(t, src[b*be:(b+1)*be], out[b*bb:(b+1)*bb])
+		}
 	default:
 		panic(fmt.Sprintf("quant: quantize %v", t))
 	}

@@ -19,7 +19,7 @@ import (
 //   - pk512{F32,F16,BF16}x{T}x{M}: T tokens × M groups. Per element of K,
 //     each token's activation is broadcast and multiplied into the groups'
 //     16 rows: out = fma(x[k], w[k], out) for k in order.
-//   - pkvnni{Q8_0,Q4_0,Q4K,Q6K}x{T}: T tokens × one group, run down
+//   - pkvnni{Q8_0,Q4_0,Q4K,Q6K,…}x{T}: T tokens × one group, run down
 //     `groups` consecutive groups. Per 32-element block, 8 VPDPBUSD (the
 //     token's 4 activations of a step broadcast against the 16 rows' 4
 //     weights) give each row's exact integer dot product, scaled to float
@@ -37,7 +37,7 @@ const (
 )
 
 var pkFloatTypes = []string{"F32", "F16", "BF16"}
-var pkIntTypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K"}
+var pkIntTypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "MXFP4", "Q2K", "Q3K", "Q5K", "IQ4XS"}
 
 func packedKernels() {
 	for _, typ := range pkFloatTypes {
@@ -200,8 +200,12 @@ const (
 )
 
 // Packed block sizes: bytes of one group (16 rows) for one 32-element
-// block (Q8_0, Q4_0) or one 256-element super-block (Q4K, Q6K).
-var pkIntBytes = map[string]int{"Q8_0": 544, "Q4_0": 288, "Q4K": 2368, "Q6K": 3360}
+// block (Q8_0, Q4_0, …) or one 256-element super-block (pkSuper).
+var pkIntBytes = map[string]int{"Q8_0": 544, "Q4_0": 288, "Q4K": 2368, "Q6K": 3360,
+	"Q4_1": 320, "Q5_0": 352, "Q5_1": 384, "IQ4_NL": 288, "MXFP4": 272,
+	"Q2K": 1344, "Q3K": 1824, "Q5K": 2880, "IQ4XS": 2208}
+
+var pkSuper = map[string]bool{"Q4K": true, "Q6K": true, "Q2K": true, "Q3K": true, "Q5K": true, "IQ4XS": true}
 
 // pkInt emits an integer tile. Arguments:
 //
@@ -237,6 +241,12 @@ func pkInt(typ string, T int) {
 		pkQ4K(name, w, n, acc, rec, nextRec)
 	case "Q6K":
 		pkQ6K(name, w, n, acc, rec, nextRec)
+	case "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "MXFP4":
+		pk32More(typ, name, w, n, acc, rec, nextRec)
+	case "Q5K", "IQ4XS":
+		pkK32More(typ, name, w, n, acc, rec, nextRec)
+	case "Q3K", "Q2K":
+		pkK16(typ, name, w, n, acc, rec, nextRec)
 	}
 
 	dst, ds := Load(Param("dst"), GP64()), Load(Param("ds"), GP64())
@@ -264,7 +274,7 @@ func pkInt(typ string, T int) {
 	Label(name + "_stored")
 	// Next group: w moves past this group's blocks, dst by 16 rows.
 	nb := Load(Param("nb"), GP64())
-	if typ == "Q4K" || typ == "Q6K" {
+	if pkSuper[typ] {
 		SHRQ(U8(3), nb)
 	}
 	IMUL3Q(U32(pkIntBytes[typ]), nb, nb)
@@ -540,7 +550,9 @@ func writePackedTable() {
 	fmt.Fprintf(&b, "// pkFloatTiles[type][tokens][groups] is the AVX-512 float tile of that shape.\n")
 	b.WriteString("var pkFloatTiles = map[quant.Type]*pkFloatShapes{\n")
 	types := map[string]string{"F32": "quant.F32", "F16": "quant.F16", "BF16": "quant.BF16",
-		"Q8_0": "quant.Q8_0", "Q4_0": "quant.Q4_0", "Q4K": "quant.Q4_K", "Q6K": "quant.Q6_K"}
+		"Q8_0": "quant.Q8_0", "Q4_0": "quant.Q4_0", "Q4K": "quant.Q4_K", "Q6K": "quant.Q6_K",
+		"Q4_1": "quant.Q4_1", "Q5_0": "quant.Q5_0", "Q5_1": "quant.Q5_1", "IQ4_NL": "quant.IQ4_NL", "MXFP4": "quant.MXFP4",
+		"Q2K": "quant.Q2_K", "Q3K": "quant.Q3_K", "Q5K": "quant.Q5_K", "IQ4XS": "quant.IQ4_XS"}
 	for _, typ := range pkFloatTypes {
 		fmt.Fprintf(&b, "\t%s: {", types[typ])
 		for t := 1; t <= pkTokens; t++ {
