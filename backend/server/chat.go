@@ -141,6 +141,7 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 		return job{}, promptError(err)
 	}
 	j.parseTools, j.ids = len(r.Tools) > 0 && mode != "none", func(int) string { return newID("call_") }
+	j.format, j.tools = s.format, r.Tools
 	if r.ParallelToolCalls != nil && !*r.ParallelToolCalls {
 		j.maxCalls = 1
 	}
@@ -162,14 +163,15 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 		// A forced call is one call unless the request asks for parallel
 		// calls (llama.cpp's default for forced calls: a model that never
 		// chooses to stop would chain calls up to max_tokens); with
-		// parallel_tool_calls true, required makes one or more, up to a
-		// bound that keeps the output finite, and the model ends them.
-		open, close, sep := s.tpl.CallDelims()
+		// parallel_tool_calls true, required makes one or more (where the
+		// format writes more than one a turn), up to a bound that keeps the
+		// output finite, and the model ends them. The calls are written in
+		// the model's own syntax.
 		calls := 1
-		if mode == "required" && sep != "" && r.ParallelToolCalls != nil && *r.ParallelToolCalls {
+		if mode == "required" && r.ParallelToolCalls != nil && *r.ParallelToolCalls {
 			calls = grammar.DefaultMaxItems
 		}
-		g, err = grammar.ToolCall(open, close, sep, tools, calls)
+		g, err = grammar.ToolCalls(string(s.callFormat()), tools, calls)
 		j.forced = true
 	case r.ResponseFormat != nil && r.ResponseFormat.Type == "json_object":
 		g = grammar.AnyJSON()

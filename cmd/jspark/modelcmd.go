@@ -10,6 +10,7 @@ import (
 
 	"jspark/backend/gguf"
 	"jspark/backend/model"
+	"jspark/backend/tokenizer"
 	"jspark/kernels/ref"
 )
 
@@ -174,7 +175,7 @@ func newModelSynthCmd(stdout io.Writer) *cobra.Command {
 	f.IntVar(&o.Context, "ctx", 4096, "stated context length")
 	f.StringVar(&o.Type, "type", "f32", "weight type (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, mxfp4) or llama-quantize's mix (q3_k_m, q4_k_m, q5_k_m, iq4_xs; mxfp4 on a MoE: experts MXFP4, the rest Q8_0)")
 	f.Uint64Var(&o.Seed, "seed", 1, "weight RNG seed")
-	f.StringVar(&o.VocabFrom, "vocab-from", "", "copy the tokenizer of this GGUF file")
+	f.StringVar(&o.VocabFrom, "vocab-from", "", "copy the tokenizer of this GGUF file, or of a Hugging Face tokenizer.json (with the tokenizer_config.json beside it)")
 	f.BoolVar(&o.VocabBytes, "vocab-bytes", false, "use a 259-token byte vocabulary (the default)")
 	f.BoolVar(&o.TextVocab, "vocab-text", false, "type that vocabulary's byte tokens as text (<0x41>), for peers that refuse invalid UTF-8")
 	f.StringVar(&o.Out, "out", "", "output file (required)")
@@ -217,7 +218,11 @@ func runSynth(o *SynthFlags, given map[string]bool, stdout io.Writer) error {
 		}
 	}
 	if o.VocabFrom != "" {
-		v, err := gguf.Open(o.VocabFrom)
+		open := gguf.Open
+		if strings.HasSuffix(o.VocabFrom, ".json") { // a Hugging Face tokenizer.json
+			open = tokenizer.OpenHF
+		}
+		v, err := open(o.VocabFrom)
 		if err != nil {
 			return err
 		}

@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"jspark/backend/chat"
 	"jspark/backend/engine"
 	"jspark/backend/model"
 	"jspark/backend/server"
@@ -32,8 +34,11 @@ type EngineFlags struct {
 	// ReasoningFormat: auto splits a thinking model's <think> block into
 	// reasoning_content; none leaves it in content.
 	ReasoningFormat string
-	KVType          string
-	CPUProfile      string
+	// ToolFormat forces the syntax of the model's tool calls; empty takes
+	// the chat template's.
+	ToolFormat string
+	KVType     string
+	CPUProfile string
 	engine.Options
 }
 
@@ -57,8 +62,17 @@ func addEngineFlags(cmd *cobra.Command, o *EngineFlags) {
 	f.StringVar(&o.Trace, "trace", "", "write a per-step JSON-lines trace to this file")
 	f.StringVar(&o.ChatTemplateFile, "chat-template-file", "", "Jinja chat template to use instead of the model's tokenizer.chat_template")
 	f.StringVar(&o.ReasoningFormat, "reasoning-format", "auto", "auto: a thinking model's <think> block is returned as reasoning_content; none: left in content")
+	f.StringVar(&o.ToolFormat, "tool-format", "", "the syntax of the model's tool calls, parsed and forced: "+toolFormats()+" (default: the chat template's)")
 	f.StringVar(&o.KVType, "kv-type", "f32", "KV cache element type: f32 or f16 (half the memory)")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
+}
+
+func toolFormats() string {
+	var names []string
+	for _, f := range chat.Formats {
+		names = append(names, f.String())
+	}
+	return strings.Join(names, ", ")
 }
 
 // engineOptions are the engine's options as the flags set them.
@@ -103,6 +117,11 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 	default:
 		return nil, server.Options{}, nil, fmt.Errorf("--reasoning-format %q: want auto or none", o.ReasoningFormat)
 	}
+	if o.ToolFormat != "" {
+		if _, err := chat.ParseFormat(o.ToolFormat); err != nil {
+			return nil, server.Options{}, nil, fmt.Errorf("--tool-format: %w", err)
+		}
+	}
 	kvType, err := parseKVType(o.KVType)
 	if err != nil {
 		return nil, server.Options{}, nil, err
@@ -130,7 +149,7 @@ func openEngine(o *EngineFlags, log io.Writer) (*engine.Engine, server.Options, 
 		return nil, server.Options{}, nil, err
 	}
 	sopt := server.DefaultOptions()
-	sopt.ChatTemplate, sopt.ReasoningFormat = tpl, o.ReasoningFormat
+	sopt.ChatTemplate, sopt.ReasoningFormat, sopt.ToolFormat = tpl, o.ReasoningFormat, o.ToolFormat
 	opt := o.engineOptions()
 	opt.Log = log
 	var trace *os.File
