@@ -86,8 +86,8 @@ func (c *stateCache) find(h BlockHash) *checkpoint {
 	return c.byKey[h]
 }
 
-// take gives s a state slot (NOTE: there are MaxSeqs and at most MaxSeqs
-// sequences run, so one is free) and, to resume after b > 0 blocks, the
+// take gives s a state slot (NOTE: at most as many sequences run as
+// there are slots, so one is free) and, to resume after b > 0 blocks, the
 // checkpoint's state, which then counts as used just now; it returns
 // where s resumes (0 when the state could not be read) and plans s's
 // checkpoints from there (n: the full blocks the cache held).

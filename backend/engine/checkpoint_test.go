@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -56,6 +58,46 @@ func TestCheckpointsEvictWithBlocks(t *testing.T) {
 	}
 	if u := again.finish.Usage; u.ReusedTokens != 0 || u.Divergence == nil || u.Divergence.Reason != "evicted" {
 		t.Fatalf("the first prompt again reused %d tokens (%+v), want none: evicted", u.ReusedTokens, u.Divergence)
+	}
+	waitIdle(t, e)
+}
+
+// TestStateSlotsFitMemory: a recurrent model whose states would not all
+// fit gets state slots for half its memory, and runs at most that many
+// sequences at once, each with its ids alone.
+func TestStateSlotsFitMemory(t *testing.T) {
+	m := hybridModel(t, "qwen35")
+	state := int64(m.StateBytes())
+	var prompts [][]int
+	for i := range 8 {
+		prompts = append(prompts, prompt(uint64(400+i), 30, m.Vocab))
+	}
+	want := hybridWant(t, m, prompts)
+	var most atomic.Int64 // set by the engine's loop
+	var e *Engine
+	e = newEngine(t, m, func(o *Options) {
+		o.KVBlocks, o.KVMemory, o.MaxStepMs = 0, 10*state, 0
+		o.OnStep = func(StepTrace) { most.Store(max(most.Load(), int64(len(e.running)))) }
+	})
+	if e.mem.slots != 5 || e.opt.MaxSeqs != 64 {
+		t.Fatalf("%d state slots for a memory of 10 states, MaxSeqs %d", e.mem.slots, e.opt.MaxSeqs)
+	}
+	var chans []<-chan Event
+	for _, p := range prompts {
+		ch, err := e.Submit(context.Background(), greedy(p, 8))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, ch)
+	}
+	for i, ch := range chans {
+		r := collect(ch)
+		if d := cmp.Diff(want[i][:min(8, len(want[i]))], r.ids[:min(8, len(want[i]))]); d != "" {
+			t.Fatalf("request %d (-alone +under the slot limit):\n%s", i, d)
+		}
+	}
+	if n := most.Load(); n > 5 || n < 2 {
+		t.Fatalf("%d sequences ran at once with 5 state slots", n)
 	}
 	waitIdle(t, e)
 }

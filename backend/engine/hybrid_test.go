@@ -11,6 +11,7 @@ import (
 	"jspark/backend/gguf"
 	"jspark/backend/model"
 	"jspark/backend/sample"
+	"jspark/kernels"
 	"jspark/kernels/cpu"
 	"jspark/kernels/quant"
 )
@@ -21,7 +22,13 @@ import (
 // layers and one of full attention.
 func hybridModel(t testing.TB, arch string) *model.Model {
 	t.Helper()
-	o := model.SynthOptions{Arch: arch, Layers: 4, Dim: 64, Heads: 4, KVHeads: 2, FF: 128, Type: quant.Q8_0, Seed: 5, Context: 4096}
+	return hybridModelOn(t, arch, cpu.New(2), 64)
+}
+
+// hybridModelOn is hybridModel on the device k, dim wide.
+func hybridModelOn(t testing.TB, arch string, k kernels.Kernels, dim int) *model.Model {
+	t.Helper()
+	o := model.SynthOptions{Arch: arch, Layers: 4, Dim: dim, Heads: 4, KVHeads: 2, FF: 128, Type: quant.Q8_0, Seed: 5, Context: 4096}
 	model.DefaultMoE(&o)
 	if arch == "gemma3" {
 		o.Layers, o.SlidingWindow = 6, 20
@@ -35,7 +42,7 @@ func hybridModel(t testing.TB, arch string) *model.Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := model.Load(f, cpu.New(2))
+	m, err := model.Load(f, k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,51 +171,57 @@ func checkAlignedChunks(t *testing.T, steps []StepTrace, prompts [][]int, reused
 // boundary) and prefilled only the new tokens and at most a block more.
 func TestHybridTurns(t *testing.T) {
 	for _, arch := range hybridArchs {
-		t.Run(arch, func(t *testing.T) {
-			m := hybridModel(t, arch)
-			e := newEngine(t, m, func(o *Options) { o.MaxStepMs = 0 })
-			const sessions, turns, fresh, reply = 3, 3, 20, 24
-			type conv struct{ prompt []int }
-			convs := make([]conv, sessions)
-			for i := range convs {
-				convs[i].prompt = prompt(uint64(90+i), 40+7*i, m.Vocab)
-			}
-			for turn := range turns {
-				var chans []<-chan Event
-				for i := range convs {
-					ch, err := e.Submit(context.Background(), Request{Prompt: convs[i].prompt, MaxTokens: reply, IgnoreEOS: true, Session: fmt.Sprint(i)})
-					if err != nil {
-						t.Fatal(err)
-					}
-					chans = append(chans, ch)
-				}
-				for i, ch := range chans {
-					r := collect(ch)
-					p := convs[i].prompt
-					want := hybridWant(t, m, [][]int{p})[0]
-					if d := cmp.Diff(want, r.ids[:len(want)]); d != "" { // Generate stops at an end token
-						t.Fatalf("turn %d of conversation %d (-cold +resumed):\n%s", turn, i, d)
-					}
-					u := r.finish.Usage
-					if turn > 0 {
-						if u.ComputedTokens > fresh+1+16 {
-							t.Errorf("turn %d of conversation %d prefilled %d tokens, want at most %d", turn, i, u.ComputedTokens, fresh+1+16)
-						}
-						if m.RecurrentLayers() > 0 && (u.Checkpoint == nil || u.Checkpoint.At != "decode") {
-							t.Errorf("turn %d of conversation %d resumed from %+v, want the last turn's decode", turn, i, u.Checkpoint)
-						}
-					}
-					next := append(append(slices.Clone(p), r.ids...), prompt(uint64(200+10*turn+i), fresh, m.Vocab)[1:]...)
-					convs[i].prompt = next
-				}
-			}
-			waitIdle(t, e)
-		})
+		t.Run(arch, func(t *testing.T) { checkTurns(t, hybridModel(t, arch), 3, 3) })
 	}
 }
 
+// checkTurns runs TestHybridTurns's conversations on m, so many of so
+// many turns.
+func checkTurns(t *testing.T, m *model.Model, sessions, turns int) {
+	e := newEngine(t, m, func(o *Options) { o.MaxStepMs = 0 })
+	const fresh, reply = 20, 24
+	convs := make([][]int, sessions)
+	for i := range convs {
+		convs[i] = prompt(uint64(90+i), 40+7*i, m.Vocab)
+	}
+	for turn := range turns {
+		var chans []<-chan Event
+		for i := range convs {
+			ch, err := e.Submit(context.Background(), Request{Prompt: convs[i], MaxTokens: reply, IgnoreEOS: true, Session: fmt.Sprint(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			chans = append(chans, ch)
+		}
+		var results []result
+		for _, ch := range chans {
+			results = append(results, collect(ch))
+		}
+		// Generate runs after the engine's steps: the two share the model's
+		// step buffers.
+		for i, r := range results {
+			want := hybridWant(t, m, [][]int{convs[i]})[0]
+			if d := cmp.Diff(want, r.ids[:len(want)]); d != "" { // Generate stops at an end token
+				t.Fatalf("turn %d of conversation %d (-cold +resumed):\n%s", turn, i, d)
+			}
+			u := r.finish.Usage
+			if turn > 0 {
+				if u.ComputedTokens > fresh+1+16 {
+					t.Errorf("turn %d of conversation %d prefilled %d tokens, want at most %d", turn, i, u.ComputedTokens, fresh+1+16)
+				}
+				if m.RecurrentLayers() > 0 && (u.Checkpoint == nil || u.Checkpoint.At != "decode") {
+					t.Errorf("turn %d of conversation %d resumed from %+v, want the last turn's decode", turn, i, u.Checkpoint)
+				}
+			}
+			convs[i] = append(append(slices.Clone(convs[i]), r.ids...), prompt(uint64(200+10*turn+i), fresh, m.Vocab)[1:]...)
+		}
+	}
+	waitIdle(t, e)
+}
+
 // TestHybridPreemption: a recurrent model under KV pressure preempts
-// requests and recomputes them from position 0, exactly.
+// requests, which resume from a checkpoint still kept or recompute from
+// position 0, with the ids they have alone.
 func TestHybridPreemption(t *testing.T) {
 	m := hybridModel(t, "qwen35")
 	var prompts [][]int

@@ -19,7 +19,7 @@ type memoryPlan struct {
 	layout    model.KVLayout
 	pageBytes int64
 	pages     int
-	slots     int // recurrent state slots (1, unused, for a model without them)
+	slots     int // recurrent state slots: sequences that run at once (1, unused, for a model without them)
 	stateMem  int64
 	budget    int64 // KVMemory, Auto resolved
 	capacity  int   // tokens of the longest sequence the pages hold alone
@@ -33,15 +33,20 @@ func planMemory(m *model.Model, opt Options) (memoryPlan, error) {
 	}
 	p := memoryPlan{layout: lay, slots: 1, budget: opt.KVMemory,
 		pageBytes: int64(2 * lay.Tensors * opt.BlockSize * m.KVType.RowBytes(m.KVDim()))}
-	if m.RecurrentLayers() > 0 {
+	if opt.KVBlocks == 0 && p.budget == Auto {
+		p.budget = min(availableMemory()/5, 4<<30)
+	}
+	if state := int64(m.StateBytes()); state > 0 {
 		p.slots = opt.MaxSeqs
-		p.stateMem = int64(m.StateBytes()) * int64(opt.MaxSeqs)
+		if opt.KVBlocks == 0 {
+			// NOTE: the states take at most half the memory: a model of
+			// large states runs fewer sequences at once rather than none.
+			p.slots = int(min(int64(opt.MaxSeqs), max(1, p.budget/2/state)))
+		}
+		p.stateMem = state * int64(p.slots)
 	}
 	p.pages = opt.KVBlocks * groups // KVBlocks: blocks of every group
 	if p.pages == 0 {
-		if p.budget == Auto {
-			p.budget = min(availableMemory()/5, 4<<30)
-		}
 		p.pages = int((p.budget - p.stateMem) / p.pageBytes)
 	}
 	if p.pages < 2*groups {
@@ -50,6 +55,15 @@ func planMemory(m *model.Model, opt Options) (memoryPlan, error) {
 	}
 	p.capacity = capacityTokens(p.pages, opt.BlockSize, lay.Groups, opt.MaxContext)
 	return p, nil
+}
+
+// running is how many sequences may run at once: MaxSeqs, or fewer when
+// the recurrent states that fit are fewer.
+func (p memoryPlan) running(opt Options) int {
+	if p.stateMem > 0 {
+		return min(opt.MaxSeqs, p.slots)
+	}
+	return opt.MaxSeqs
 }
 
 // capacityTokens is the longest sequence that pages hold alone: a page
@@ -124,8 +138,8 @@ func (p memoryPlan) report(w io.Writer, m *model.Model, opt Options) {
 			}
 		}
 		if p.stateMem > 0 {
-			fmt.Fprintf(w, "; recurrent: %s, %d state slots (%.1f MiB), checkpoints of %s",
-				plural(m.RecurrentLayers(), "layer"), p.slots, mib(p.stateMem), plural((m.StateBytes()+int(p.pageBytes)-1)/int(p.pageBytes), "page"))
+			fmt.Fprintf(w, "; recurrent: %s, %d state slots (%.1f MiB: at most %d sequences at once), checkpoints of %s",
+				plural(m.RecurrentLayers(), "layer"), p.slots, mib(p.stateMem), p.slots, plural((m.StateBytes()+int(p.pageBytes)-1)/int(p.pageBytes), "page"))
 		}
 	}
 	fmt.Fprintln(w)

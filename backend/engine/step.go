@@ -223,7 +223,7 @@ func (e *Engine) prefillOrder() []*seq {
 			cands = append(cands, s)
 		}
 	}
-	room := e.opt.MaxSeqs - len(e.running)
+	room := e.mem.running(e.opt) - len(e.running)
 	for _, s := range e.waiting {
 		if room <= 0 {
 			break
