@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -98,6 +99,53 @@ func TestStateSlotsFitMemory(t *testing.T) {
 	}
 	if n := most.Load(); n > 5 || n < 2 {
 		t.Fatalf("%d sequences ran at once with 5 state slots", n)
+	}
+	waitIdle(t, e)
+}
+
+// TestCheckpointPlaces: on qwen35, where a prompt keeps checkpoints and
+// where a later one resumes: the second of two prompts sharing a
+// 100-token prefix stops its prefill at the end of the blocks they share
+// (a branch point), so a third resumes there; a 400-token prompt
+// prefilled 128 tokens a step keeps one at each chunk end (a quarter of
+// it apart) and at its end, so a prompt sharing its first 300 tokens
+// resumes after 256. Each gets Generate's ids.
+func TestCheckpointPlaces(t *testing.T) {
+	m := hybridModel(t, "qwen35")
+	shared := prompt(500, 100, m.Vocab)
+	long := prompt(501, 400, m.Vocab)
+	ps := [][]int{
+		append(slices.Clone(shared), prompt(502, 31, m.Vocab)[1:]...),
+		append(slices.Clone(shared), prompt(503, 31, m.Vocab)[1:]...),
+		append(slices.Clone(shared), prompt(504, 31, m.Vocab)[1:]...),
+		long,
+		append(slices.Clone(long[:300]), prompt(505, 21, m.Vocab)[1:]...),
+	}
+	want := hybridWant(t, m, ps)
+	e := newEngine(t, m, func(o *Options) { o.PrefillSolo, o.MaxStepMs = 128, 0 })
+	for i, tc := range []struct {
+		at       string
+		position int
+	}{{"", 0}, {"", 0}, {"branch", 96}, {"", 0}, {"chunk", 256}} {
+		r := run(t, e, greedy(ps[i], 8))
+		if d := cmp.Diff(want[i][:min(8, len(want[i]))], r.ids[:min(8, len(want[i]))]); d != "" {
+			t.Fatalf("prompt %d (-generate +engine):\n%s", i, d)
+		}
+		u := r.finish.Usage
+		if got := u.Checkpoint; tc.at != "" && (got == nil || got.At != tc.at || got.Position != tc.position || u.ReusedTokens != tc.position) {
+			t.Errorf("prompt %d resumed from %+v after %d tokens, want %s at %d", i, got, u.ReusedTokens, tc.at, tc.position)
+		}
+		t.Logf("prompt %d: %d tokens, resumed from %+v", i, len(ps[i]), u.Checkpoint)
+	}
+	var long4 []int
+	for _, ck := range e.cache.states.byKey {
+		if ck.req == 4 && ck.at != "decode" {
+			long4 = append(long4, ck.pos)
+		}
+	}
+	slices.Sort(long4)
+	if d := cmp.Diff([]int{128, 256, 384, 400}, long4); d != "" {
+		t.Errorf("the long prompt's checkpoints (-want +got):\n%s", d)
 	}
 	waitIdle(t, e)
 }
