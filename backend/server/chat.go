@@ -12,6 +12,7 @@ import (
 	"jspark/backend/chat"
 	"jspark/backend/engine"
 	"jspark/backend/grammar"
+	"jspark/backend/usage"
 )
 
 // ChatRequest is the body of POST /v1/chat/completions.
@@ -226,35 +227,16 @@ type ChoiceLogprobs struct {
 
 // Usage is the OpenAI usage object with cache details.
 type Usage struct {
-	PromptTokens        int            `json:"prompt_tokens"`
-	CompletionTokens    int            `json:"completion_tokens"`
-	TotalTokens         int            `json:"total_tokens"`
-	PromptTokensDetails PromptDetails  `json:"prompt_tokens_details"`
-	Jspark              *JsparkDetails `json:"jspark,omitempty"`
+	PromptTokens        int           `json:"prompt_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	TotalTokens         int           `json:"total_tokens"`
+	PromptTokensDetails PromptDetails `json:"prompt_tokens_details"`
+	Jspark              *usage.Jspark `json:"jspark,omitempty"`
 }
 
 // PromptDetails carries cached_tokens.
 type PromptDetails struct {
 	CachedTokens int `json:"cached_tokens"`
-}
-
-// JsparkDetails adds the reuse bound, where the request's time went (by
-// the engine's clock), when it reused less than earlier requests had
-// committed, where its prompt diverged, and for a hybrid model where it
-// resumed.
-type JsparkDetails struct {
-	CommittedTokens int                `json:"committed_tokens"`
-	Preemptions     int                `json:"preemptions"`
-	ReusedTokens    int                `json:"reused_tokens"`
-	ComputedTokens  int                `json:"computed_tokens"`
-	Timing          engine.Timing      `json:"timing"`
-	Divergence      *engine.Divergence `json:"divergence,omitempty"`
-	// Checkpoint, for a model with recurrent or sliding-window layers, is
-	// where the prompt resumed and from what.
-	Checkpoint *engine.Checkpoint `json:"checkpoint,omitempty"`
-	// Session is the key the engine retained the request's blocks under
-	// (X-Session-Id, else user); absent without one.
-	Session string `json:"session,omitempty"`
 }
 
 // sessionOf is the request's session key for the engine's retention: the
@@ -264,13 +246,21 @@ func sessionOf(c echo.Context, user string) string {
 	return cmp.Or(c.Request().Header.Get("X-Session-Id"), user)
 }
 
+// usageOf is the engine's usage as the wire carries it (usage.jspark is
+// the runner's contract: the engine's names stay the engine's).
 func usageOf(u engine.Usage) *Usage {
+	t := u.Timing
+	j := &usage.Jspark{CommittedTokens: u.CommittedTokens, Preemptions: u.Preemptions, ReusedTokens: u.ReusedTokens, ComputedTokens: u.ComputedTokens,
+		Timing: usage.Timing{QueuedSec: t.QueuedSec, PrefillSec: t.PrefillSec, DecodeSec: t.DecodeSec, PreemptedSec: t.PreemptedSec}, Session: u.Session}
+	if d := u.Divergence; d != nil {
+		j.Divergence = &usage.Divergence{Req: d.Req, Reason: d.Reason, Position: d.Position, Token: d.Token, Was: d.Was, Text: d.Text, WasText: d.WasText}
+	}
+	if c := u.Checkpoint; c != nil {
+		j.Checkpoint = &usage.Checkpoint{Position: c.Position, Cached: c.Cached, Kind: c.Kind, Req: c.Req, At: c.At}
+	}
 	return &Usage{
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
-		PromptTokensDetails: PromptDetails{CachedTokens: u.CachedTokens},
-		Jspark: &JsparkDetails{CommittedTokens: u.CommittedTokens, Preemptions: u.Preemptions,
-			ReusedTokens: u.ReusedTokens, ComputedTokens: u.ComputedTokens, Timing: u.Timing, Divergence: u.Divergence,
-			Checkpoint: u.Checkpoint, Session: u.Session},
+		PromptTokensDetails: PromptDetails{CachedTokens: u.CachedTokens}, Jspark: j,
 	}
 }
 

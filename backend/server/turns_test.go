@@ -14,6 +14,7 @@ import (
 	"jspark/backend/engine"
 	"jspark/backend/gguf"
 	jmodel "jspark/backend/model"
+	"jspark/backend/usage"
 	"jspark/kernels/cpu"
 	"jspark/kernels/quant"
 )
@@ -52,7 +53,7 @@ func hybridSynth(tb testing.TB, arch string, context int) *jmodel.Model {
 
 // completeIDs posts a greedy completion of the prompt ids and returns its
 // text, its usage.jspark and how long the response took.
-func completeIDs(tb testing.TB, url string, ids []int, maxTokens int, salt string) (string, JsparkDetails, time.Duration) {
+func completeIDs(tb testing.TB, url string, ids []int, maxTokens int, salt string) (string, usage.Jspark, time.Duration) {
 	tb.Helper()
 	body, _ := json.Marshal(map[string]any{"prompt": ids, "max_tokens": maxTokens, "temperature": 0, "ignore_eos": true,
 		"cache_salt": salt, "user": "agent"})
@@ -69,7 +70,7 @@ func completeIDs(tb testing.TB, url string, ids []int, maxTokens int, salt strin
 			Text string `json:"text"`
 		} `json:"choices"`
 		Usage struct {
-			Jspark *JsparkDetails `json:"jspark"`
+			Jspark *usage.Jspark `json:"jspark"`
 		} `json:"usage"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil || len(r.Choices) != 1 || r.Usage.Jspark == nil {

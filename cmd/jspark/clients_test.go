@@ -33,8 +33,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"jspark/agent"
-	"jspark/backend/engine"
+	"jspark/agent/external"
 	"jspark/backend/model"
 	"jspark/backend/tokenizer"
 	"jspark/kernels/quant"
@@ -93,8 +92,9 @@ func clientServer(t *testing.T, family, template string) string {
 	if err := w.WriteFile(path); err != nil {
 		t.Fatal(err)
 	}
-	o := &EngineFlags{Model: path, ChatTemplateFile: "../../backend/chat/testdata/templates/" + template, ReasoningFormat: "auto",
-		KVType: "f32", KVMemMiB: 512, Options: engine.DefaultOptions()}
+	o := new(EngineFlags)
+	*o = defaultEngineFlags()
+	o.Model, o.ChatTemplateFile, o.KVMemMiB = path, "../../backend/chat/testdata/templates/"+template, 512
 	e, sopt, closeEngine, err := openEngine(o, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func (w *teeWriter) Flush() {
 var markup = []string{"<tool_call>", "</tool_call>", "<function=", "<parameter=", "<|channel|>", "<|message|>", "<|start|>", "<|constrain|>", "<|call|>", "<|end|>"}
 
 // installClient installs kind@version into the agent cache.
-func installClient(t *testing.T, kind, version string) *agent.Installation {
+func installClient(t *testing.T, kind, version string) *external.Installation {
 	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -271,7 +271,7 @@ func installClient(t *testing.T, kind, version string) *agent.Installation {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	in, err := agent.Install(ctx, recipes.Agent{Kind: kind, Version: version}, agent.DefaultAgentCache(), io.Discard)
+	in, err := external.Install(ctx, recipes.Agent{Kind: kind, Version: version}, external.DefaultCache(), io.Discard)
 	if err != nil {
 		t.Skipf("installing %s %s: %v", kind, version, err)
 	}

@@ -1,4 +1,4 @@
-package agent
+package external
 
 import (
 	"encoding/json"

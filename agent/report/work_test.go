@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"strings"
@@ -6,26 +6,27 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"jspark/agent"
+	"jspark/agent/metrics"
+	"jspark/agent/record"
 )
 
 // The combined Work table prints what it is given, row per target and
 // round, an unmeasured TTFT as "–", and reads back through ParseTable.
 func TestWorkTable(t *testing.T) {
 	ttft := 2.1194
-	round := func(name string, s agent.Summary) *agent.RoundResult {
-		return &agent.RoundResult{Name: name, Summary: s}
+	round := func(name string, s record.Summary) *record.Round {
+		return &record.Round{Name: name, Summary: s}
 	}
-	res := &WorkResults{Recipe: "work", Window: 180, Targets: []WorkTarget{
-		{Name: "L4", Kind: "boot", WorkResult: &agent.WorkResult{Rounds: []*agent.RoundResult{
-			round("c3-first", agent.Summary{BackendTokS: 80.7, InitialTTFT: &ttft, ToolCalls: 26, CountedBy: "engine"}),
-			round("c3-repeat", agent.Summary{BackendTokS: 79.544, PendingAtCut: 3, WaitingMax: 2, CountedBy: "engine"}),
+	res := &record.WorkTargets{Recipe: "work", Window: 180, Targets: []record.WorkTarget{
+		{Name: "L4", Kind: "boot", Work: &record.Work{Rounds: []*record.Round{
+			round("c3-first", record.Summary{BackendTokS: 80.7, InitialTTFT: &ttft, ToolCalls: 26, CountedBy: metrics.ByEngine}),
+			round("c3-repeat", record.Summary{BackendTokS: 79.544, PendingAtCut: 3, WaitingMax: 2, CountedBy: metrics.ByEngine}),
 		}}},
-		{Name: "Tony", Kind: "endpoint", WorkResult: &agent.WorkResult{Rounds: []*agent.RoundResult{
-			round("c3-first", agent.Summary{BackendTokS: 76.36, RunningMax: 3, Preemptions: 1, CountedBy: "prometheus"}),
+		{Name: "Tony", Kind: "endpoint", Work: &record.Work{Rounds: []*record.Round{
+			round("c3-first", record.Summary{BackendTokS: 76.36, RunningMax: 3, Preemptions: 1, CountedBy: metrics.ByPrometheus}),
 		}}},
 	}}
-	tb := WorkTable(res)
+	tb := Targets(res)
 	var b strings.Builder
 	tb.Write(&b)
 	got, ok := ParseTable(b.String(), "Work: 2 backends, c3-first, c3-repeat")

@@ -1,4 +1,4 @@
-package agent
+package external
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"jspark/agent/record"
 	"jspark/recipes"
 )
 
@@ -27,10 +28,10 @@ type Installation struct {
 	Entry string // the agent's entry script, run with Node
 }
 
-// DefaultAgentCache is where agents are installed: a system cache folder when
+// DefaultCache is where agents are installed: a system cache folder when
 // running as root (the sandbox's own uid must be able to read it, and root's
 // home is closed), the user's cache folder otherwise.
-func DefaultAgentCache() string {
+func DefaultCache() string {
 	if os.Getuid() == 0 {
 		return "/var/cache/jspark/agents"
 	}
@@ -84,7 +85,7 @@ func Install(ctx context.Context, a recipes.Agent, cache string, log io.Writer) 
 		cmd := exec.CommandContext(ictx, npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error", def.pkg+"@"+a.Version)
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("npm install %s@%s: %v\n%s", def.pkg, a.Version, err, clip(strings.TrimSpace(string(out))))
+			return nil, fmt.Errorf("npm install %s@%s: %v\n%s", def.pkg, a.Version, err, record.Clip(strings.TrimSpace(string(out))))
 		}
 		if v := installedVersion(dir, def.pkg); v != a.Version {
 			return nil, fmt.Errorf("npm install %s@%s left version %q in %s", def.pkg, a.Version, v, dir)
@@ -148,4 +149,5 @@ func readableByAll(p string) error {
 	}
 }
 
-var errNoEngine = errors.New("an external agent runs against the in-process engine (its requests are recorded from the server side): leave out --endpoint")
+// ErrNoEngine refuses an external agent on an endpoint.
+var ErrNoEngine = errors.New("an external agent runs against the in-process engine (its requests are recorded from the server side): leave out --endpoint")

@@ -1,9 +1,11 @@
-package agent
+package record
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestUnmeasuredTTFTIsNull: a request with no first output writes "ttft":
@@ -26,4 +28,23 @@ func TestUnmeasuredTTFTIsNull(t *testing.T) {
 			t.Errorf("%s read back as %+v (%v)", b, back, err)
 		}
 	}
+}
+
+func TestClipKeepsHeadAndTail(t *testing.T) {
+	s := strings.Repeat("é", Limit) // two bytes a rune: cuts land inside runes
+	c := Clip(s)
+	if !strings.HasPrefix(c, "éé") || !strings.HasSuffix(c, "éé") || !strings.Contains(c, fmt.Sprintf(" of %d bytes left out", len(s))) || !json.Valid(mustJSON(c)) {
+		t.Errorf("clip: %d bytes: %.40q … %.40q", len(c), c, c[len(c)-40:])
+	}
+	if !utf8.ValidString(c) || len(c) > Limit+100 {
+		t.Errorf("clip cut a rune or kept too much (%d bytes)", len(c))
+	}
+	if Clip("short") != "short" {
+		t.Error("a short text is clipped")
+	}
+}
+
+func mustJSON(s string) []byte {
+	b, _ := json.Marshal(s)
+	return b
 }

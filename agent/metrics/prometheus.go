@@ -1,7 +1,8 @@
-package agent
+package metrics
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,29 +13,7 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// Counters are a backend's serving counters at one moment.
-type Counters struct {
-	Generation  float64 `json:"generation_tokens"` // accepted output tokens, cumulative
-	Running     float64 `json:"running"`
-	Waiting     float64 `json:"waiting"`
-	Preemptions float64 `json:"preemptions"` // cumulative
-	PrefixHits  float64 `json:"prefix_hits"` // prompt tokens found in the prefix cache, cumulative
-}
-
-// Source reads a backend's counters.
-type Source interface {
-	Read(ctx context.Context) (Counters, error)
-	Kind() string // "engine", "prometheus" or "stream"
-}
-
-// FuncSource reads an in-process engine.
-type FuncSource func() Counters
-
-func (f FuncSource) Read(context.Context) (Counters, error) { return f(), nil }
-func (FuncSource) Kind() string                             { return "engine" }
-
-// Prometheus reads an endpoint's /metrics with vLLM's metric names, which
-// jspark serve exports too.
+// Prometheus reads an endpoint's /metrics with vLLM's metric names.
 type Prometheus struct {
 	URL    string
 	APIKey string // sent as a bearer key: servers that require one for /v1 may for /metrics too
@@ -50,14 +29,15 @@ const (
 	metricPrefixHits  = "vllm:prefix_cache_hits_total"
 )
 
-// maxMetricsBytes bounds one /metrics page (vLLM's is tens of KiB).
-const maxMetricsBytes = 16 << 20
+// maxPageBytes bounds one /metrics page (vLLM's is tens of KiB); a var
+// so that a test can lower it.
+var maxPageBytes int64 = 16 << 20
 
 // readTimeout bounds one reading: a backend that stops answering costs the
 // round a missed sample, never its end.
 const readTimeout = 2 * time.Second
 
-func (p *Prometheus) Kind() string { return "prometheus" }
+func (p *Prometheus) Kind() Kind { return ByPrometheus }
 
 func (p *Prometheus) Read(ctx context.Context) (Counters, error) {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
@@ -78,7 +58,10 @@ func (p *Prometheus) Read(ctx context.Context) (Counters, error) {
 		return Counters{}, fmt.Errorf("%s: %s", p.URL, resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(bounded(resp.Body, maxMetricsBytes, fmt.Errorf("%s is over %d bytes", p.URL, maxMetricsBytes)))
+	fams, err := parser.TextToMetricFamilies(http.MaxBytesReader(nil, resp.Body, maxPageBytes))
+	if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
+		return Counters{}, fmt.Errorf("%s is over %d bytes", p.URL, maxPageBytes)
+	}
 	if err != nil {
 		return Counters{}, fmt.Errorf("%s: %w", p.URL, err)
 	}
@@ -109,8 +92,8 @@ func sum(f *dto.MetricFamily) float64 {
 	return s
 }
 
-// MetricsURL is where an OpenAI base URL's server keeps /metrics (vLLM and
+// URL is where an OpenAI base URL's server keeps /metrics (vLLM and
 // jspark: at the root, beside /v1).
-func MetricsURL(base string) string {
+func URL(base string) string {
 	return strings.TrimSuffix(strings.TrimSuffix(base, "/"), "/v1") + "/metrics"
 }

@@ -1,4 +1,4 @@
-package agent
+package external
 
 import (
 	"bytes"
@@ -18,17 +18,40 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"github.com/sashabaranov/go-openai/jsonschema"
 
+	"jspark/agent/record"
 	"jspark/backend/engine"
 	"jspark/backend/model"
 	"jspark/backend/server"
 	"jspark/kernels/cpu"
 )
 
-// The recorder in front of the real engine's server records what a client
-// (here a scripted one standing in for an external agent) did: the server's
-// times and token counts, the calls its outputs made, their exit codes from
-// the agent's next history, a call the agent added itself, and an error.
-func TestRecorderRecordsFromTheServerSide(t *testing.T) {
+// merge adds a streamed delta to the message, as a client assembles it.
+func merge(m *openai.ChatCompletionMessage, d openai.ChatCompletionStreamChoiceDelta) {
+	m.Content += d.Content
+	for _, tc := range d.ToolCalls {
+		i := len(m.ToolCalls)
+		if tc.Index != nil {
+			i = *tc.Index
+		}
+		for len(m.ToolCalls) <= i {
+			m.ToolCalls = append(m.ToolCalls, openai.ToolCall{Type: openai.ToolTypeFunction})
+		}
+		c := &m.ToolCalls[i]
+		if tc.ID != "" {
+			c.ID = tc.ID
+		}
+		c.Function.Name += tc.Function.Name
+		c.Function.Arguments += tc.Function.Arguments
+	}
+}
+
+// recorderOnEngine is a recorder (session key r/s0) in front of the real
+// engine's server, whose first handler returns only after the second
+// request arrived: a streaming client has its answer at [DONE], before the
+// handler ends, and a fast agent's next request may name the calls first.
+// It returns the trajectory and the steps reported; at the test's end it
+// checks that every request reached the server with the recorder's key.
+func recorderOnEngine(t *testing.T) (*recorder, *bytes.Buffer, func() []record.Request) {
 	m, _, err := model.Open("", cpu.New(2))
 	if err != nil {
 		t.Fatal(err)
@@ -39,12 +62,7 @@ func TestRecorderRecordsFromTheServerSide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
-	var traj bytes.Buffer
-	start := time.Now()
-	// The first handler returns only after the second request arrived: a
-	// streaming client has its answer at [DONE], before the handler ends,
-	// and a fast agent's next request may name the calls first.
+	t.Cleanup(e.Close)
 	api := server.New(e, server.DefaultOptions()).Handler()
 	second := make(chan struct{})
 	var served atomic.Int32
@@ -64,48 +82,52 @@ func TestRecorderRecordsFromTheServerSide(t *testing.T) {
 			}
 		}
 	})
-	rec := newRecorder(slow, "s0", start, func() bool { return false }, &traj)
+	var traj bytes.Buffer
+	rec := newRecorder(slow, "s0", time.Now(), func() bool { return false }, &traj)
 	rec.key = "r/s0"
-	defer func() {
+	t.Cleanup(func() {
 		keys.Range(func(n, key any) bool {
 			if key != "r/s0" {
 				t.Errorf("request %v reached the server with X-Session-Id %q, want the recorder's r/s0", n, key)
 			}
 			return true
 		})
-	}()
+	})
 	var (
 		stepMu sync.Mutex
-		steps  []Request
+		steps  []record.Request
 	)
-	rec.onStep = func(r *Request) {
+	rec.onStep = func(r *record.Request) {
 		stepMu.Lock()
 		steps = append(steps, *r)
 		stepMu.Unlock()
 	}
-	srv := httptest.NewServer(rec)
-	defer srv.Close()
-	cfg := openai.DefaultConfig("")
-	cfg.BaseURL = srv.URL + "/v1"
-	client := openai.NewClientWithConfig(cfg)
-	ctx := context.Background()
+	return rec, &traj, func() []record.Request {
+		stepMu.Lock()
+		defer stepMu.Unlock()
+		return append([]record.Request(nil), steps...)
+	}
+}
 
-	bash := openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{Name: "bash",
-		Parameters: jsonschema.Definition{Type: jsonschema.Object, Required: []string{"command"}, Properties: map[string]jsonschema.Definition{"command": {Type: jsonschema.String}}}}}
-	msgs := []openai.ChatCompletionMessage{{Role: "system", Content: "You are a coding agent."}, {Role: "user", Content: "List the files."}}
-	stream := func(req openai.ChatCompletionRequest) (openai.ChatCompletionMessage, *openai.Usage, error) {
+// chatStreamer streams chat requests to base as a client would, and
+// returns the assembled reply and the usage.
+func chatStreamer(t *testing.T, base string) func(openai.ChatCompletionRequest) (openai.ChatCompletionMessage, *openai.Usage, error) {
+	cfg := openai.DefaultConfig("")
+	cfg.BaseURL = base
+	client := openai.NewClientWithConfig(cfg)
+	return func(req openai.ChatCompletionRequest) (openai.ChatCompletionMessage, *openai.Usage, error) {
 		req.Stream, req.StreamOptions = true, &openai.StreamOptions{IncludeUsage: true}
-		st, err := client.CreateChatCompletionStream(ctx, req)
+		st, err := client.CreateChatCompletionStream(context.Background(), req)
 		if err != nil {
 			return openai.ChatCompletionMessage{}, nil, err
 		}
 		defer st.Close()
-		a := newAssembler()
+		a := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant}
 		var u *openai.Usage
 		for {
 			ch, err := st.Recv()
 			if errors.Is(err, io.EOF) {
-				return a.message(0), u, nil
+				return a, u, nil
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -114,10 +136,24 @@ func TestRecorderRecordsFromTheServerSide(t *testing.T) {
 				u = ch.Usage
 			}
 			for _, c := range ch.Choices {
-				a.choice(c)
+				merge(&a, c.Delta)
 			}
 		}
 	}
+}
+
+// The recorder in front of the real engine's server records what a client
+// (here a scripted one standing in for an external agent) did: the server's
+// times and token counts, the calls its outputs made, their exit codes from
+// the agent's next history, a call the agent added itself, and an error.
+func TestRecorderRecordsFromTheServerSide(t *testing.T) {
+	rec, traj, steps := recorderOnEngine(t)
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	stream := chatStreamer(t, srv.URL+"/v1")
+	bash := openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{Name: "bash",
+		Parameters: jsonschema.Definition{Type: jsonschema.Object, Required: []string{"command"}, Properties: map[string]jsonschema.Definition{"command": {Type: jsonschema.String}}}}}
+	msgs := []openai.ChatCompletionMessage{{Role: "system", Content: "You are a coding agent."}, {Role: "user", Content: "List the files."}}
 	seed := 1
 	reply, u1, err := stream(openai.ChatCompletionRequest{Messages: msgs, Tools: []openai.Tool{bash}, ToolChoice: "required", MaxTokens: 60, Seed: &seed})
 	if err != nil || len(reply.ToolCalls) != 1 {
@@ -141,19 +177,30 @@ func TestRecorderRecordsFromTheServerSide(t *testing.T) {
 	// step: Close waits for every handler.
 	srv.Close()
 	got := rec.requests()
-	stepMu.Lock()
-	defer stepMu.Unlock()
-	if len(got) != 3 || len(steps) != 3 {
-		t.Fatalf("%d requests, %d steps", len(got), len(steps))
+	if len(got) != 3 || len(steps()) != 3 {
+		t.Fatalf("%d requests, %d steps", len(got), len(steps()))
 	}
 	two := 2
-	wantCalls := []Call{
+	wantCalls := []record.Call{
 		{ID: made.ID, Name: "bash", Args: made.Function.Arguments, ArgsBytes: len(made.Function.Arguments), ExitCode: &two},
 		{ID: "own-1", Name: "read", Args: `{"path":"a"}`, ArgsBytes: 12},
 	}
 	if d := cmp.Diff(wantCalls, got[0].Calls); d != "" {
 		t.Errorf("first request's calls (-want +got):\n%s", d)
 	}
+	recordedAsServed(t, got, u1, u2)
+	var first map[string]any
+	if json.Unmarshal(rec.first, &first) != nil || first["tool_choice"] != "required" {
+		t.Errorf("first payload %s", rec.first)
+	}
+	secondStepHistory(t, traj.String(), made.ID)
+}
+
+// recordedAsServed: the two served requests have the client's usage, times
+// in order and the engine's timing; the refused third has an HTTP error and
+// no timing or TTFT.
+func recordedAsServed(t *testing.T, got []record.Request, u1, u2 *openai.Usage) {
+	t.Helper()
 	for i, u := range []*openai.Usage{u1, u2} {
 		q := got[i]
 		if q.Turn != i || q.PromptTokens != u.PromptTokens || q.CompletionTokens != u.CompletionTokens || q.CachedTokens != u.PromptTokensDetails.CachedTokens || q.Error != "" {
@@ -175,13 +222,16 @@ func TestRecorderRecordsFromTheServerSide(t *testing.T) {
 	if q := got[2]; !strings.HasPrefix(q.Error, "HTTP 400: ") || !strings.Contains(q.Error, "maximum context length") || q.TTFT != -1 {
 		t.Errorf("refused request: %+v", q)
 	}
-	var first map[string]any
-	if json.Unmarshal(rec.first, &first) != nil || first["tool_choice"] != "required" {
-		t.Errorf("first payload %s", rec.first)
-	}
+}
+
+// secondStepHistory: the trajectory has three lines, and the second
+// request's holds what the agent sent new: its reply with both calls, then
+// both results.
+func secondStepHistory(t *testing.T, traj, madeID string) {
+	t.Helper()
 	// Lines are written as handlers end, which need not be arrival order
 	// (the refused request may end before the second one's handler).
-	lines := strings.Split(strings.TrimSpace(traj.String()), "\n")
+	lines := strings.Split(strings.TrimSpace(traj), "\n")
 	var st externalStep
 	for _, l := range lines {
 		var s externalStep
@@ -190,9 +240,9 @@ func TestRecorderRecordsFromTheServerSide(t *testing.T) {
 		}
 	}
 	if len(lines) != 3 || st.Request == nil {
-		t.Fatalf("trajectory:\n%s", traj.String())
+		t.Fatalf("trajectory:\n%s", traj)
 	}
-	if len(st.History) != 3 || st.History[0].Role != "assistant" || len(st.History[0].Calls) != 2 || st.History[1].CallID != made.ID || st.History[2].Text != "hello" {
+	if len(st.History) != 3 || st.History[0].Role != "assistant" || len(st.History[0].Calls) != 2 || st.History[1].CallID != madeID || st.History[2].Text != "hello" {
 		t.Errorf("second step's history %+v", st.History)
 	}
 }
@@ -205,7 +255,7 @@ func TestResponsesHistory(t *testing.T) {
 	items := parseHistory([]byte(body))
 	want := []historyItem{
 		{Role: "user", Text: "fix it"},
-		{Role: "assistant", Calls: []Call{{ID: "c1", Name: "shell", Args: `{"command":["ls"]}`, ArgsBytes: 18}}},
+		{Role: "assistant", Calls: []record.Call{{ID: "c1", Name: "shell", Args: `{"command":["ls"]}`, ArgsBytes: 18}}},
 		{Role: "tool", Text: `{"output":"x","metadata":{"exit_code":1}}`, CallID: "c1"},
 	}
 	if d := cmp.Diff(want, items); d != "" {

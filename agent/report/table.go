@@ -1,7 +1,8 @@
-package bench
+package report
 
 import (
 	"fmt"
+	"html"
 	"io"
 	"strings"
 	"unicode/utf8"
@@ -17,7 +18,8 @@ type Table struct {
 	Note    string     `json:"note,omitempty"`
 }
 
-func (t *Table) add(cells ...string) { t.Rows = append(t.Rows, cells) }
+// Add appends a row.
+func (t *Table) Add(cells ...string) { t.Rows = append(t.Rows, cells) }
 
 // Write prints the table, its columns padded so it reads on a terminal and
 // still renders as Markdown.
@@ -103,4 +105,21 @@ func (t *Table) Cell(row, col string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// HTML writes the table as report.html shows it: title, cells, note.
+func (t *Table) HTML(b *strings.Builder) {
+	fmt.Fprintf(b, "<h2>%s</h2><table><tr>", html.EscapeString(t.Title))
+	for _, c := range t.Columns {
+		fmt.Fprintf(b, "<th>%s</th>", html.EscapeString(c))
+	}
+	b.WriteString("</tr>")
+	for _, r := range t.Rows {
+		b.WriteString("<tr>")
+		for _, c := range r {
+			fmt.Fprintf(b, "<td>%s</td>", html.EscapeString(c))
+		}
+		b.WriteString("</tr>")
+	}
+	fmt.Fprintf(b, "</table><p class=note>%s</p>", html.EscapeString(t.Note))
 }
