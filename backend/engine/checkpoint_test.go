@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"io"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -146,6 +148,30 @@ func TestCheckpointPlaces(t *testing.T) {
 	slices.Sort(long4)
 	if d := cmp.Diff([]int{128, 256, 384, 400}, long4); d != "" {
 		t.Errorf("the long prompt's checkpoints (-want +got):\n%s", d)
+	}
+	waitIdle(t, e)
+}
+
+// TestRecurrentBudgetsHoldABlock: a recurrent model's prefill goes a
+// block at a time, so New refuses a prefill budget under a block (it
+// would never prefill) and, with budgets of exactly a block, a prompt
+// still gets Generate's ids.
+func TestRecurrentBudgetsHoldABlock(t *testing.T) {
+	m := hybridModel(t, "qwen35")
+	o := DefaultOptions()
+	o.Log, o.KVBlocks, o.PrefillMixed = io.Discard, 256, 8
+	if e, err := New(m, o); err == nil || !strings.Contains(err.Error(), "PrefillMixed 8") {
+		if e != nil {
+			e.Close()
+		}
+		t.Fatalf("New took a prefill budget of 8 tokens with blocks of 16: %v", err)
+	}
+	p := prompt(11, 70, m.Vocab)
+	want := hybridWant(t, m, [][]int{p})[0]
+	e := newEngine(t, m, func(o *Options) { o.PrefillMixed, o.PrefillSolo, o.MaxStepMs = 16, 16, 0 })
+	r := run(t, e, greedy(p, 8))
+	if d := cmp.Diff(want[:8], r.ids); d != "" {
+		t.Fatalf("a block a step (-generate +engine):\n%s", d)
 	}
 	waitIdle(t, e)
 }

@@ -176,6 +176,12 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 	if opt.ModelName == "" {
 		opt.ModelName = m.Name
 	}
+	if b := min(opt.PrefillSolo, opt.PrefillMixed); m.RecurrentLayers() > 0 && b < opt.BlockSize {
+		// A recurrent model's prefill chunks end at block boundaries
+		// (model.StateStore): a budget under a block would never prefill.
+		return nil, fmt.Errorf("engine: Options.PrefillSolo %d and PrefillMixed %d: %s has recurrent layers, whose prefill goes a block (BlockSize %d) at a time; want at least a block",
+			opt.PrefillSolo, opt.PrefillMixed, m.Arch, opt.BlockSize)
+	}
 	mem, err := planMemory(m, opt)
 	if err != nil {
 		return nil, err
