@@ -195,7 +195,7 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 		clock: newStepClock(m.Config),
 		wake:  make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
-	e.stats = newMetrics(opt.ModelName, mem.capacity, mem.pages)
+	e.stats = newMetrics(opt.ModelName, mem, opt.BlockSize)
 	e.cache = newKVCache(mem.pages, opt.BlockSize, mem.layout.Groups, e.copyBlock)
 	if m.RecurrentLayers() > 0 {
 		st := newStateCache(e.cache.pool, opt.BlockSize, mem.slots, e.kv.StatePages())

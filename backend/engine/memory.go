@@ -99,6 +99,18 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
+// windowTokens is the most tokens a sequence keeps between steps in a
+// sliding group: the blocks the widest window spans (0 without one).
+func (p memoryPlan) windowTokens(bs int) int {
+	most := 0
+	for _, g := range p.layout.Groups {
+		if g.Kind == model.SlidingWindow {
+			most = max(most, windowBlocks(g.Window, bs)*bs)
+		}
+	}
+	return most
+}
+
 // windowBlocks is the most blocks a window of w positions spans.
 func windowBlocks(w, bs int) int { return (w+bs-2)/bs + 1 }
 

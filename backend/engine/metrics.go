@@ -53,7 +53,9 @@ type gaugeCount struct {
 func (g *gaugeCount) Inc() { g.Gauge.Inc(); g.n.Add(1) }
 func (g *gaugeCount) Dec() { g.Gauge.Dec(); g.n.Add(-1) }
 
-func newMetrics(modelName string, capacityTokens, pages int) *Metrics {
+// newMetrics is the metric set of an engine whose memory is planned as mem
+// (blocks of bs tokens).
+func newMetrics(modelName string, mem memoryPlan, bs int) *Metrics {
 	reg := prometheus.NewRegistry()
 	labels := prometheus.Labels{"model_name": modelName}
 	f := func(name, help string) prometheus.Counter {
@@ -87,9 +89,15 @@ func newMetrics(modelName string, capacityTokens, pages int) *Metrics {
 			Help: "Finished requests by reason.", ConstLabels: labels}, []string{"finished_reason"}),
 	}
 	capGauge := g("jspark_kv_capacity_tokens", "KV cache capacity in tokens (the longest sequence it holds alone), computed at start.")
-	capGauge.Set(float64(capacityTokens))
+	capGauge.Set(float64(mem.capacity))
 	pagesGauge := g("jspark_kv_pages", "KV cache pages: blocks of one KV group (layers of one kind) or parts of recurrent state checkpoints.")
-	pagesGauge.Set(float64(pages))
+	pagesGauge.Set(float64(mem.pages))
+	windowGauge := g("jspark_kv_window_tokens", "Tokens a sequence keeps between steps in each sliding-window layer (the blocks its window spans), computed at start; 0 without such layers.")
+	windowGauge.Set(float64(mem.windowTokens(bs)))
+	slotsGauge := g("jspark_state_slots", "Recurrent state slots: sequences that run at once; 0 without recurrent layers.")
+	if mem.stateMem > 0 {
+		slotsGauge.Set(float64(mem.slots))
+	}
 	inUse := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "jspark_kv_pages_in_use", ConstLabels: labels,
 		Help: "KV cache pages referenced, by what they hold: full (attention), sliding (window) or state (a checkpoint being copied)."}, []string{"kind"})
 	for k := range pageKinds {
@@ -97,7 +105,7 @@ func newMetrics(modelName string, capacityTokens, pages int) *Metrics {
 	}
 	reg.MustRegister(m.running, m.waiting.Gauge, m.preemptions.Counter, m.prompt.Counter, m.generation.Counter, m.cacheQueries.Counter, m.cacheHits.Counter,
 		m.kvUsage, m.ttft, m.itl, m.specDrafted.Counter, m.specAccepted.Counter, m.sessionKeptHits.Counter,
-		m.checkpointsStored.Counter, m.checkpointsTaken.Counter, m.success, capGauge, pagesGauge, inUse)
+		m.checkpointsStored.Counter, m.checkpointsTaken.Counter, m.success, capGauge, pagesGauge, windowGauge, slotsGauge, inUse)
 	return m
 }
 

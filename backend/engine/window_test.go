@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"jspark/backend/model"
 )
@@ -105,4 +107,42 @@ func TestSlidingMemoryEngine(t *testing.T) {
 		t.Fatalf("the same prompt again reused %d tokens (%+v)", u.ReusedTokens, u.Checkpoint)
 	}
 	waitIdle(t, e)
+}
+
+// TestCapacityByKind: /metrics says at start what each layer kind holds:
+// gemma3's sliding layers a sequence's window of blocks (20 positions:
+// 3 blocks of 16), qwen35's recurrent layers a state slot per running
+// sequence, and neither the other's.
+func TestCapacityByKind(t *testing.T) {
+	for _, c := range []struct {
+		arch          string
+		window, slots float64
+	}{{"gemma3", 48, 0}, {"qwen35", 0, 64}} {
+		t.Run(c.arch, func(t *testing.T) {
+			e := newEngine(t, hybridModel(t, c.arch), nil)
+			got := gauges(t, e.Metrics().Registry)
+			if got["jspark_kv_window_tokens"] != c.window || got["jspark_state_slots"] != c.slots {
+				t.Fatalf("window %v tokens, %v state slots; want %v and %v", got["jspark_kv_window_tokens"], got["jspark_state_slots"], c.window, c.slots)
+			}
+			if got["jspark_kv_pages"] != float64(e.pool.Capacity()) || got["jspark_kv_capacity_tokens"] != float64(e.CapacityTokens()) {
+				t.Fatalf("pages %v of %d, capacity %v of %d", got["jspark_kv_pages"], e.pool.Capacity(), got["jspark_kv_capacity_tokens"], e.CapacityTokens())
+			}
+		})
+	}
+}
+
+// gauges is the value of each gauge of reg with one series, by name.
+func gauges(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if ms := f.GetMetric(); f.GetType() == dto.MetricType_GAUGE && len(ms) == 1 {
+			got[f.GetName()] = ms[0].GetGauge().GetValue()
+		}
+	}
+	return got
 }
