@@ -83,7 +83,7 @@ type queue struct{ head, tail BlockID }
 // A block is a page of the store (model.KVLayout): whichever KV group, or
 // recurrent state checkpoint, holds it, all take from the one free queue
 // in the one order above, so a checkpoint is evicted as a block released
-// when it was stored (or last taken) would be.
+// when it was stored (or last taken, or its sequence ended) would be.
 type BlockPool struct {
 	blocks []block
 	lru    queue // the free queue

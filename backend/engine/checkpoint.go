@@ -11,8 +11,9 @@ import "slices"
 // pages committed under pageKey(h, stateGroup, part) and released at
 // once, so it is evicted as the blocks are, from the head of the free
 // queue (BlockPool: a checkpoint goes where a block released when it was
-// stored, or last taken, would), and an eviction of any of its pages
-// drops it whole.
+// stored, or last taken, would; a sequence's last one is released again
+// when the sequence ends, after its blocks past it: kvCache.free), and an
+// eviction of any of its pages drops it whole.
 //
 // A sequence stores a checkpoint, once its block is committed, at:
 //   - the end of the cached chain it found beyond where it resumed (a
@@ -107,11 +108,7 @@ func (c *stateCache) take(s *seq, b, n int) (*Checkpoint, int) {
 	if ck == nil {
 		return nil, 0
 	}
-	sess := c.pool.blocks[ck.pages[0]].session
-	for _, id := range ck.pages {
-		c.pool.Ref(id)
-	}
-	c.pool.ReleaseFor(ck.pages, sess)
+	c.touch(ck, c.pool.blocks[ck.pages[0]].session)
 	if c.taken != nil {
 		c.taken.Inc()
 	}
@@ -204,6 +201,15 @@ func (c *stateCache) store(s *seq, pos int, key BlockHash, at string) *checkpoin
 		c.stored.Inc()
 	}
 	return ck
+}
+
+// touch releases a kept checkpoint's pages again, as if used just now
+// (at the tail of the free queue, or the kept one of session).
+func (c *stateCache) touch(ck *checkpoint, session string) {
+	for _, id := range ck.pages {
+		c.pool.Ref(id)
+	}
+	c.pool.ReleaseFor(ck.pages, session)
 }
 
 // stateGroup is pageKey's group for the pages of a checkpoint.

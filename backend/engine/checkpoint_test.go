@@ -175,3 +175,42 @@ func TestRecurrentBudgetsHoldABlock(t *testing.T) {
 	}
 	waitIdle(t, e)
 }
+
+// TestLastCheckpointOutlivesItsTail: when a qwen35 request ends, its last
+// checkpoint (its decode's, at 128 of 139 tokens) goes to the free queue
+// after its partial block past it and before the eight blocks it needs,
+// which go last, the first block at the tail: under pressure the cache
+// drops what no prompt can resume into, then the checkpoint, and never
+// keeps blocks that only a dropped checkpoint made useful.
+func TestLastCheckpointOutlivesItsTail(t *testing.T) {
+	m := hybridModel(t, "qwen35")
+	e := newEngine(t, m, func(o *Options) { o.KVBlocks, o.MaxStepMs = 256, 0 })
+	p := prompt(21, 100, m.Vocab)
+	r := run(t, e, greedy(p, 40))
+	waitIdle(t, e)
+	s := &seq{tokens: append(slices.Clone(p), r.ids[:39]...)}
+	e.cache.hashUpTo(s, 8)
+	ck := e.cache.states.find(s.hashes[7])
+	if ck == nil || ck.at != "decode" {
+		t.Fatalf("no decode checkpoint at 128: %+v", ck)
+	}
+	var fromTail []BlockID
+	for id := e.pool.lru.tail; id >= 0 && len(fromTail) < 8+len(ck.pages)+1; id = e.pool.blocks[id].prev {
+		fromTail = append(fromTail, id)
+	}
+	var want []BlockID
+	for b := range 8 {
+		id, ok := e.pool.Lookup(pageKey(s.hashes[b], 0, 0))
+		if !ok {
+			t.Fatalf("block %d is not cached", b)
+		}
+		want = append(want, id)
+	}
+	want = append(want, ck.pages...) // released last page first: the first at the tail
+	if d := cmp.Diff(want, fromTail[:len(want)]); d != "" {
+		t.Fatalf("the free queue from its tail (-want +got):\n%s", d)
+	}
+	if b := e.pool.blocks[fromTail[len(want)]]; b.hashed {
+		t.Fatal("before the checkpoint in the free queue: a cached page, not the request's partial block")
+	}
+}

@@ -365,20 +365,33 @@ func (c *kvCache) commit(s *seq, prefill bool) {
 // free returns s's blocks to the pool, later blocks first: committed ones
 // stay cached, and so does its last, partial block as a tail (over its
 // computed tokens); a recurrent model's slot goes back.
+//
+// For a recurrent model, s's last checkpoint is released again between
+// the blocks past it and those before it: its blocks past it serve no
+// resumption (none resumes without a checkpoint there) and are evicted
+// first, then the checkpoint, then the blocks it needs, which earlier
+// checkpoints may still use. Released when stored, the checkpoint would
+// go before them all and leave them cached for nothing.
 func (c *kvCache) free(s *seq) {
 	if f := s.computed / c.bs; c.copy != nil && s.computed%c.bs != 0 && f < len(s.tables[0]) && s.committed == f {
 		c.pool.CommitTail(s.tables[0][f], c.tailKey(s, f), s.tokens[f*c.bs:s.computed])
 	}
 	c.touch(s)
 	session := c.session(s)
+	var ck *checkpoint
+	if c.states != nil && s.ckptAt > 0 {
+		ck = c.states.find(s.hashes[s.ckptAt/c.bs-1])
+	}
 	if len(s.tables) > 0 {
-		for e := len(s.tables[0]) - 1; e >= 0; e-- {
-			for _, t := range s.tables {
-				if e < len(t) && t[e] >= 0 {
-					c.pool.ReleaseFor(t[e:e+1], session)
-				}
-			}
+		at := 0
+		if ck != nil {
+			at = min(ck.pos/c.bs, len(s.tables[0]))
 		}
+		c.release(s, at, len(s.tables[0]), session)
+		if ck != nil {
+			c.states.touch(ck, session)
+		}
+		c.release(s, 0, at, session)
 	}
 	if c.states != nil {
 		c.states.release(s)
@@ -387,6 +400,18 @@ func (c *kvCache) free(s *seq) {
 		s.tables[g], s.trimmed[g] = s.tables[g][:0], 0
 	}
 	s.computed, s.committed = 0, 0
+}
+
+// release gives back s's blocks lo to hi-1 in every group, later ones
+// first.
+func (c *kvCache) release(s *seq, lo, hi int, session string) {
+	for e := hi - 1; e >= lo; e-- {
+		for _, t := range s.tables {
+			if e < len(t) && t[e] >= 0 {
+				c.pool.ReleaseFor(t[e:e+1], session)
+			}
+		}
+	}
 }
 
 // diverged explains a prompt whose first n full blocks were cached and
