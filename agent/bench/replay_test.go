@@ -190,13 +190,12 @@ func replayFiles(t *testing.T, out string) {
 	}
 }
 
-// seen is what a scripted server received: each request's body, session
-// key and arrival.
+// seen is what a scripted server received: each request's body and
+// session key.
 type seen struct {
-	mu      sync.Mutex
-	bodies  []string
-	keys    []string
-	arrived []time.Time
+	mu     sync.Mutex
+	bodies []string
+	keys   []string
 }
 
 // writeRecording writes a run as the runner does: results.json and each
@@ -232,7 +231,6 @@ func TestReplayKeepsBodiesGapsAndCuts(t *testing.T) {
 		got.mu.Lock()
 		got.bodies = append(got.bodies, string(body))
 		got.keys = append(got.keys, r.Header.Get("X-Session-Id"))
-		got.arrived = append(got.arrived, time.Now())
 		got.mu.Unlock()
 		switch {
 		case strings.Contains(string(body), "hang"):
@@ -259,25 +257,30 @@ func TestReplayKeepsBodiesGapsAndCuts(t *testing.T) {
 	dir := writeRecording(t, w, map[string][]string{"s0-a": bodies})
 	for _, model := range []string{"old", "new"} {
 		t.Run("model "+model, func(t *testing.T) {
-			*got = seen{}
+			got.mu.Lock()
+			got.bodies, got.keys = nil, nil
+			got.mu.Unlock()
 			b := target.Backend{URL: srv.URL + "/v1", Model: model}
 			tg := Target{Name: "x", Open: func(context.Context) (target.Backend, func(), error) { return b, func() {}, nil }}
 			res, err := Replay(context.Background(), ReplayOptions{Dir: dir, Targets: []Target{tg}, GapScale: 1, Out: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i, body := range got.bodies {
+			got.mu.Lock() // the handlers' writes happen before, unseen by the race detector
+			gotBodies, gotKeys := got.bodies, got.keys
+			got.mu.Unlock()
+			for i, body := range gotBodies {
 				want := bodies[i]
 				if model == "new" {
 					want = strings.Replace(strings.Replace(want, `"model":"old",`, "", 1), `,"stream"`, `,"model":"new","stream"`, 1)
 				}
-				if body != want || got.keys[i] != "c1/s0-a" {
-					t.Errorf("request %d: %s (%s), want %s", i, body, got.keys[i], want)
+				if body != want || gotKeys[i] != "c1/s0-a" {
+					t.Errorf("request %d: %s (%s), want %s", i, body, gotKeys[i], want)
 				}
 			}
 			q := res.Rounds[0].Sessions[0].Requests
-			if len(q) != 3 || len(got.bodies) != 3 {
-				t.Fatalf("%d requests replayed, %d received", len(q), len(got.bodies))
+			if len(q) != 3 || len(gotBodies) != 3 {
+				t.Fatalf("%d requests replayed, %d received", len(q), len(gotBodies))
 			}
 			// Lower bounds only: a sleep and a hold last at least as asked.
 			if q[1].Sent-q[0].End < gap || q[1].Error == "" || q[0].Timing == nil || q[0].PromptTokens != 7 {
