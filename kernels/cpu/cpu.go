@@ -52,10 +52,10 @@ type scratch struct {
 	panel  [rowBlock * kChunk]float32
 	acc    [tokBlock * rowBlock * maxLanes]float32
 	scores []float32
-	o      []float32          // one head's output accumulator
-	s64    [64]float32        // attention scores (16 per query)
-	states [qBlock][2]float32 // attention's running max and sum, a token each
-	rope   []float32          // one token's RoPE cosines and sines
+	o      []float32    // one head's output accumulator
+	s64    [64]float32  // attention scores (16 per query)
+	states [][2]float32 // attention's running max and sum, a query each
+	rope   []float32    // one token's RoPE cosines and sines
 }
 
 var _ kernels.Kernels = (*Kernels)(nil)
