@@ -61,8 +61,9 @@ type scratch struct {
 var _ kernels.Kernels = (*Kernels)(nil)
 
 // New returns CPU kernels on threads goroutines (0 means GOMAXPROCS), with
-// the best instruction set this CPU has.
-func New(threads int) *Kernels { return newISA(threads, bestISA) }
+// the best instruction set this CPU has, or the one JSPARK_ISA names
+// (ISAEnv; New ignores a value it cannot use, Open reports it).
+func New(threads int) *Kernels { return newISA(threads, envISA) }
 
 func newISA(threads int, i isa) *Kernels {
 	if threads <= 0 {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -457,6 +458,34 @@ func BenchmarkAttendDecode(b *testing.B) {
 					b.ReportMetric(bytes/b.Elapsed().Seconds()/1e9, "GB/s")
 				})
 			}
+		}
+	}
+}
+
+// TestParseISA: JSPARK_ISA's values, in any case; a set this CPU lacks or
+// an unknown name is an error that names the variable.
+func TestParseISA(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want isa
+		err  bool
+	}{{"", bestISA, false}, {"go", isaGo, false}, {"GO", isaGo, false}, {"sse4", bestISA, true}} {
+		got, err := parseISA(c.in)
+		if got != c.want || (err != nil) != c.err {
+			t.Errorf("parseISA(%q) = %v, %v; want %v, error %v", c.in, got, err, c.want, c.err)
+		}
+		if err != nil && !strings.Contains(err.Error(), ISAEnv) {
+			t.Errorf("parseISA(%q): %v does not name %s", c.in, err, ISAEnv)
+		}
+	}
+	if bestISA >= isaAVX2 {
+		if got, err := parseISA("avx2"); got != isaAVX2 || err != nil {
+			t.Errorf("parseISA(avx2) = %v, %v", got, err)
+		}
+	}
+	if bestISA < isaAVX512 {
+		if _, err := parseISA("avx512"); err == nil {
+			t.Errorf("parseISA(avx512) on a %v CPU: no error", bestISA)
 		}
 	}
 }
