@@ -31,7 +31,15 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFields$$' -fuzztime $(FUZZTIME) ./backend/gguf
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadFields$$' -fuzztime $(FUZZTIME) ./backend/model
 	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./backend/tokenizer
+	$(GO) test -run '^$$' -fuzz '^FuzzFromHF$$' -fuzztime $(FUZZTIME) ./backend/tokenizer
 	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(FUZZTIME) ./backend/chat
+	$(GO) test -run '^$$' -fuzz '^FuzzQwen3Coder$$' -fuzztime $(FUZZTIME) ./backend/chat
+	$(GO) test -run '^$$' -fuzz '^FuzzHarmony$$' -fuzztime $(FUZZTIME) ./backend/chat
+	$(GO) test -run '^$$' -fuzz '^FuzzGLM$$' -fuzztime $(FUZZTIME) ./backend/chat
+	$(GO) test -run '^$$' -fuzz '^FuzzMistral$$' -fuzztime $(FUZZTIME) ./backend/chat
+	$(GO) test -run '^$$' -fuzz '^FuzzKimi$$' -fuzztime $(FUZZTIME) ./backend/chat
+	$(GO) test -run '^$$' -fuzz '^FuzzDeepSeek$$' -fuzztime $(FUZZTIME) ./backend/chat
+	$(GO) test -run '^$$' -fuzz '^FuzzLlama$$' -fuzztime $(FUZZTIME) ./backend/chat
 	$(GO) test -run '^$$' -fuzz '^FuzzReasoning$$' -fuzztime $(FUZZTIME) ./backend/chat
 	$(GO) test -run '^$$' -fuzz '^FuzzValidNeverPanics$$' -fuzztime $(FUZZTIME) ./backend/grammar
 	$(GO) test -run '^$$' -fuzz '^FuzzChatBody$$' -fuzztime $(FUZZTIME) ./backend/server

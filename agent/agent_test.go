@@ -15,9 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	openai "github.com/sashabaranov/go-openai"
 
+	"jspark/agent/record"
+	"jspark/agent/report"
+	"jspark/agent/target"
 	"jspark/recipes"
 )
 
@@ -96,7 +98,7 @@ rounds:
   - {name: one-repeat, repeat_of: one}
 `
 
-func runOne(t *testing.T, backend *scripted, window time.Duration) (*WorkResult, string) {
+func runOne(t *testing.T, backend *scripted, window time.Duration) (*record.Work, string) {
 	t.Helper()
 	srv := httptest.NewServer(backend)
 	defer srv.Close()
@@ -105,7 +107,7 @@ func runOne(t *testing.T, backend *scripted, window time.Duration) (*WorkResult,
 		t.Fatal(err)
 	}
 	out := t.TempDir()
-	res, err := Work(context.Background(), WorkOptions{Recipe: r, Round: "one", Backends: []Backend{{URL: srv.URL + "/v1", Model: "m"}}, Window: window, Out: out})
+	res, err := Work(context.Background(), WorkOptions{Recipe: r, Round: "one", Backends: []target.Backend{{URL: srv.URL + "/v1", Model: "m"}}, Window: window, Out: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +125,7 @@ func TestSessionRunsToolsUntilTheCut(t *testing.T) {
 	}}
 	res, out := runOne(t, b, 3*time.Second)
 	s := res.Rounds[0].Sessions[0]
-	if s.End != EndCut {
+	if s.End != record.EndCut {
 		t.Errorf("end %s, want cut", s.End)
 	}
 	if iso := res.Rounds[0].Isolation; iso == nil || iso.Root == "" || iso.Namespaces != s.Isolated {
@@ -147,7 +149,7 @@ func TestSessionRunsToolsUntilTheCut(t *testing.T) {
 	if q := s.Requests[0]; q.Timing != nil || q.ToolsSec <= 0 {
 		t.Errorf("a backend without usage.jspark: timing %+v, tools %.3f s", q.Timing, q.ToolsSec)
 	}
-	if line := WindowLine(res.Rounds[0]); !strings.HasSuffix(line, "not reported by this backend") {
+	if line := report.WindowLine(res.Rounds[0]); !strings.HasSuffix(line, "not reported by this backend") {
 		t.Errorf("window line %q", line)
 	}
 	q := s.Requests[0]
@@ -164,9 +166,14 @@ func TestSessionRunsToolsUntilTheCut(t *testing.T) {
 		t.Errorf("counts: tools %d nonzero %d api errors %d, trimmed %v", s.ToolCalls, s.NonzeroExits, s.APIErrors, s.Requests[2].Trimmed)
 	}
 
-	// What the model was sent: the tool result of bash, then the trimmed
-	// history after the context error, then the nudge after plain text.
-	got := b.got
+	sentAsScripted(t, b.got)
+	trajectoryHasEveryRequest(t, out)
+}
+
+// sentAsScripted: what the model was sent: the tool result of bash, then the
+// trimmed history after the context error, then the nudge after plain text.
+func sentAsScripted(t *testing.T, got []openai.ChatCompletionRequest) {
+	t.Helper()
 	if m := got[1].Messages[3]; m.Role != "tool" || m.ToolCallID != "c1" || m.Content != "seed\n[exit code 3]" {
 		t.Errorf("bash result message: %+v", m)
 	}
@@ -179,8 +186,12 @@ func TestSessionRunsToolsUntilTheCut(t *testing.T) {
 	if got[0].ToolChoice != "required" || len(got[0].Tools) != 3 || !got[0].Stream || !got[0].StreamOptions.IncludeUsage {
 		t.Errorf("request shape: %+v", got[0])
 	}
+}
 
-	// The trajectory has one line per request, written as they happened.
+// trajectoryHasEveryRequest: the trajectory has one line per request,
+// written as they happened, and the round's files are there.
+func trajectoryHasEveryRequest(t *testing.T, out string) {
+	t.Helper()
 	f, err := os.Open(filepath.Join(out, "one", "s0-a", "trajectory.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +218,7 @@ func TestNudgesRunOut(t *testing.T) {
 	b := &scripted{replies: []func(http.ResponseWriter, openai.ChatCompletionRequest){text("a"), text("b"), text("c")}}
 	res, _ := runOne(t, b, 10*time.Second)
 	s := res.Rounds[0].Sessions[0]
-	if s.End != EndNoToolCall || len(s.Requests) != 2 {
+	if s.End != record.EndNoToolCall || len(s.Requests) != 2 {
 		t.Errorf("end %s after %d requests, want no_tool_call after 2 (one nudge)", s.End, len(s.Requests))
 	}
 }
@@ -226,70 +237,6 @@ func TestRepeatRunsItsFirstRound(t *testing.T) {
 	}
 }
 
-func TestPrometheusSource(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `# TYPE vllm:generation_tokens_total counter
-vllm:generation_tokens_total{model_name="a"} 100
-vllm:generation_tokens_total{model_name="b"} 23
-# TYPE vllm:num_requests_running gauge
-vllm:num_requests_running{model_name="a"} 2
-# TYPE vllm:num_requests_waiting gauge
-vllm:num_requests_waiting{model_name="a"} 1
-# TYPE vllm:num_preemptions_total counter
-vllm:num_preemptions_total{model_name="a"} 4
-`)
-	}))
-	defer srv.Close()
-	p := &Prometheus{URL: MetricsURL(srv.URL + "/v1"), Client: srv.Client()}
-	c, err := p.Read(context.Background())
-	if err != nil || c != (Counters{Generation: 123, Running: 2, Waiting: 1, Preemptions: 4}) {
-		t.Errorf("%+v %v", c, err)
-	}
-	if !strings.HasSuffix(p.URL, "/metrics") || strings.Contains(p.URL, "/v1") {
-		t.Errorf("metrics URL %s", p.URL)
-	}
-}
-
-func TestSummary(t *testing.T) {
-	one, three := 1, 3
-	r := &RoundResult{Window: 10, Samples: []Sample{{Counters: Counters{Generation: 50, Preemptions: 1}}, {T: 5, Counters: Counters{Generation: 60, Running: 3, Waiting: 2}}, {T: 10, Counters: Counters{Generation: 150, Preemptions: 2}}},
-		Sessions: []SessionResult{
-			{ToolCalls: 2, NonzeroExits: 1, Requests: []Request{{TTFT: 2}, {TTFT: 1}, {TTFT: 3}}, CheckExit: &one},
-			{FirstOutputPending: true, Requests: []Request{{TTFT: -1, Cut: true}}, CheckExit: &three},
-			{APIErrors: 1, Requests: []Request{{TTFT: 4}, {TTFT: 5}}},
-		}}
-	got := summarize(r, r.Samples[0], r.Samples[2], "engine")
-	ttft := 3.0
-	want := Summary{BackendTokS: 10, OutputTokens: 100, InitialTTFT: &ttft, LaterMedianTTFT: &ttft, ToolCalls: 2, NonzeroExits: 1, APIErrors: 1,
-		PendingAtCut: 1, WaitingMax: 2, RunningMax: 3, Preemptions: 1, CountedBy: "engine", Checks: 2}
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("summary (-want +got):\n%s", d)
-	}
-}
-
-// A round whose sessions never saw a first output has no TTFT to report: the
-// summary says null and the table "–", never a mean of 0 over nothing.
-func TestSummaryWithoutFirstOutputSaysSo(t *testing.T) {
-	r := &RoundResult{Name: "c3-first", Window: 10, Samples: []Sample{{}, {T: 10}},
-		Sessions: []SessionResult{{FirstOutputPending: true, Requests: []Request{{TTFT: -1, Cut: true}}}, {FirstOutputPending: true}}}
-	r.Summary = summarize(r, r.Samples[0], r.Samples[1], "engine")
-	if r.Summary.InitialTTFT != nil || r.Summary.LaterMedianTTFT != nil || r.Summary.PendingAtCut != 2 {
-		t.Fatalf("summary %+v", r.Summary)
-	}
-	b, _ := json.Marshal(r.Summary)
-	if !strings.Contains(string(b), `"initial_ttft":null,"later_median_ttft":null`) {
-		t.Errorf("JSON %s", b)
-	}
-	var table strings.Builder
-	Table(&table, &WorkResult{Window: 10, Rounds: []*RoundResult{r}})
-	if !strings.Contains(table.String(), "c3-first           0.00                –                     –      0") {
-		t.Errorf("table:\n%s", table.String())
-	}
-	if html := Report(&WorkResult{Window: 10, Rounds: []*RoundResult{r}}); !strings.Contains(html, "<td>c3-first</td><td>0.00</td><td>–</td><td>–</td>") {
-		t.Errorf("report row missing")
-	}
-}
-
 // The error of writing a session's initial_request.json is the round's.
 func TestInitialRequestWriteErrorIsReported(t *testing.T) {
 	srv := httptest.NewServer(&scripted{replies: []func(http.ResponseWriter, openai.ChatCompletionRequest){text("x"), text("y")}})
@@ -303,7 +250,7 @@ func TestInitialRequestWriteErrorIsReported(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(out, "one", "s0-a", "initial_request.json"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Work(context.Background(), WorkOptions{Recipe: r, Round: "one", Backends: []Backend{{URL: srv.URL + "/v1", Model: "m"}}, Window: 2 * time.Second, Out: out})
+	_, err = Work(context.Background(), WorkOptions{Recipe: r, Round: "one", Backends: []target.Backend{{URL: srv.URL + "/v1", Model: "m"}}, Window: 2 * time.Second, Out: out})
 	if err == nil || !strings.Contains(err.Error(), "round one: session s0-a: open ") || !strings.Contains(err.Error(), "initial_request.json: is a directory") {
 		t.Errorf("error %v", err)
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"jspark/agent/record"
+	"jspark/agent/target"
 	"jspark/recipes"
 )
 
@@ -87,7 +89,7 @@ rounds:
 
 // hostileRound runs one round against the script and requires that it ends
 // within the window + 5 s with its results written.
-func hostileRound(t *testing.T, window time.Duration, calls ...[2]string) (*hostileModel, *WorkResult) {
+func hostileRound(t *testing.T, window time.Duration, calls ...[2]string) (*hostileModel, *record.Work) {
 	t.Helper()
 	m := &hostileModel{calls: calls}
 	srv := httptest.NewServer(m)
@@ -98,12 +100,12 @@ func hostileRound(t *testing.T, window time.Duration, calls ...[2]string) (*host
 	}
 	out := t.TempDir()
 	type done struct {
-		res *WorkResult
+		res *record.Work
 		err error
 	}
 	ch := make(chan done, 1)
 	go func() {
-		res, err := Work(context.Background(), WorkOptions{Recipe: r, Round: "one", Backends: []Backend{{URL: srv.URL + "/v1", Model: "m"}}, Window: window, Out: out})
+		res, err := Work(context.Background(), WorkOptions{Recipe: r, Round: "one", Backends: []target.Backend{{URL: srv.URL + "/v1", Model: "m"}}, Window: window, Out: out})
 		ch <- done{res, err}
 	}()
 	var d done
@@ -118,7 +120,7 @@ func hostileRound(t *testing.T, window time.Duration, calls ...[2]string) (*host
 	if _, err := os.Stat(filepath.Join(out, "results.json")); err != nil {
 		t.Fatalf("no results.json: %v", err)
 	}
-	if s := d.res.Rounds[0].Sessions[0]; s.End != EndCut {
+	if s := d.res.Rounds[0].Sessions[0]; s.End != record.EndCut {
 		t.Errorf("session end %s, want cut", s.End)
 	}
 	return m, d.res

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"io"
+	"jspark/agent/record"
 	"strings"
 	"sync"
 	"time"
@@ -29,7 +30,7 @@ func NewLiveView(w io.Writer, round string, n int) *LiveView {
 	return &LiveView{w: w, round: round, sessions: make([]sessionView, n)}
 }
 
-func (v *LiveView) Step(i int, name string, r *Request) {
+func (v *LiveView) Step(i int, name string, r *record.Request) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	update(&v.sessions[i], name, r)
@@ -61,7 +62,7 @@ func NewPlainLog(w io.Writer, round string, n int) *PlainLog {
 	return &PlainLog{w: w, round: round, views: make([]sessionView, n)}
 }
 
-func (p *PlainLog) Step(i int, name string, r *Request) {
+func (p *PlainLog) Step(i int, name string, r *record.Request) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := &p.views[i]
@@ -70,15 +71,15 @@ func (p *PlainLog) Step(i int, name string, r *Request) {
 	if r.TTFT >= 0 {
 		ttft = fmt.Sprintf("ttft %.3fs", r.TTFT)
 	}
-	fmt.Fprintf(p.w, "%s %s turn %d at %.1fs: %s (%s, %d tokens)\n", p.round, name, r.Turn, r.End, s.last, ttft, max(r.CompletionTokens, r.StreamedTokens))
+	fmt.Fprintf(p.w, "%s %s turn %d at %.1fs: %s (%s, %d tokens)\n", p.round, name, r.Turn, r.End, s.last, ttft, r.OutputTokens())
 }
 
 func (p *PlainLog) Tick(time.Duration, time.Duration) {}
 
-func update(s *sessionView, name string, r *Request) {
+func update(s *sessionView, name string, r *record.Request) {
 	s.name = name
 	s.turn = r.Turn + 1
-	s.tokens += max(r.CompletionTokens, r.StreamedTokens)
+	s.tokens += r.OutputTokens()
 	s.calls += len(r.Calls)
 	var what []string
 	for _, c := range r.Calls {

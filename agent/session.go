@@ -1,93 +1,30 @@
 // Package agent runs coding-agent sessions: one session is a linear tool loop
 // over go-openai (send → stream → run the tool calls in the sandbox → append
 // the results → send …) until the window's cut or the nudges run out; the
-// round runner starts a round's sessions together, samples the backend's
-// counters and writes the results.
+// round runner opens a round's sessions together, samples the backend's
+// counters until the cut and collects the records.
+//
+// Around it, each concern has its package: record (results.json's schema),
+// metrics (a backend's counters), target (the servers driven), report (the
+// tables and report.html) and external (Pi, Codex and opencode: install,
+// configuration, the server-side recorder). The bench (agent/bench) uses
+// them too.
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"os"
-	"sync/atomic"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"jspark/backend/engine"
+	"jspark/agent/record"
 	"jspark/recipes"
 	"jspark/tools"
 )
-
-// Call is one tool call of a response.
-type Call struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	Args      string `json:"arguments"`           // clipped (see RecordLimit)
-	ArgsBytes int    `json:"arguments_bytes"`     // the arguments' full length
-	ExitCode  *int   `json:"exit_code,omitempty"` // bash only
-	Failed    bool   `json:"failed,omitempty"`    // the call was wrong: bad arguments, unknown tool, no match
-}
-
-// Request is what one model request of a session did. Times are seconds
-// from the round's start; TTFT is -1 when no output arrived.
-type Request struct {
-	Turn             int     `json:"turn"`
-	Sent             float64 `json:"sent"`
-	TTFT             float64 `json:"ttft"`
-	End              float64 `json:"end"`
-	PromptTokens     int     `json:"prompt_tokens"`
-	CompletionTokens int     `json:"completion_tokens"`
-	CachedTokens     int     `json:"cached_tokens"`
-	StreamedTokens   int     `json:"streamed_tokens"` // output chunks seen, for backends that report no usage
-	Finish           string  `json:"finish_reason,omitempty"`
-	Calls            []Call  `json:"tool_calls,omitempty"`
-	Error            string  `json:"error,omitempty"`
-	Cut              bool    `json:"cut,omitempty"` // the window ended during this request
-	Trimmed          bool    `json:"trimmed,omitempty"`
-	// Timing is where the request's time went by the server's engine clock
-	// (usage.jspark.timing of jspark serve); nil when the backend reports
-	// none or the request did not finish.
-	Timing *engine.Timing `json:"timing,omitempty"`
-	// ToolsSec is how long the reply's tool calls ran (jspark's own loop;
-	// an external agent runs its tools out of sight).
-	ToolsSec float64 `json:"tools_s,omitempty"`
-}
-
-// requestJSON is Request as results.json and trajectories write it: a TTFT
-// nobody measured (no first output, -1 in memory) is null, never a number.
-type requestJSON struct {
-	requestFields
-	TTFT *float64 `json:"ttft"`
-}
-
-type requestFields Request
-
-func (q Request) MarshalJSON() ([]byte, error) {
-	out := requestJSON{requestFields: requestFields(q)}
-	if q.TTFT >= 0 {
-		out.TTFT = &q.TTFT
-	}
-	return json.Marshal(out)
-}
-
-func (q *Request) UnmarshalJSON(b []byte) error {
-	var in requestJSON
-	if err := json.Unmarshal(b, &in); err != nil {
-		return err
-	}
-	*q = Request(in.requestFields)
-	q.TTFT = -1
-	if in.TTFT != nil {
-		q.TTFT = *in.TTFT
-	}
-	return nil
-}
 
 // Session is one agent working on one task.
 type Session struct {
@@ -98,50 +35,40 @@ type Session struct {
 	Model   string
 	Tools   []*tools.Tool
 	Env     *tools.Env
-	Start   time.Time       // the round's start, the zero of every time
-	Log     io.Writer       // the trajectory, one JSON line per step
-	OnStep  func(*Request)  // progress
-	payload *payloadCapture // the first request's bytes
-	logErr  error           // the trajectory's first write error
-	final   string          // the last reply's text
+	Start   time.Time             // the round's start, the zero of every time
+	Log     io.Writer             // the trajectory, one JSON line per step
+	OnStep  func(*record.Request) // progress
+	payload *payloadCapture       // the first request's bytes
+	logErr  error                 // the trajectory's first write error
+	final   string                // the last reply's text
 }
 
-func (s *Session) begin(_ context.Context, start time.Time, onStep func(*Request)) {
+// Begin sets the round's clock and who hears of each request.
+func (s *Session) Begin(_ context.Context, start time.Time, onStep func(*record.Request)) {
 	s.Start, s.OnStep = start, onStep
 }
 
-func (s *Session) finish(sr *SessionResult) error {
-	sr.payload, sr.final = s.payload.first, s.final
-	return s.logErr
+// Finish returns the first request's body and the last reply's text; the
+// error is the trajectory's first write error.
+func (s *Session) Finish(*record.Session) (payload []byte, final string, err error) {
+	return s.payload.first, s.final, s.logErr
 }
-
-// End says why a session stopped.
-type End string
-
-const (
-	EndCut         End = "cut"          // the window ended
-	EndNoToolCall  End = "no_tool_call" // the nudges ran out
-	EndContextFull End = "context_full"
-	EndAPIErrors   End = "api_errors"
-	EndAgentDone   End = "agent_done"   // an external agent exited 0 before the cut
-	EndAgentFailed End = "agent_failed" // it exited otherwise, or could not start
-)
 
 // maxConsecutiveErrors ends a session whose backend keeps failing.
 const maxConsecutiveErrors = 5
 
 // Run is the loop. It returns when ctx ends (the cut) or the session stops on
 // its own; every request is in the returned list, the unfinished one too.
-func (s *Session) Run(ctx context.Context) ([]Request, End) {
+func (s *Session) Run(ctx context.Context) ([]record.Request, record.End) {
 	msgs := []openai.ChatCompletionMessage{
 		{Role: openai.ChatMessageRoleSystem, Content: s.Recipe.System},
 		{Role: openai.ChatMessageRoleUser, Content: s.Task.Prompt},
 	}
-	var reqs []Request
+	var reqs []record.Request
 	nudges, errs := 0, 0
 	for turn := 0; ; turn++ {
 		if ctx.Err() != nil {
-			return reqs, EndCut
+			return reqs, record.EndCut
 		}
 		r, reply := s.send(ctx, turn, msgs)
 		reqs = append(reqs, r)
@@ -149,12 +76,12 @@ func (s *Session) Run(ctx context.Context) ([]Request, End) {
 		switch {
 		case r.Cut:
 			s.write(&reqs[len(reqs)-1], nil, nil)
-			return reqs, EndCut
+			return reqs, record.EndCut
 		case r.Error != "" && errors.As(reply.err, &apiErr) && apiErr.Code == "context_length_exceeded":
 			s.write(&reqs[len(reqs)-1], nil, nil)
 			trimmed, ok := trim(msgs)
 			if !ok || s.Recipe.Context.OnFull == "stop" {
-				return reqs, EndContextFull
+				return reqs, record.EndContextFull
 			}
 			msgs = trimmed
 			reqs[len(reqs)-1].Trimmed = true
@@ -162,7 +89,7 @@ func (s *Session) Run(ctx context.Context) ([]Request, End) {
 		case r.Error != "":
 			s.write(&reqs[len(reqs)-1], nil, nil)
 			if errs++; errs >= maxConsecutiveErrors {
-				return reqs, EndAPIErrors
+				return reqs, record.EndAPIErrors
 			}
 			select { // a full queue says retry shortly; so does anything else
 			case <-ctx.Done():
@@ -176,7 +103,7 @@ func (s *Session) Run(ctx context.Context) ([]Request, End) {
 		if len(reply.message.ToolCalls) == 0 {
 			s.write(&reqs[len(reqs)-1], &reply.message, nil)
 			if nudges++; nudges > s.Recipe.Nudge.Max {
-				return reqs, EndNoToolCall
+				return reqs, record.EndNoToolCall
 			}
 			msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: s.Recipe.Nudge.Message})
 			continue
@@ -197,7 +124,7 @@ func (s *Session) Run(ctx context.Context) ([]Request, End) {
 		msgs = append(msgs, results...)
 		s.write(&reqs[len(reqs)-1], &reply.message, results)
 		if cut {
-			return reqs, EndCut
+			return reqs, record.EndCut
 		}
 	}
 }
@@ -211,9 +138,9 @@ type reply struct {
 
 // send streams one request and assembles the assistant's message; a stream
 // that breaks its contract (see assembler) is an error of that request.
-func (s *Session) send(ctx context.Context, turn int, msgs []openai.ChatCompletionMessage) (Request, reply) {
+func (s *Session) send(ctx context.Context, turn int, msgs []openai.ChatCompletionMessage) (record.Request, reply) {
 	req := s.request(msgs)
-	r := Request{Turn: turn, Sent: s.since(time.Now()), TTFT: -1}
+	r := record.Request{Turn: turn, Sent: s.since(time.Now()), TTFT: -1}
 	stream, err := s.Client.CreateChatCompletionStream(ctx, req)
 	if err != nil {
 		r.End = s.since(time.Now())
@@ -233,7 +160,7 @@ func (s *Session) send(ctx context.Context, turn int, msgs []openai.ChatCompleti
 		}
 		if err == nil && chunk.Usage != nil {
 			if err = checkUsage(chunk.Usage); err == nil {
-				r.Timing, err = engineTiming(raw)
+				r.Timing, err = jsparkTiming(raw)
 			}
 		}
 		for i := 0; err == nil && i < len(chunk.Choices); i++ {
@@ -250,12 +177,12 @@ func (s *Session) send(ctx context.Context, turn int, msgs []openai.ChatCompleti
 				r.StreamedTokens++
 			}
 			if ch.FinishReason != "" {
-				r.Finish = clip(string(ch.FinishReason))
+				r.Finish = record.Clip(string(ch.FinishReason))
 			}
 		}
 		if err != nil {
 			r.End = s.since(time.Now())
-			r.recordCalls(a.message(turn))
+			recordCalls(&r, a.message(turn))
 			return s.failed(ctx, r, err), reply{err: err}
 		}
 		if chunk.Usage != nil {
@@ -267,19 +194,19 @@ func (s *Session) send(ctx context.Context, turn int, msgs []openai.ChatCompleti
 	}
 	r.End = s.since(time.Now())
 	msg := a.message(turn)
-	r.recordCalls(msg)
+	recordCalls(&r, msg)
 	return r, reply{message: msg}
 }
 
 // recordCalls mirrors the message's calls into the record, arguments clipped.
-func (r *Request) recordCalls(msg openai.ChatCompletionMessage) {
+func recordCalls(r *record.Request, msg openai.ChatCompletionMessage) {
 	for _, c := range msg.ToolCalls {
-		r.Calls = append(r.Calls, Call{ID: clip(c.ID), Name: clip(c.Function.Name), Args: clip(c.Function.Arguments), ArgsBytes: len(c.Function.Arguments)})
+		r.Calls = append(r.Calls, record.NewCall(c.ID, c.Function.Name, c.Function.Arguments))
 	}
 }
 
 // failed records an error, or the cut when ctx ended.
-func (s *Session) failed(ctx context.Context, r Request, err error) Request {
+func (s *Session) failed(ctx context.Context, r record.Request, err error) record.Request {
 	if ctx.Err() != nil {
 		r.Cut = true
 		return r
@@ -321,7 +248,7 @@ func (s *Session) request(msgs []openai.ChatCompletionMessage) openai.ChatComple
 
 // call runs one tool call; unknown tools and bad arguments are answers the
 // model reads, not session errors.
-func (s *Session) call(ctx context.Context, tc openai.ToolCall, rec *Call) tools.Result {
+func (s *Session) call(ctx context.Context, tc openai.ToolCall, rec *record.Call) tools.Result {
 	var t *tools.Tool
 	for _, c := range s.Tools {
 		if c.Name == tc.Function.Name {
@@ -358,14 +285,14 @@ func trim(msgs []openai.ChatCompletionMessage) ([]openai.ChatCompletionMessage, 
 // step is one line of the trajectory.
 type step struct {
 	Session string                         `json:"session"`
-	Request *Request                       `json:"request"`
+	Request *record.Request                `json:"request"`
 	Reply   *openai.ChatCompletionMessage  `json:"reply,omitempty"`
 	Results []openai.ChatCompletionMessage `json:"tool_results,omitempty"`
 }
 
 // write appends the step to the trajectory, texts clipped; the first write
 // error is kept for the round to report.
-func (s *Session) write(r *Request, msg *openai.ChatCompletionMessage, results []openai.ChatCompletionMessage) {
+func (s *Session) write(r *record.Request, msg *openai.ChatCompletionMessage, results []openai.ChatCompletionMessage) {
 	if s.Log != nil && s.logErr == nil {
 		st := step{Session: s.Name, Request: r}
 		if msg != nil {
@@ -386,69 +313,17 @@ func (s *Session) write(r *Request, msg *openai.ChatCompletionMessage, results [
 	}
 }
 
-// payloadCapture keeps the body of the first request sent through it.
-type payloadCapture struct {
-	next  http.RoundTripper
-	first []byte
-}
-
-func (p *payloadCapture) RoundTrip(req *http.Request) (*http.Response, error) {
-	if p.first == nil && req.Body != nil {
-		b, err := io.ReadAll(req.Body)
-		req.Body.Close()
-		if err != nil {
-			return nil, err
+// clipMessage is msg with its texts clipped for the record.
+func clipMessage(m openai.ChatCompletionMessage) openai.ChatCompletionMessage {
+	m.Content = record.Clip(m.Content)
+	m.ReasoningContent = record.Clip(m.ReasoningContent)
+	if len(m.ToolCalls) > 0 {
+		calls := make([]openai.ToolCall, len(m.ToolCalls))
+		for i, c := range m.ToolCalls {
+			c.Function.Arguments = record.Clip(c.Function.Arguments)
+			calls[i] = c
 		}
-		p.first = b
-		req.Body = io.NopCloser(bytes.NewReader(b))
+		m.ToolCalls = calls
 	}
-	resp, err := p.next.RoundTrip(req)
-	return bound(resp), err
-}
-
-// sessionHeader names the session on every request (X-Session-Id: round/
-// session), so a server that retains an active session's cache (jspark
-// serve) keeps this one's prefix while its tools run.
-type sessionHeader struct {
-	next http.RoundTripper
-	id   string
-}
-
-func (h sessionHeader) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context()) // a RoundTripper must not modify the request
-	req.Header.Set("X-Session-Id", h.id)
-	if req.Header.Get("Idempotency-Key") == "" {
-		req.Header.Set("Idempotency-Key", IdempotencyKey())
-	}
-	return h.next.RoundTrip(req)
-}
-
-var keySeq atomic.Uint64
-
-// IdempotencyKey is a key unique within the process for one request, as
-// OpenAI's SDKs send with each request they may retry. NOTE: it makes a
-// POST replayable, so that Go resends it when the reused keep-alive
-// connection it went out on had been closed by the server before any
-// answer (llama-server closes one after 5 requests: the runner counted an
-// API error, the bench lost the request); the server saw nothing of it.
-func IdempotencyKey() string { return fmt.Sprintf("jspark-%d-%d", os.Getpid(), keySeq.Add(1)) }
-
-// engineTiming reads usage.jspark.timing from a chunk that carries usage:
-// nil when the backend sends none (any endpoint but jspark serve).
-func engineTiming(chunk []byte) (*engine.Timing, error) {
-	var u struct {
-		Usage struct {
-			Jspark *struct {
-				Timing *engine.Timing `json:"timing"`
-			} `json:"jspark"`
-		} `json:"usage"`
-	}
-	if err := json.Unmarshal(chunk, &u); err != nil || u.Usage.Jspark == nil || u.Usage.Jspark.Timing == nil {
-		return nil, err
-	}
-	t := u.Usage.Jspark.Timing
-	if t.QueuedSec < 0 || t.PrefillSec < 0 || t.DecodeSec < 0 || t.PreemptedSec < 0 {
-		return nil, invalid("usage.jspark.timing has a negative time: %+v", *t)
-	}
-	return t, nil
+	return m
 }

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"jspark/agent/record"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -29,7 +29,7 @@ func callDelta(index int, name, args string) string {
 
 // invalidThenBash runs a session whose first reply is bad and whose second
 // is a good bash call, and returns the session's record.
-func invalidThenBash(t *testing.T, bad func(http.ResponseWriter, openai.ChatCompletionRequest)) SessionResult {
+func invalidThenBash(t *testing.T, bad func(http.ResponseWriter, openai.ChatCompletionRequest)) record.Session {
 	t.Helper()
 	b := &scripted{replies: []func(http.ResponseWriter, openai.ChatCompletionRequest){bad, toolCall("bash", `{"command":"echo after"}`)}}
 	res, _ := runOne(t, b, 3*time.Second)
@@ -151,44 +151,27 @@ func TestHugeWriteArgumentIsClippedInRecords(t *testing.T) {
 	content := strings.Repeat("0123456789abcdef", 256<<10)
 	args, _ := json.Marshal(map[string]string{"path": "big.txt", "content": content})
 	b := &scripted{replies: []func(http.ResponseWriter, openai.ChatCompletionRequest){toolCall("write", string(args)), toolCall("bash", `{"command":"wc -c < big.txt"}`)}}
-	res, out := runOne(t, b, 3*time.Second)
+	// The window leaves time to stream 4 MiB under -race on a loaded
+	// machine (it took over 3 s there); the test ends at the cut.
+	res, out := runOne(t, b, 10*time.Second)
 	dir := filepath.Join(out, "one", "s0-a")
 	if got, err := os.ReadFile(filepath.Join(dir, "workspace", "big.txt")); err != nil || string(got) != content {
 		t.Fatalf("the write did not reach the workspace whole: %d bytes, %v", len(got), err)
 	}
 	marker := "bytes left out of this record …]"
 	q := res.Rounds[0].Sessions[0].Requests[0]
-	if c := q.Calls[0]; c.ArgsBytes != len(args) || len(c.Args) > RecordLimit+100 || !strings.Contains(c.Args, fmt.Sprintf("of %d %s", len(args), marker)) {
+	if c := q.Calls[0]; c.ArgsBytes != len(args) || len(c.Args) > record.Limit+100 || !strings.Contains(c.Args, fmt.Sprintf("of %d %s", len(args), marker)) {
 		t.Errorf("results record: %d bytes kept of %d, marker %v", len(c.Args), c.ArgsBytes, strings.Contains(c.Args, marker))
 	}
 	traj, err := os.ReadFile(filepath.Join(dir, "trajectory.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(traj) > 4*RecordLimit || !bytes.Contains(traj, []byte(fmt.Sprintf("of %d %s", len(args), marker))) {
+	if len(traj) > 4*record.Limit || !bytes.Contains(traj, []byte(fmt.Sprintf("of %d %s", len(args), marker))) {
 		t.Errorf("trajectory is %d bytes", len(traj))
 	}
 	results, _ := os.ReadFile(filepath.Join(out, "results.json"))
-	if len(results) > 4*RecordLimit {
+	if len(results) > 4*record.Limit {
 		t.Errorf("results.json is %d bytes", len(results))
 	}
-}
-
-func TestClipKeepsHeadAndTail(t *testing.T) {
-	s := strings.Repeat("é", RecordLimit) // two bytes a rune: cuts land inside runes
-	c := clip(s)
-	if !strings.HasPrefix(c, "éé") || !strings.HasSuffix(c, "éé") || !strings.Contains(c, fmt.Sprintf(" of %d bytes left out", len(s))) || !json.Valid(mustJSON(c)) {
-		t.Errorf("clip: %d bytes: %.40q … %.40q", len(c), c, c[len(c)-40:])
-	}
-	if !utf8.ValidString(c) || len(c) > RecordLimit+100 {
-		t.Errorf("clip cut a rune or kept too much (%d bytes)", len(c))
-	}
-	if clip("short") != "short" {
-		t.Error("a short text is clipped")
-	}
-}
-
-func mustJSON(s string) []byte {
-	b, _ := json.Marshal(s)
-	return b
 }

@@ -177,6 +177,73 @@ func PlainRope(dim int, base float32, neox bool) Rope {
 	return Rope{Dim: dim, Base: base, Neox: neox, FreqScale: 1, Mscale: 1}
 }
 
+// Runs are a step's sequences as the recurrent kernels see them: run r is
+// the tokens Start[r]..Start[r+1]-1, consecutive positions of one
+// sequence, whose state is slot Slot[r] of a layer's state buffer. A run
+// whose first token is at position 0 (Pos) starts its sequence: it reads
+// its state as zeros, whatever the slot held.
+type Runs struct {
+	N     int
+	Start *Buffer // I32 (N+1)
+	Slot  *Buffer // I32 (N)
+	Pos   *Buffer // I32 (tokens): each token's position
+}
+
+// Conv is a causal depthwise convolution over each run, from the state of
+// the Width-1 inputs before it, and a SiLU (the short convolution of Mamba
+// and Gated DeltaNet):
+//
+//	Out[t][c] = silu(Σ_j W[c·Width+j] · in(t−Width+1+j)[c]),  j in order
+//
+// where in(u) is row u of X for a token of the run and, before the run's
+// first token, the inputs its slot keeps (oldest first). Afterwards the
+// slot holds the run's last Width-1 inputs. Out and X may not overlap.
+type Conv struct {
+	Out, X *Buffer // F32 (N, Channels)
+	W      *Buffer // F32 (Channels, Width)
+	// State holds a slot's inputs at StateOff, (Width-1, Channels)
+	// row-major, oldest first; slots are StateStride floats apart.
+	State                 *Buffer
+	StateStride, StateOff int
+	Runs                  *Runs
+	Channels, Width, N    int
+}
+
+// DeltaNet is the gated delta rule of one layer over each run (Yang, Kautz
+// and Hatamizadeh 2024, "Gated Delta Networks"). Value head h keeps a
+// state S (Dim × Dim, indexed [key dim][value dim]). Token t's row of X is
+// its queries and keys (KHeads heads of Dim each) then its values (VHeads
+// heads); value head h reads key head h % KHeads when Tiled, else
+// h / (VHeads/KHeads). With q and k that key head's query and key divided
+// by max(‖·‖, Eps), v head h's value, the decay a = exp(A[h] ·
+// softplus(Alpha[t,h] + DT[h])) and b = sigmoid(Beta[t,h]), each token of a
+// run in order does
+//
+//	u = b·(v − a·Sᵀk),   S ← a·S + k uᵀ,   Out[t,h] = Sᵀq / √Dim
+//
+// A whole chunk of Chunk positions aligned to a multiple of Chunk that lies
+// in one run is computed in the chunked form (WY representation: the
+// chunk's u by one triangular solve, its outputs and the state after it
+// from the state before it), every other token one step at a time; the
+// two agree within float rounding. So a token's bits depend only on its
+// sequence and on which of its aligned chunks were whole in one run.
+type DeltaNet struct {
+	Out         *Buffer // F32 (N, VHeads·Dim)
+	X           *Buffer // F32 (N, (2·KHeads+VHeads)·Dim)
+	Alpha, Beta *Buffer // F32 (N, VHeads)
+	DT, A       *Buffer // F32 (VHeads)
+	// State holds a slot's VHeads states at StateOff, each Dim × Dim
+	// row-major by key dim; slots are StateStride floats apart.
+	State                 *Buffer
+	StateStride, StateOff int
+	Runs                  *Runs
+	KHeads, VHeads, Dim   int
+	Tiled                 bool
+	Chunk                 int
+	Eps                   float32
+	N                     int
+}
+
 // Memory is the buffer half of a device.
 type Memory interface {
 	// Alloc returns n zeroed elements of type t (F32, F16 or I32); it fails
@@ -249,4 +316,18 @@ type Kernels interface {
 	// Scatter sets row slots[i] of dst to row i of src (n, width), converting
 	// F32 to dst's type (F32 or F16): how a step stores its keys and values.
 	Scatter(dst, src, slots *Buffer, n, width int)
+
+	// GELUMul sets gate = gelu(gate)·up over the first n elements, gelu by
+	// its tanh form 0.5x(1+tanh(√(2/π)(x+0.044715x³))) (GeGLU, Gemma).
+	GELUMul(gate, up *Buffer, n int)
+	// SigmoidMul sets x[i] *= sigmoid(gate[i/per]) over the first n
+	// elements of x: an output gate per element (per 1) or one per row of
+	// per elements.
+	SigmoidMul(x, gate *Buffer, n, per int)
+	// Scale sets x *= s over the first n elements.
+	Scale(x *Buffer, n int, s float32)
+	// Conv runs a causal convolution over a step's runs (see Conv).
+	Conv(c *Conv)
+	// DeltaNet runs the gated delta rule over a step's runs (see DeltaNet).
+	DeltaNet(d *DeltaNet)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"jspark/agent/report"
 	"jspark/tools"
 )
 
@@ -135,10 +136,10 @@ func arrivalValues(res *Result, target string) (cold, short, long, delay float64
 	return cold, median(ttfts(shorts)), median(ttfts(longs)), median(ds)
 }
 
-func arrivalTables(res *Result) []Table {
+func arrivalTables(res *Result) []report.Table {
 	n := res.Config.Long
 	L := lengthLabel(n)
-	t := Table{Screen: "arrival", Title: "Long tool reuse and reverse arrival", Columns: []string{"Check"}}
+	t := report.Table{Screen: "arrival", Title: "Long tool reuse and reverse arrival", Columns: []string{"Check"}}
 	for _, tg := range res.Targets {
 		t.Columns = append(t.Columns, tg.Name)
 	}
@@ -176,7 +177,7 @@ func arrivalTables(res *Result) []Table {
 		ratios = append(ratios, fmt.Sprintf("%s %s (short prompt %s tokens)", tg.Name, fixed2(ratio), count(int(median(sp)))))
 	}
 	for _, r := range rows {
-		t.add(r...)
+		t.Add(r...)
 	}
 	delay := "a twentieth of the long cold TTFT (the seed's 2 s into 42.78 s)"
 	if res.Config.Delay > 0 {
@@ -186,7 +187,7 @@ func arrivalTables(res *Result) []Table {
 		"The seed's short/long cold was 40.458/42.780 s = 0.95; here: %s. The stable-tool turn adds the runner's bash and write schemas (byte-stable) to the long prompt, "+
 		"forces a call (tool_choice required) and answers it; committed = the first turn's prompt + completion tokens, the most a cache can reuse.%s %s",
 		count(n), count(res.Config.Short), res.Config.Trials, delay, strings.Join(ratios, ", "), res.errorsNote("arrival"), res.countersNote("arrival"))
-	return []Table{t}
+	return []report.Table{t}
 }
 
 func fixed2(v float64) string {

@@ -8,18 +8,18 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
+	"jspark/agent/metrics"
+	"jspark/agent/report"
+	"jspark/agent/target"
+	"jspark/backend/refs"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
-
-	"jspark/agent"
 )
 
 // Config holds the screens' lengths and counts (the flags).
@@ -36,7 +36,7 @@ type Config struct {
 	IgnoreEOS     bool          `json:"ignore_eos"`     // speed and concurrency: decode to the cap
 	IDTokens      int           `json:"id_tokens"`      // ids: greedy tokens per prompt
 	RepeatPairs   int           `json:"repeat_pairs"`   // ids: prompts sent twice
-	References    []Reference   `json:"-"`              // ids: expected outputs; nil: the first target's
+	References    []refs.Case   `json:"-"`              // ids: expected outputs; nil: the first target's
 	ReferenceFile string        `json:"reference_file,omitempty"`
 }
 
@@ -56,7 +56,7 @@ type Target struct {
 	Kind string // boot or endpoint
 	Spec string // the boot's engine flags, or the endpoint's URL
 	// Open starts or checks the target; close stops what Open started.
-	Open func(ctx context.Context) (b agent.Backend, close func(), err error)
+	Open func(ctx context.Context) (b target.Backend, close func(), err error)
 }
 
 // TargetInfo is a target as results.json records it.
@@ -71,25 +71,30 @@ type TargetInfo struct {
 
 // Run is one screen on one target: its window and the backend's counters.
 type Run struct {
-	Target     string          `json:"target"`
-	Screen     string          `json:"screen"`
-	Start      float64         `json:"start"`
-	End        float64         `json:"end"`
-	Before     *agent.Counters `json:"before,omitempty"` // nil: no vLLM-named /metrics
-	After      *agent.Counters `json:"after,omitempty"`
-	WaitingMax float64         `json:"waiting_max"`
-	RunningMax float64         `json:"running_max"`
+	Target     string            `json:"target"`
+	Screen     string            `json:"screen"`
+	Start      float64           `json:"start"`
+	End        float64           `json:"end"`
+	Before     *metrics.Counters `json:"before,omitempty"` // nil: no vLLM-named /metrics
+	After      *metrics.Counters `json:"after,omitempty"`
+	WaitingMax float64           `json:"waiting_max"`
+	RunningMax float64           `json:"running_max"`
 }
+
+// Version is the bench's results.json schema version (1: the first
+// versioned one, the unversioned one plus this field).
+const Version = 1
 
 // Result is results.json.
 type Result struct {
-	Started time.Time    `json:"started"`
-	Screens []string     `json:"screens"`
-	Config  Config       `json:"config"`
-	Targets []TargetInfo `json:"targets"`
-	Runs    []Run        `json:"runs"`
-	Records []Record     `json:"records"`
-	Tables  []Table      `json:"tables"`
+	Version int            `json:"version"`
+	Started time.Time      `json:"started"`
+	Screens []string       `json:"screens"`
+	Config  Config         `json:"config"`
+	Targets []TargetInfo   `json:"targets"`
+	Runs    []Run          `json:"runs"`
+	Records []Record       `json:"records"`
+	Tables  []report.Table `json:"tables"`
 }
 
 // Progress hears of each screen's planned requests and of each one done.
@@ -114,7 +119,7 @@ type Options struct {
 type screen struct {
 	planned func(c *Config, p *Prompts) int
 	run     func(ctx context.Context, r *runner) error
-	tables  func(res *Result) []Table
+	tables  func(res *Result) []report.Table
 }
 
 var screens = map[string]screen{
@@ -153,7 +158,7 @@ func Bench(ctx context.Context, o Options) (*Result, error) {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
 	}
-	res := &Result{Started: time.Now(), Screens: o.Screens, Config: o.Config, Records: []Record{}}
+	res := &Result{Version: Version, Started: time.Now(), Screens: o.Screens, Config: o.Config, Records: []Record{}}
 	for _, t := range o.Targets {
 		if err := benchTarget(ctx, o, p, t, res); err != nil {
 			return nil, fmt.Errorf("%s: %w", t.Name, err)
@@ -162,14 +167,7 @@ func Bench(ctx context.Context, o Options) (*Result, error) {
 	for _, s := range o.Screens {
 		res.Tables = append(res.Tables, screens[s].tables(res)...)
 	}
-	b, err := json.MarshalIndent(res, "", " ")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(o.Out, "results.json"), append(b, '\n'), 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(o.Out, "report.html"), []byte(Report(res)), 0o644); err != nil {
+	if err := report.Save(o.Out, res, Page(res)); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -184,7 +182,7 @@ func benchTarget(ctx context.Context, o Options, p *Prompts, t Target, res *Resu
 	info := TargetInfo{Name: t.Name, Kind: t.Kind, Spec: t.Spec, URL: b.URL, Model: b.Model}
 	r := &runner{cfg: &o.Config, p: p, name: t.Name, res: res, prog: o.Progress, backend: b,
 		c: &client{url: b.URL, key: b.APIKey, model: b.Model, http: &http.Client{}, zero: res.Started}}
-	prom := &agent.Prometheus{URL: agent.MetricsURL(b.URL), Client: &http.Client{Timeout: 5 * time.Second}}
+	prom := &metrics.Prometheus{URL: metrics.URL(b.URL), Client: &http.Client{Timeout: 5 * time.Second}}
 	if _, err := prom.Read(ctx); err != nil {
 		info.Metrics = fmt.Sprintf("no vLLM-named /metrics (%v)", err)
 		fmt.Fprintf(o.Log, "jspark bench: %s: %s; the tables say so\n", t.Name, info.Metrics)
@@ -229,9 +227,9 @@ type runner struct {
 	screen  string
 	res     *Result
 	prog    Progress
-	backend agent.Backend
+	backend target.Backend
 	c       *client
-	src     agent.Source // nil: the target has no vLLM-named /metrics
+	src     metrics.Source // nil: the target has no vLLM-named /metrics
 
 	mu     sync.Mutex
 	sizers map[string]sizer
@@ -253,7 +251,7 @@ func (r *runner) send(ctx context.Context, rec Record, path string, body map[str
 
 // settle waits for the target to be idle, so that each measurement starts
 // from an empty batch (a cancelled stream may still be finishing a step).
-func (r *runner) settle(ctx context.Context) { agent.Settle(ctx, []agent.Backend{r.backend}) }
+func (r *runner) settle(ctx context.Context) { metrics.Settle(ctx, r.backend.Counter) }
 
 // chat is a greedy chat request body.
 func chat(system, user string, maxTokens int) map[string]any {
@@ -320,7 +318,7 @@ func (r *runner) sample(ctx context.Context, run *Run) (stop func()) {
 	if r.src == nil {
 		return func() { run.End = time.Since(r.res.Started).Seconds() }
 	}
-	read := func() *agent.Counters {
+	read := func() *metrics.Counters {
 		c, err := r.src.Read(ctx)
 		if err != nil {
 			return nil

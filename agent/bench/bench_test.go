@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -145,24 +143,6 @@ func TestPercentileAsNumpy(t *testing.T) {
 	}
 }
 
-func TestTableWriteParse(t *testing.T) {
-	tb := Table{Title: "L5-P concurrency · C1–C6", Columns: []string{"Offered streams", "A aggregate tok/s"}, Note: "Aggregate tokens / window."}
-	tb.add("C1", "49.05")
-	tb.add("C2", "73.55")
-	var b strings.Builder
-	tb.Write(&b)
-	got, ok := ParseTable("noise\n"+b.String(), "L5-P concurrency")
-	if !ok {
-		t.Fatalf("not found in\n%s", b.String())
-	}
-	if d := cmp.Diff(&tb, got); d != "" {
-		t.Errorf("(-want +got):\n%s", d)
-	}
-	if c, _ := got.Cell("C2", "A aggregate tok/s"); c != "73.55" {
-		t.Errorf("cell %q", c)
-	}
-}
-
 func TestParseLength(t *testing.T) {
 	for s, want := range map[string]int{"4k": 4096, "64K": 65536, "512": 512, "1.5k": 1536} {
 		if n, err := ParseLength(s); err != nil || n != want {
@@ -199,22 +179,6 @@ func TestPromptsAreTheSeedsTasks(t *testing.T) {
 	// changed suffix share their prefix.
 	if words(50, 3) != words(50, 3) || words(50, 3) == words(50, 4) || !strings.HasSuffix(words(9, 1), ".") || logLines(3, 2) != logLines(3, 2) {
 		t.Error("generators not deterministic")
-	}
-}
-
-func TestLoadReferencesNamesTheLine(t *testing.T) {
-	dir := t.TempDir()
-	f := filepath.Join(dir, "refs.jsonl")
-	os.WriteFile(f, []byte(`{"prompt":"a","gen_ids":[1,2],"text":"x"}`+"\n"+`{"prompt":"b"}`+"\n"), 0o644)
-	if _, err := LoadReferences(f); err == nil || err.Error() != f+":2: text or gen_ids is required" {
-		t.Errorf("%v", err)
-	}
-	os.WriteFile(f, []byte(`{"prompt":"a","gen_ids":[1,2]}`+"\n"+`{"prompt": 3}`+"\n"), 0o644)
-	if _, err := LoadReferences(f); err == nil || !strings.HasPrefix(err.Error(), f+":2: json: cannot unmarshal number") {
-		t.Errorf("%v", err)
-	}
-	if _, err := LoadReferences("../../testdata/refs/stories260K-greedy.jsonl"); err != nil {
-		t.Error(err)
 	}
 }
 

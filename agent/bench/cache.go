@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"jspark/agent/report"
 	"strings"
 )
 
@@ -70,8 +71,8 @@ func trialTTFT(res *Result, target, screen, c string) float64 {
 	return median(ttfts(recs))
 }
 
-func cacheTables(res *Result) []Table {
-	t := Table{Screen: "cache", Title: "Solo/cache screen · seconds to first output", Columns: []string{"Measurement"}}
+func cacheTables(res *Result) []report.Table {
+	t := report.Table{Screen: "cache", Title: "Solo/cache screen · seconds to first output", Columns: []string{"Measurement"}}
 	for _, tg := range res.Targets {
 		t.Columns = append(t.Columns, tg.Name)
 	}
@@ -86,13 +87,13 @@ func cacheTables(res *Result) []Table {
 					row = append(row, secs(trialTTFT(res, tg.Name, "cache", cacheCase(n, c))))
 				}
 			}
-			t.add(row...)
+			t.Add(row...)
 		}
 		row := []string{cacheCase(n, "reused tokens, repeat / suffix")}
 		for _, tg := range res.Targets {
 			row = append(row, reused(res.records(tg.Name, "cache", cacheCase(n, "exact repeat"))...)+" / "+reused(res.records(tg.Name, "cache", cacheCase(n, "changed suffix"))...))
 		}
-		t.add(row...)
+		t.Add(row...)
 	}
 	if len(res.Config.Lengths) > 0 {
 		n := res.Config.Lengths[len(res.Config.Lengths)-1]
@@ -108,7 +109,7 @@ func cacheTables(res *Result) []Table {
 		"the repeat resends it, the changed suffix replaces its last %d words, at most a quarter); first-use is each length's first request, salted, separate from the trials. "+
 		"Reused tokens are the median usage cached_tokens of prompt tokens. %s uncached trials: %s s.%s %s",
 		res.Config.Trials, suffixWords, lengthLabel(last(res.Config.Lengths)), strings.Join(trials, "; "), res.errorsNote("cache"), res.countersNote("cache"))
-	return []Table{t}
+	return []report.Table{t}
 }
 
 // reused is "cached of prompt" tokens, medians over the records.

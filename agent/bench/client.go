@@ -8,11 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"jspark/agent/target"
 	"net/http"
 	"strings"
 	"time"
-
-	"jspark/agent"
 )
 
 // Record is one request as the bench saw it. Sent and End are seconds from
@@ -111,7 +110,7 @@ func (c *client) stream(ctx context.Context, path string, body map[string]any, r
 	// after 5 requests; the bench lost requests to EOF), which it does
 	// only for requests marked idempotent. The server saw nothing of the
 	// first try.
-	req.Header.Set("Idempotency-Key", agent.IdempotencyKey())
+	req.Header.Set("Idempotency-Key", target.IdempotencyKey())
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}

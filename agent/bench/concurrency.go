@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"jspark/agent/report"
 	"math"
 	"strings"
 	"sync"
@@ -62,13 +63,13 @@ func aggregate(recs []Record) (tokS float64, ttft []float64) {
 	return float64(tokens) / (last - first), ttft
 }
 
-func concurrencyTables(res *Result) []Table {
+func concurrencyTables(res *Result) []report.Table {
 	levels := res.Config.Concurrency
 	title := "Concurrency"
 	if len(levels) > 0 {
 		title = fmt.Sprintf("Concurrency · C%d–C%d", levels[0], levels[len(levels)-1])
 	}
-	t := Table{Screen: "concurrency", Title: title, Columns: []string{"Offered streams"}}
+	t := report.Table{Screen: "concurrency", Title: title, Columns: []string{"Offered streams"}}
 	for _, tg := range res.Targets {
 		t.Columns = append(t.Columns, tg.Name+" aggregate tok/s", tg.Name+" mean TTFT")
 	}
@@ -79,7 +80,7 @@ func concurrencyTables(res *Result) []Table {
 			a, tt := aggregate(res.records(tg.Name, "concurrency", concurrencyCase(n)))
 			row = append(row, rate(a), secs(mean(tt)))
 		}
-		t.add(row...)
+		t.Add(row...)
 	}
 	for _, tg := range res.Targets {
 		var all []float64
@@ -95,5 +96,5 @@ func concurrencyTables(res *Result) []Table {
 	}
 	t.Note = "Aggregate completion tokens / the shared HTTP window (first send to last end) of the level's streams, which start together: the speed tasks in turn, salted, greedy, " +
 		fmt.Sprintf("up to %d tokens each. ", res.Config.MaxTokens) + strings.Join(spreads, "; ") + "." + res.errorsNote("concurrency") + " " + res.countersNote("concurrency")
-	return []Table{t}
+	return []report.Table{t}
 }

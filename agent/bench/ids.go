@@ -1,11 +1,10 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
+	"jspark/agent/report"
+	"jspark/backend/refs"
 	"slices"
 	"strings"
 )
@@ -15,50 +14,6 @@ import (
 // (a file's, or the first target's), and the first prompts are sent twice
 // in a row, the repeat served from the prefix cache, which must not change
 // a greedy output.
-
-// Reference is one expected greedy output, one JSON object a line (as
-// testdata/refs/stories260K-greedy.jsonl, made with llama.cpp).
-type Reference struct {
-	Prompt    string `json:"prompt"`
-	PromptIDs []int  `json:"prompt_ids"` // sent as the prompt when given
-	GenIDs    []int  `json:"gen_ids"`
-	Text      string `json:"text"`
-}
-
-// LoadReferences reads a JSON-lines reference file.
-func LoadReferences(path string) ([]Reference, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []Reference
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
-	for line := 1; sc.Scan(); line++ {
-		if strings.TrimSpace(sc.Text()) == "" {
-			continue
-		}
-		var r Reference
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		if r.Prompt == "" && len(r.PromptIDs) == 0 {
-			return nil, fmt.Errorf("%s:%d: prompt or prompt_ids is required", path, line)
-		}
-		if r.Text == "" && len(r.GenIDs) == 0 {
-			return nil, fmt.Errorf("%s:%d: text or gen_ids is required", path, line)
-		}
-		out = append(out, r)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no references", path)
-	}
-	return out, nil
-}
 
 func idsPlanned(c *Config, p *Prompts) int {
 	n := len(p.IDs)
@@ -76,8 +31,8 @@ func runIDs(ctx context.Context, r *runner) error {
 		tokens int
 	}
 	var ps []prompt
-	if refs := r.cfg.References; refs != nil {
-		for _, ref := range refs {
+	if cases := r.cfg.References; cases != nil {
+		for _, ref := range cases {
 			p := prompt{body: ref.Prompt, tokens: r.cfg.IDTokens}
 			if len(ref.PromptIDs) > 0 {
 				p.body = ref.PromptIDs
@@ -123,7 +78,7 @@ func same(a, b Record) (bool, string) {
 }
 
 // matches compares a record with a reference file's line.
-func matches(r Record, ref Reference) (bool, string) {
+func matches(r Record, ref refs.Case) (bool, string) {
 	switch {
 	case !r.OK():
 		return false, ""
@@ -136,8 +91,55 @@ func matches(r Record, ref Reference) (bool, string) {
 	}
 }
 
-func idsTables(res *Result) []Table {
-	t := Table{Screen: "ids", Title: "Native ID screen · greedy outputs", Columns: []string{"Check"}}
+// firstMatches counts a target's first outputs that match the reference
+// file's (references) or, without one, the first target's (firstTarget); how
+// collects what they were compared by.
+func firstMatches(firsts []Record, references []refs.Case, firstTarget []Record, how map[string]bool) (ok, n int) {
+	for i, r := range firsts {
+		var m bool
+		var h string
+		switch {
+		case references != nil && i < len(references):
+			m, h = matches(r, references[i])
+		case references == nil && i < len(firstTarget):
+			m, h = same(r, firstTarget[i])
+		}
+		n++
+		if m {
+			ok++
+		}
+		if h != "" {
+			how[h] = true
+		}
+	}
+	return ok, n
+}
+
+// repeatPairs counts the repeats whose output is their first's (exact of
+// pairs), and the repeats' cached and prompt tokens; how collects what they
+// were compared by.
+func repeatPairs(firsts, repeats []Record, how map[string]bool) (exact, pairs, cached, prompt int) {
+	for _, rep := range repeats {
+		cached += rep.CachedTokens
+		prompt += rep.PromptTokens
+		for _, f := range firsts {
+			if f.Case == rep.Case {
+				pairs++
+				m, h := same(f, rep)
+				if m {
+					exact++
+				}
+				if h != "" {
+					how[h] = true
+				}
+			}
+		}
+	}
+	return exact, pairs, cached, prompt
+}
+
+func idsTables(res *Result) []report.Table {
+	t := report.Table{Screen: "ids", Title: "Native ID screen · greedy outputs", Columns: []string{"Check"}}
 	refName := "the reference file"
 	if res.Config.References == nil && len(res.Targets) > 0 {
 		refName = res.Targets[0].Name
@@ -146,56 +148,22 @@ func idsTables(res *Result) []Table {
 	pairs := []string{"Repeat pairs exact"}
 	by := []string{"Compared by"}
 	reuse := []string{"Repeat prompt tokens from the cache"}
-	var refs []Record
+	var firstTarget []Record
 	if len(res.Targets) > 0 {
-		refs = roleRecords(res.records(res.Targets[0].Name, "ids"), "first")
+		firstTarget = roleRecords(res.records(res.Targets[0].Name, "ids"), "first")
 	}
 	for j, tg := range res.Targets {
 		t.Columns = append(t.Columns, tg.Name)
 		recs := res.records(tg.Name, "ids")
 		firsts := roleRecords(recs, "first")
-		ok, n := 0, 0
 		how := map[string]bool{}
-		for i, r := range firsts {
-			var m bool
-			var h string
-			switch {
-			case res.Config.References != nil && i < len(res.Config.References):
-				m, h = matches(r, res.Config.References[i])
-			case res.Config.References == nil && i < len(refs):
-				m, h = same(r, refs[i])
-			}
-			n++
-			if m {
-				ok++
-			}
-			if h != "" {
-				how[h] = true
-			}
-		}
+		ok, n := firstMatches(firsts, res.Config.References, firstTarget, how)
 		if res.Config.References == nil && j == 0 {
 			match = append(match, "reference")
 		} else {
 			match = append(match, fmt.Sprintf("%d/%d", ok, n))
 		}
-		pk, pn := 0, 0
-		var cached, prompt int
-		for _, rep := range roleRecords(recs, "repeat") {
-			cached += rep.CachedTokens
-			prompt += rep.PromptTokens
-			for _, f := range firsts {
-				if f.Case == rep.Case {
-					pn++
-					m, h := same(f, rep)
-					if m {
-						pk++
-					}
-					if h != "" {
-						how[h] = true
-					}
-				}
-			}
-		}
+		pk, pn, cached, prompt := repeatPairs(firsts, roleRecords(recs, "repeat"), how)
 		pairs = append(pairs, fmt.Sprintf("%d/%d", pk, pn))
 		reuse = append(reuse, count(cached)+" of "+count(prompt))
 		var hs []string
@@ -205,10 +173,10 @@ func idsTables(res *Result) []Table {
 		slices.Sort(hs)
 		by = append(by, strings.Join(hs, ", "))
 	}
-	t.add(match...)
-	t.add(pairs...)
-	t.add(reuse...)
-	t.add(by...)
+	t.Add(match...)
+	t.Add(pairs...)
+	t.Add(reuse...)
+	t.Add(by...)
 	length := fmt.Sprintf("%d tokens", res.Config.IDTokens)
 	if res.Config.ReferenceFile != "" {
 		length = "the references' lengths (" + res.Config.ReferenceFile + ")"
@@ -216,5 +184,5 @@ func idsTables(res *Result) []Table {
 	t.Note = fmt.Sprintf("Greedy (temperature 0, ignore_eos) text completions of %s; a repeat pair sends a prompt twice in a row, the second from the prefix cache where the server keeps it "+
 		"(usage cached_tokens), and is exact when both outputs are identical. Ids are compared where the server returns them (vLLM's return_token_ids), else each token's text from logprobs, else text and count.%s %s",
 		length, res.errorsNote("ids"), res.countersNote("ids"))
-	return []Table{t}
+	return []report.Table{t}
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"jspark/agent/report"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -176,8 +177,8 @@ func mixedValues(res *Result, target, c string) (pauseS, ttft float64) {
 	return median(pauses), median(ttfts)
 }
 
-func mixedTables(res *Result) []Table {
-	t := Table{Screen: "mixed", Title: fmt.Sprintf("Warmed mixed traffic · %s", repeatsLabel(res.Config.Trials)), Columns: []string{"Case"}}
+func mixedTables(res *Result) []report.Table {
+	t := report.Table{Screen: "mixed", Title: fmt.Sprintf("Warmed mixed traffic · %s", repeatsLabel(res.Config.Trials)), Columns: []string{"Case"}}
 	for _, tg := range res.Targets {
 		t.Columns = append(t.Columns, tg.Name+" pause", tg.Name+" new-request TTFT")
 	}
@@ -188,14 +189,14 @@ func mixedTables(res *Result) []Table {
 				p, ttft := mixedValues(res, tg.Name, mixedCase(n, k))
 				row = append(row, secs(p), secs(ttft))
 			}
-			t.add(row...)
+			t.Add(row...)
 		}
 	}
 	t.Note = "Pause is each incumbent stream's largest gap between output events while the new request is admitted (its send to its first output), " +
 		"summarized by the worst incumbent per cell and then the median across the warmed repeats; repeat 1 stays in results.json. " +
 		fmt.Sprintf("At Cn, n−1 incumbents (the speed tasks, salted, ignore_eos, up to %d tokens) are decoding when the n-th request arrives: a salted summary of a service log of the row's length. ", incumbentTokens) +
 		"Streams are cut once every incumbent has an output event after the arrival's first." + res.errorsNote("mixed") + " " + res.countersNote("mixed")
-	return []Table{t}
+	return []report.Table{t}
 }
 
 func repeatsLabel(trials int) string {

@@ -3,25 +3,24 @@ package bench
 import (
 	"fmt"
 	"html"
+	"jspark/agent/report"
 	"math"
 	"strings"
-
-	"jspark/agent"
 )
 
-// Report renders report.html: every table, then the plots: TTFT per trial
+// Page renders report.html: every table, then the plots: TTFT per trial
 // (cache), incumbent token timelines around the arrival (mixed), aggregate
 // tok/s against concurrency. Inline SVG; it opens with no network.
-func Report(res *Result) string {
+func Page(res *Result) string {
 	var b strings.Builder
-	b.WriteString(`<!doctype html><html><head><meta charset="utf-8"><title>jspark bench</title>` + style + `</head><body>`)
+	report.Page(&b, "jspark bench")
 	var names []string
 	for _, t := range res.Targets {
 		names = append(names, fmt.Sprintf("%s (%s %s)", t.Name, t.Kind, t.Spec))
 	}
 	fmt.Fprintf(&b, "<h1>jspark bench: %s</h1><p>Targets: %s.</p>", html.EscapeString(strings.Join(res.Screens, ", ")), html.EscapeString(strings.Join(names, "; ")))
 	for i := range res.Tables {
-		tableHTML(&b, &res.Tables[i])
+		res.Tables[i].HTML(&b)
 	}
 	for _, s := range res.Screens {
 		switch s {
@@ -33,30 +32,8 @@ func Report(res *Result) string {
 			concurrencyPlot(&b, res)
 		}
 	}
-	b.WriteString("</body></html>\n")
+	report.End(&b)
 	return b.String()
-}
-
-const style = `<style>
-body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin-bottom:.5em}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
-th{background:#f4f4f4}td:first-child{text-align:left}svg{background:#fafafa;border:1px solid #ddd;margin:0.5em 1em 1em 0}p.note{max-width:60em;color:#555}
-</style>`
-
-// tableHTML writes a table as report.html shows it: title, cells, note.
-func tableHTML(b *strings.Builder, t *Table) {
-	fmt.Fprintf(b, "<h2>%s</h2><table><tr>", html.EscapeString(t.Title))
-	for _, c := range t.Columns {
-		fmt.Fprintf(b, "<th>%s</th>", html.EscapeString(c))
-	}
-	b.WriteString("</tr>")
-	for _, r := range t.Rows {
-		b.WriteString("<tr>")
-		for _, c := range r {
-			fmt.Fprintf(b, "<td>%s</td>", html.EscapeString(c))
-		}
-		b.WriteString("</tr>")
-	}
-	fmt.Fprintf(b, "</table><p class=note>%s</p>", html.EscapeString(t.Note))
 }
 
 // cachePlots: each target's TTFT of every cache request, in order, one
@@ -65,13 +42,13 @@ func cachePlots(b *strings.Builder, res *Result) {
 	kinds := []string{"first-use", "uncached", "exact repeat", "changed suffix"}
 	b.WriteString("<h2>TTFT per trial</h2><p>")
 	for i, k := range kinds {
-		fmt.Fprintf(b, `<span style="color:%s">&#9632; %s</span> `, agent.Color(i), k)
+		fmt.Fprintf(b, `<span style="color:%s">&#9632; %s</span> `, report.Color(i), k)
 	}
 	b.WriteString("</p>")
 	for _, tg := range res.Targets {
-		ss := make([]agent.Series, len(kinds))
+		ss := make([]report.Series, len(kinds))
 		for i := range ss {
-			ss[i].Color = agent.Color(i)
+			ss[i].Color = report.Color(i)
 		}
 		recs := res.records(tg.Name, "cache")
 		for i, r := range recs {
@@ -81,7 +58,7 @@ func cachePlots(b *strings.Builder, res *Result) {
 				}
 			}
 		}
-		b.WriteString(agent.Plot(tg.Name+": TTFT of each cache request (lengths ascending)", "requests", "TTFT, s", float64(len(recs)), ss))
+		b.WriteString(report.Plot(tg.Name+": TTFT of each cache request (lengths ascending)", "requests", "TTFT, s", float64(len(recs)), ss))
 	}
 }
 
@@ -106,38 +83,38 @@ func mixedPlots(b *strings.Builder, res *Result) {
 				t0 = math.Min(t0, r.Sent)
 			}
 		}
-		var ss []agent.Series
+		var ss []report.Series
 		xmax := 0.0
 		for _, r := range recs {
 			if r.Trial != trial {
 				continue
 			}
 			if r.Role == "arrival" {
-				s := agent.Series{Color: "#000", Points: [][2]float64{{r.Sent - t0, 0}}}
+				s := report.Series{Color: "#000", Points: [][2]float64{{r.Sent - t0, 0}}}
 				if r.OK() {
 					s.Points = append(s.Points, [2]float64{r.Sent + r.TTFT - t0, 0})
 				}
 				ss = append(ss, s)
 				continue
 			}
-			s := agent.Series{Color: agent.Color(len(ss)), Line: true}
+			s := report.Series{Color: report.Color(len(ss)), Line: true}
 			for i, e := range r.Events() {
 				s.Points = append(s.Points, [2]float64{e - t0, float64(i + 1)})
 				xmax = max(xmax, e-t0)
 			}
 			ss = append(ss, s)
 		}
-		b.WriteString(agent.Plot(tg.Name+": output events per incumbent", "s", "events", xmax, ss))
+		b.WriteString(report.Plot(tg.Name+": output events per incumbent", "s", "events", xmax, ss))
 	}
 }
 
 func concurrencyPlot(b *strings.Builder, res *Result) {
 	b.WriteString("<h2>Aggregate tok/s against concurrency</h2><p>")
-	var ss []agent.Series
+	var ss []report.Series
 	xmax := 0.0
 	for i, tg := range res.Targets {
-		fmt.Fprintf(b, `<span style="color:%s">&#9632; %s</span> `, agent.Color(i), html.EscapeString(tg.Name))
-		s := agent.Series{Color: agent.Color(i), Line: true}
+		fmt.Fprintf(b, `<span style="color:%s">&#9632; %s</span> `, report.Color(i), html.EscapeString(tg.Name))
+		s := report.Series{Color: report.Color(i), Line: true}
 		for _, n := range res.Config.Concurrency {
 			if a, _ := aggregate(res.records(tg.Name, "concurrency", concurrencyCase(n))); !math.IsNaN(a) {
 				s.Points = append(s.Points, [2]float64{float64(n), a})
@@ -147,5 +124,5 @@ func concurrencyPlot(b *strings.Builder, res *Result) {
 		ss = append(ss, s)
 	}
 	b.WriteString("</p>")
-	b.WriteString(agent.Plot("aggregate tok/s", "streams", "tok/s", xmax, ss))
+	b.WriteString(report.Plot("aggregate tok/s", "streams", "tok/s", xmax, ss))
 }

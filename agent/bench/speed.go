@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"jspark/agent/report"
 	"sort"
 	"strings"
 )
@@ -42,22 +43,22 @@ func afterFirstRate(r Record) float64 {
 	return float64(r.CompletionTokens-1) / (r.Duration() - r.TTFT)
 }
 
-func speedTables(res *Result) []Table {
-	var out []Table
-	sum := Table{Screen: "speed", Title: "Measured single-stream output rates by target",
+func speedTables(res *Result) []report.Table {
+	var out []report.Table
+	sum := report.Table{Screen: "speed", Title: "Measured single-stream output rates by target",
 		Columns: []string{"Target", "Prose tok/s", "Code tok/s", "Inter-event gap p50 / p90 / p99 / max", "Finish"}}
 	for _, tg := range res.Targets {
-		t := Table{Screen: "speed", Title: tg.Name + " streamed full-answer speed",
+		t := report.Table{Screen: "speed", Title: tg.Name + " streamed full-answer speed",
 			Columns: []string{"Task", "Output tokens", "TTFT", "Whole-request tok/s", "After-first-output tok/s estimate"}}
 		var prose, code, gaps []float64
 		finishes := map[string]int{}
 		for _, r := range res.records(tg.Name, "speed") {
 			if !r.OK() {
-				t.add(r.Case, "error", "–", "–", "–")
+				t.Add(r.Case, "error", "–", "–", "–")
 				finishes["error"]++
 				continue
 			}
-			t.add(r.Case, count(r.CompletionTokens), secs(r.TTFT), rate(wholeRate(r)), rate(afterFirstRate(r)))
+			t.Add(r.Case, count(r.CompletionTokens), secs(r.TTFT), rate(wholeRate(r)), rate(afterFirstRate(r)))
 			if r.Role == "prose" {
 				prose = append(prose, wholeRate(r))
 			} else {
@@ -69,7 +70,7 @@ func speedTables(res *Result) []Table {
 		t.Note = "One streamed response per task, salted, greedy; after-first-output estimate uses (tokens − 1)/(HTTP time − TTFT), transport and finalization included. " +
 			"A chunk may hold several tokens (speculation); this is not GPU-only decode timing." + res.errorsNote("speed")
 		out = append(out, t)
-		sum.add(tg.Name, span(prose), span(code), spread(gaps), finishNote(finishes))
+		sum.Add(tg.Name, span(prose), span(code), spread(gaps), finishNote(finishes))
 	}
 	sum.Note = "Completion tokens / full HTTP duration, TTFT included; ranges span the three prose or four code tasks. Output lengths vary: these are not matched pure-decode rates. " +
 		"Inter-event gaps pool every streamed gap of the seven responses. " + res.countersNote("speed")

@@ -26,7 +26,8 @@ func Load(source string, sp Special) (Template, error) {
 		return Pick(source), fmt.Errorf("chat template does not compile (%v); using the built-in %s template", err, Pick(source).Name)
 	}
 	return Template{Name: "gguf", prog: prog, special: sp, hermes: strings.Contains(source, ToolCallOpen),
-		thinks: strings.Contains(source, ThinkClose), harmony: strings.Contains(source, harmonyChannel)}, nil
+		thinks: strings.Contains(source, ThinkClose), harmony: strings.Contains(source, harmonyChannel),
+		format: DetectFormat(source)}, nil
 }
 
 // CallDelims is the text around a forced tool call and between two of

@@ -2,8 +2,8 @@ package chat
 
 import (
 	"encoding/json"
-	"regexp"
 	"strings"
+	"unsafe"
 )
 
 // Delta is what one piece of model output adds: reasoning text, content
@@ -31,18 +31,23 @@ type CallDelta struct {
 	Arguments string
 }
 
-// Parser splits streamed model output into content and tool calls. Text
-// that may be the start of a call marker is held back until it is known.
-// A call written name first ({"name": "x", "arguments": {…}}, the shape every
-// supported template and the constrained grammar produce) streams as OpenAI
-// streams it: the name as soon as it is decoded, then the arguments' JSON text
-// fragment by fragment. Any other body waits for the closing marker and is
-// parsed whole. Feeding the output in any split yields the same content, and
-// calls whose fragments concatenate to the same text.
+// Parser splits streamed model output into content, reasoning (harmony's
+// analysis channel) and tool calls written in one Format's syntax. Text
+// that may be the start of a marker is held back until it is known. A call
+// streams as OpenAI streams it: its name as soon as it is decoded, then the
+// arguments' JSON text fragment by fragment. Feeding the output in any
+// split yields the same content, and calls whose fragments concatenate to
+// the same text.
+//
+// Each format is a state machine (one file each) over the plumbing here:
+// the held text, what a step adds, and the call bookkeeping.
 type Parser struct {
-	buf    strings.Builder // held text
-	inCall bool
-	calls  int
+	// Format is the syntax of the model's calls; the zero value is
+	// FormatAuto.
+	Format Format
+	// Tools type the parameter values of the XML formats (qwen3coder, glm):
+	// a string parameter stays raw text, any other is read as JSON.
+	Tools  []Tool
 	IDFunc func(i int) string
 	// MaxCalls > 0 ends the output after that many calls (a request with
 	// parallel_tool_calls false gets one): whatever follows is dropped and
@@ -51,18 +56,28 @@ type Parser struct {
 	// Forced says the output is nothing but calls (a forced call, decoded
 	// under its grammar): text left unfinished at the end is markup.
 	Forced bool
-	done   bool
 
-	// A streaming call: its arguments are being emitted (args) or are
-	// complete and the rest up to the closing marker is dropped (argsDone).
-	streaming, argsDone bool
-	json                jsonScan
+	m     machine
+	buf   string          // text not yet consumed
+	in    strings.Builder // holds buf at its end while buf is held (see grow)
+	final bool            // no more text will come
+	out   Delta           // what the current Feed or Finish adds
+	calls int             // calls opened and finished so far
+	open  bool            // a call's name went out and the call has not ended
+	done  bool
+	// types are the parameter types of the tools (tool → parameter →
+	// whether its value is a string), built on first use.
+	types map[string]map[string]bool
+}
 
-	// A reply that is nothing but a call object ({"name": …, "parameters":
-	// …}, as Llama 3.1 answers; its <|python_tag|> is a control token and not
-	// text) is a call that ends with the output (bare).
-	started, bare, truncated bool
-	list                     bool // the bare reply is a list of calls ([{"name": …}, …], Mistral's form), parsed at the end
+// machine is one format's state machine. next consumes what it can of the
+// parser's held text and reports whether it moved (consumed text or changed
+// state); the parser calls it until it does not. cut runs once at the end,
+// after next has drained with final set, to end what is left unfinished
+// (a call cut short, held markup).
+type machine interface {
+	next(p *Parser) bool
+	cut(p *Parser)
 }
 
 // Feed consumes the next piece of output.
@@ -70,23 +85,27 @@ func (p *Parser) Feed(s string) Delta {
 	if p.done {
 		return Delta{}
 	}
-	p.buf.WriteString(s)
-	return p.drain(false)
+	p.grow(s)
+	p.run()
+	return p.take()
 }
 
-// Done reports that MaxCalls calls are complete and later output is ignored.
-func (p *Parser) Done() bool { return p.done }
-
-// callEnded counts a completed call and reports whether that was the last
-// one allowed.
-func (p *Parser) callEnded() bool {
-	p.calls++
-	if p.MaxCalls > 0 && p.calls >= p.MaxCalls {
-		p.done = true
-		p.reset("")
-		p.inCall, p.streaming, p.argsDone, p.bare, p.list = false, false, false, false, false
+// grow appends s to the held text in amortized constant time a byte: a
+// body held until its closing marker (up to the whole output) must not
+// be copied at every piece. While buf is the builder's tail, s is
+// appended in place; otherwise (a machine replaced buf) buf is copied in
+// once. The consumed text before buf is let go once it outweighs buf.
+func (p *Parser) grow(s string) {
+	all := p.in.String()
+	view := len(p.buf) > 0 && len(p.buf) <= len(all) && unsafe.StringData(p.buf) == unsafe.StringData(all[len(all)-len(p.buf):])
+	if !view || len(all) > 2*len(p.buf)+4096 {
+		p.in = strings.Builder{}
+		p.in.WriteString(p.buf)
 	}
-	return p.done
+	n := len(p.buf) + len(s)
+	p.in.WriteString(s)
+	all = p.in.String()
+	p.buf = all[len(all)-n:]
 }
 
 // Finish flushes what is held. A call cut short never leaves its markup in
@@ -97,150 +116,86 @@ func (p *Parser) Finish() (d Delta, truncated bool) {
 	if p.done {
 		return Delta{}, false
 	}
-	if p.inCall && !p.streaming && !p.list && (!p.bare || p.Forced) {
-		body := strings.TrimSpace(p.buf.String())
-		if name, args, ok := ParseCall(body); ok { // complete, only its closing marker missing
-			d.Calls = append(d.Calls, CallDelta{Index: p.calls, ID: p.id(p.calls), Type: "function", Name: name},
-				CallDelta{Index: p.calls, Arguments: args})
-			p.calls++
-		} else if m := nameOnly.FindStringSubmatch(body); m != nil {
-			d.Calls = append(d.Calls, CallDelta{Index: p.calls, ID: p.id(p.calls), Type: "function", Name: m[1]})
-			p.calls++
-		}
-		p.reset("")
-		p.inCall, p.bare = false, false
-		return d, true
-	}
-	d = p.drain(true)
+	p.final = true
+	p.run()
 	if p.Forced {
 		// The output is calls only: text left at the end is the start of
 		// a call's markup (a partial marker, an undecided opening brace).
-		d.Content = ""
+		p.out.Content = ""
 	}
-	if p.truncated {
-		return d, true
+	if !p.done {
+		calls := p.calls
+		p.machine().cut(p)
+		if p.open {
+			p.endCall()
+		}
+		truncated = p.calls > calls
 	}
-	if p.inCall { // a streaming call cut in its arguments
-		p.calls++
-		p.buf.Reset()
-		p.inCall, p.streaming, p.argsDone = false, false, false
-		truncated = true
-	}
-	return d, truncated
+	p.buf = ""
+	p.done = true
+	return p.take(), truncated
 }
+
+// Done reports that MaxCalls calls are complete and later output is ignored.
+func (p *Parser) Done() bool { return p.done && !p.final }
 
 // Calls is the number of calls seen so far (a streaming call counts once
 // its closing marker arrives, or at Finish).
 func (p *Parser) Calls() int { return p.calls }
 
-// nameFirst matches the start of a name-first call body up to the opening
-// brace of its arguments.
-var nameFirst = regexp.MustCompile(`^\s*\{\s*"name"\s*:\s*"([^"\\]+)"\s*,\s*"(?:arguments|parameters)"\s*:\s*\{`)
-
-// nameOnly matches a call body whose name is complete (its closing quote
-// arrived) and whose arguments have not begun.
-var nameOnly = regexp.MustCompile(`^\{\s*"name"\s*:\s*"([^"\\]+)"`)
-
-func (p *Parser) drain(final bool) Delta {
-	var d Delta
-	for {
-		s := p.buf.String()
-		if !p.inCall && !p.started {
-			switch bareStart(s) {
-			case undecided:
-				if !final {
-					return d
-				}
-			case isBare:
-				p.inCall, p.bare, p.started = true, true, true
-				continue
-			case isList:
-				p.inCall, p.bare, p.list, p.started = true, true, true, true
-				continue
-			}
-			p.started = strings.TrimSpace(s) != ""
-		}
-		if !p.inCall {
-			// Whitespace after a call (the newline between two calls, or
-			// before the end) is layout, not content: it waits until text
-			// follows it, and is dropped when a call or the end does.
-			layout := func(t string) bool { return p.calls > 0 && strings.TrimSpace(t) == "" }
-			i := strings.Index(s, ToolCallOpen)
-			if i >= 0 {
-				if !layout(s[:i]) {
-					d.Content += s[:i]
-				}
-				p.reset(s[i+len(ToolCallOpen):])
-				p.inCall, p.started = true, true
-				continue
-			}
-			keep := 0
-			if !final {
-				keep = heldPrefix(s, ToolCallOpen)
-			}
-			switch text := s[:len(s)-keep]; {
-			case layout(text) && final:
-				p.reset("")
-			case layout(text):
-				p.reset(s)
-			default:
-				d.Content += text
-				p.reset(s[len(s)-keep:])
-			}
-			return d
-		}
-		if !p.streaming && !p.list {
-			if m := nameFirst.FindStringSubmatchIndex(s); m != nil {
-				d.Calls = append(d.Calls, CallDelta{Index: p.calls, ID: p.id(p.calls), Type: "function", Name: s[m[2]:m[3]]})
-				p.streaming, p.json = true, jsonScan{}
-				p.reset(s[m[1]-1:]) // from the arguments' opening brace
-				continue
-			}
-		}
-		if p.streaming && !p.argsDone {
-			n, done := p.json.scan(s)
-			if n > 0 {
-				d.Calls = append(d.Calls, CallDelta{Index: p.calls, Arguments: s[:n]})
-			}
-			p.reset(s[n:])
-			if !done {
-				return d
-			}
-			p.argsDone = true
-			continue
-		}
-		if p.bare {
-			return p.endBare(d, s, final)
-		}
-		j := strings.Index(s, ToolCallClose)
-		if j < 0 {
-			if p.argsDone { // what follows the arguments is the call's own "}": drop all but a possible marker start
-				p.reset(s[len(s)-heldPrefix(s, ToolCallClose):])
-			}
-			return d
-		}
-		body := strings.TrimSpace(s[:j])
-		p.reset(s[j+len(ToolCallClose):])
-		p.inCall = false
-		if p.streaming {
-			p.streaming, p.argsDone = false, false
-			if p.callEnded() {
-				return d
-			}
-			continue
-		}
-		name, args, ok := ParseCall(body)
-		if !ok {
-			d.Content += ToolCallOpen + s[:j+len(ToolCallClose)]
-			continue
-		}
-		d.Calls = append(d.Calls,
-			CallDelta{Index: p.calls, ID: p.id(p.calls), Type: "function", Name: name},
-			CallDelta{Index: p.calls, Arguments: args})
-		if p.callEnded() {
-			return d
-		}
+func (p *Parser) machine() machine {
+	if p.m == nil {
+		p.m = p.Format.machine()
 	}
+	return p.m
+}
+
+func (p *Parser) run() {
+	m := p.machine()
+	for !p.done && m.next(p) {
+	}
+}
+
+func (p *Parser) take() Delta {
+	d := p.out
+	p.out = Delta{}
+	return d
+}
+
+// content emits answer text.
+func (p *Parser) content(s string) { p.out.Content += s }
+
+// reasoning emits reasoning text.
+func (p *Parser) reasoning(s string) { p.out.Reasoning += s }
+
+// startCall emits a call's first fragment: its index, id and name.
+func (p *Parser) startCall(name string) {
+	p.out.Calls = append(p.out.Calls, CallDelta{Index: p.calls, ID: p.id(p.calls), Type: "function", Name: name})
+	p.open = true
+}
+
+// args emits a fragment of the open call's arguments.
+func (p *Parser) args(s string) {
+	if s != "" {
+		p.out.Calls = append(p.out.Calls, CallDelta{Index: p.calls, Arguments: s})
+	}
+}
+
+// endCall counts the open call; after MaxCalls calls the output is done.
+func (p *Parser) endCall() {
+	p.open = false
+	p.calls++
+	if p.MaxCalls > 0 && p.calls >= p.MaxCalls {
+		p.done = true
+		p.buf = ""
+	}
+}
+
+// call emits a whole call at once.
+func (p *Parser) call(name, args string) {
+	p.startCall(name)
+	p.args(args)
+	p.endCall()
 }
 
 // id names call i (empty without IDFunc).
@@ -251,90 +206,75 @@ func (p *Parser) id(i int) string {
 	return p.IDFunc(i)
 }
 
-// endBare handles a bare call, which closes only with the output.
-func (p *Parser) endBare(d Delta, s string, final bool) Delta {
-	if p.argsDone {
-		p.reset("") // the object's own closing brace and any trailing space
-	}
-	if !final {
-		return d
-	}
-	p.reset("")
-	p.inCall, p.bare = false, false
-	if p.streaming {
-		p.truncated = !p.argsDone
-		p.streaming, p.argsDone = false, false
-		p.calls++
-		return d
-	}
-	bodies := []string{strings.TrimSpace(s)}
-	if p.list {
-		p.list = false
-		var items []json.RawMessage
-		if json.Unmarshal([]byte(s), &items) != nil || len(items) == 0 {
-			d.Content += s
-			return d
-		}
-		bodies = bodies[:0]
-		for _, it := range items {
-			bodies = append(bodies, string(it))
-		}
-		if p.MaxCalls > 0 && len(bodies) > p.MaxCalls-p.calls {
-			bodies = bodies[:p.MaxCalls-p.calls]
+// consume drops the first n bytes of the held text.
+func (p *Parser) consume(n int) { p.buf = p.buf[n:] }
+
+// upTo finds the earliest of markers in the held text. Found, it returns
+// the text before it and which marker, consuming both. Otherwise it
+// returns (and consumes) all the text that cannot begin a marker, which at
+// the end is all of it, with which -1.
+func (p *Parser) upTo(markers ...string) (text string, which int) {
+	at, which := -1, -1
+	for k, m := range markers {
+		if i := strings.Index(p.buf, m); i >= 0 && (at < 0 || i < at) {
+			at, which = i, k
 		}
 	}
-	var calls []CallDelta
-	for i, b := range bodies {
-		name, args, ok := ParseCall(b)
-		if !ok {
-			d.Content += s // one bad element: the reply is text, as a whole
-			return d
-		}
-		calls = append(calls, CallDelta{Index: p.calls + i, ID: p.id(p.calls + i), Type: "function", Name: name}, CallDelta{Index: p.calls + i, Arguments: args})
+	if which >= 0 {
+		text = p.buf[:at]
+		p.buf = p.buf[at+len(markers[which]):]
+		return text, which
 	}
-	d.Calls = append(d.Calls, calls...)
-	p.calls += len(bodies)
-	return d
+	keep := 0
+	if !p.final {
+		for _, m := range markers {
+			keep = max(keep, heldPrefix(p.buf, m))
+		}
+	}
+	text = p.buf[:len(p.buf)-keep]
+	p.buf = p.buf[len(p.buf)-keep:]
+	return text, -1
 }
 
-type bareState int
-
-const (
-	notBare bareState = iota
-	undecided
-	isBare
-	isList
-)
-
-// bareStart tells from the output's beginning whether it opens a bare call
-// object (`{` then `"name"`) or a list of them (`[` first), whitespace
-// allowed around.
-func bareStart(s string) bareState {
-	t := strings.TrimLeft(s, " \t\r\n")
-	if t == "" {
-		return undecided
-	}
-	found := isBare
-	if t[0] == '[' {
-		found = isList
-		if t = strings.TrimLeft(t[1:], " \t\r\n"); t == "" {
-			return undecided
+// prefix tells whether the held text, after leading whitespace, begins
+// with one of markers: which marker (consumed with the whitespace), or -1
+// when it cannot; decided is false while the text is still a prefix of one
+// and more may come.
+func (p *Parser) prefix(markers ...string) (which int, decided bool) {
+	t := strings.TrimLeft(p.buf, " \t\r\n")
+	for k, m := range markers {
+		if strings.HasPrefix(t, m) {
+			p.buf = t[len(m):]
+			return k, true
 		}
 	}
-	if t[0] != '{' {
-		return notBare
+	if p.final {
+		return -1, true
 	}
-	rest := strings.TrimLeft(t[1:], " \t\r\n")
-	switch {
-	case strings.HasPrefix(rest, `"name"`):
-		return found
-	case strings.HasPrefix(`"name"`, rest):
-		return undecided
+	for _, m := range markers {
+		if strings.HasPrefix(m, t) {
+			return -1, false
+		}
 	}
-	return notBare
+	return -1, true
 }
 
-// jsonScan follows one JSON object through its text: depth, strings, escapes.
+// heldPrefix is the length of the longest suffix of s that is a proper
+// prefix of marker.
+func heldPrefix(s, marker string) int {
+	for n := min(len(s), len(marker)-1); n > 0; n-- {
+		if strings.HasSuffix(s, marker[:n]) {
+			return n
+		}
+	}
+	return 0
+}
+
+// layout holds the whitespace after a call: dropped when another call or
+// the end follows it, content with the text when text does.
+type layout struct{ after bool }
+
+// jsonScan follows one JSON value through its text: depth, strings, escapes.
 type jsonScan struct {
 	depth         int
 	inString, esc bool
@@ -360,7 +300,7 @@ func (j *jsonScan) scan(s string) (n int, done bool) {
 			j.depth++
 		case c == '}' || c == ']':
 			j.depth--
-			if j.depth == 0 {
+			if j.depth <= 0 {
 				return i + 1, true
 			}
 		}
@@ -368,20 +308,31 @@ func (j *jsonScan) scan(s string) (n int, done bool) {
 	return len(s), false
 }
 
-func (p *Parser) reset(s string) {
-	p.buf.Reset()
-	p.buf.WriteString(s)
+// jsonArgs streams a call's JSON arguments object from the held text as
+// it arrives: the object's text goes out as it is, up to its closing brace.
+type jsonArgs struct {
+	scan    jsonScan
+	started bool
 }
 
-// heldPrefix is the length of the longest suffix of s that is a proper
-// prefix of marker.
-func heldPrefix(s, marker string) int {
-	for n := min(len(s), len(marker)-1); n > 0; n-- {
-		if strings.HasSuffix(s, marker[:n]) {
-			return n
+// feed reports whether it consumed text, whether the object is complete,
+// and, before any of it went out, whether the arguments are not an object
+// at all (bad: nothing is consumed, the format reads them otherwise).
+func (a *jsonArgs) feed(p *Parser) (moved, done, bad bool) {
+	if !a.started {
+		t := strings.TrimLeft(p.buf, " \t\r\n")
+		if t == "" {
+			return false, false, p.final
 		}
+		if t[0] != '{' {
+			return false, false, true
+		}
+		p.buf, a.started = t, true
 	}
-	return 0
+	n, done := a.scan.scan(p.buf)
+	p.args(p.buf[:n])
+	p.consume(n)
+	return n > 0, done, false
 }
 
 // ParseCall reads {"name": …, "arguments": {…}} (or "parameters", as
@@ -410,4 +361,28 @@ func ParseCall(body string) (name, args string, ok bool) {
 		return "", "", false
 	}
 	return c.Name, a, true
+}
+
+// text emits content up to the earliest of markers, under the layout rule
+// after a call. It returns which marker it reached (consumed), or -1, and
+// whether it moved.
+func (p *Parser) text(l *layout, markers ...string) (which int, moved bool) {
+	text, which := p.upTo(markers...)
+	blank := l.after && strings.TrimSpace(text) == ""
+	switch {
+	case which >= 0:
+		if !blank {
+			p.content(text)
+		}
+		l.after = false
+		return which, true
+	case blank && !p.final: // whitespace after a call: known only when more comes
+		p.buf = text + p.buf
+		return -1, false
+	case blank:
+		return -1, text != ""
+	}
+	l.after = false
+	p.content(text)
+	return -1, text != ""
 }

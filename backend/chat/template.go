@@ -22,7 +22,12 @@ type Template struct {
 	hermes  bool // the template writes calls in <tool_call> tags
 	thinks  bool // the template writes reasoning in <think> blocks
 	harmony bool // gpt-oss's template: reasoning goes back as "thinking"
+	format  Format
 }
+
+// Format is the tool-call syntax the template writes calls in, which its
+// model answers in (FormatAuto for the built-ins and unknown templates).
+func (t Template) Format() Format { return t.format }
 
 // Thinks reports whether the model's template writes reasoning blocks, so
 // that its model's output has one to split off (Qwen3, QwQ, DeepSeek-R1).

@@ -141,6 +141,7 @@ type Engine struct {
 	m     *model.Model
 	opt   Options
 	kv    *model.Pool
+	slots *stateSlots // free recurrent state slots; nil for a model without them
 	cache *kvCache
 	pool  *BlockPool // the cache's, read for load and by tests
 	stats *Metrics
@@ -176,24 +177,31 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 		opt.ModelName = m.Name
 	}
 	perBlock := int64(m.KVBytesPerToken(m.KVType) * opt.BlockSize)
+	// A model with recurrent layers keeps a state per running sequence,
+	// from the same memory.
+	stateMem := int64(m.StateBytes()) * int64(opt.MaxSeqs)
 	blocks := opt.KVBlocks
 	if blocks == 0 {
 		if opt.KVMemory == Auto {
 			opt.KVMemory = min(availableMemory()/5, 4<<30)
 		}
-		blocks = int(opt.KVMemory / perBlock)
+		blocks = int((opt.KVMemory - stateMem) / perBlock)
 	}
 	if blocks < 2 {
 		return nil, fmt.Errorf("engine: KV memory holds %d blocks of %d tokens; need at least 2", blocks, opt.BlockSize)
 	}
 	e := &Engine{
 		m: m, opt: opt,
-		kv:    model.NewTypedPool(m.Config, blocks, opt.BlockSize, m.KVType),
+		kv:    model.NewStatePool(m.Config, blocks, opt.BlockSize, m.KVType, opt.MaxSeqs),
 		clock: newStepClock(m.Config),
 		wake:  make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	e.stats = newMetrics(opt.ModelName, blocks*opt.BlockSize)
 	e.cache = newKVCache(blocks, opt.BlockSize, e.copyBlock)
+	if m.RecurrentLayers() > 0 {
+		e.slots = newStateSlots(opt.MaxSeqs)
+		e.cache.copy, e.cache.noReuse = nil, true
+	}
 	e.cache.retain = opt.SessionRetain
 	e.cache.keptHits = &e.stats.sessionKeptHits
 	e.pool = e.cache.pool
@@ -202,6 +210,9 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 		m.Arch, blocks*opt.BlockSize, blocks, opt.BlockSize, float64(int64(blocks)*perBlock)/(1<<20), opt.MaxContext)
 	if opt.MaxContext > m.Context {
 		fmt.Fprintf(opt.Log, " (the model states %d; running beyond it)", m.Context)
+	}
+	if e.slots != nil {
+		fmt.Fprintf(opt.Log, "; recurrent states for %d sequences (%.1f MiB), no prefix reuse", opt.MaxSeqs, float64(stateMem)/(1<<20))
 	}
 	fmt.Fprintln(opt.Log)
 	go e.loop()
@@ -274,7 +285,8 @@ func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Event, error) {
 		return nil, fmt.Errorf("engine: prompt of %d tokens exceeds the KV cache of %d tokens", len(r.Prompt), e.CapacityTokens())
 	}
 	s := &seq{
-		id: e.nextID.Add(1), req: r, ctx: ctx, sampler: sample.New(r.Sampling),
+		slot: -1,
+		id:   e.nextID.Add(1), req: r, ctx: ctx, sampler: sample.New(r.Sampling),
 		tokens: append([]int(nil), r.Prompt...), submitted: time.Now(),
 	}
 	s.clock = newReqClock(s.submitted)

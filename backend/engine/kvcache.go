@@ -13,6 +13,9 @@ type kvCache struct {
 	// copy copies the K/V of the first n slots of block src into dst
 	// (every layer); nil turns tail reuse off.
 	copy func(dst, src BlockID, n int)
+	// noReuse: no request takes cached blocks (a model whose recurrent
+	// state the blocks do not hold; recurrent.go).
+	noReuse bool
 
 	// Session retention: blocks released by a session active within
 	// retain are evicted after all others (retain ≤ 0: off).
@@ -79,6 +82,9 @@ func (c *kvCache) hashUpTo(s *seq, blocks int) {
 // computedPrefix is how many of a waiting request's tokens the cache holds
 // (the last token is always left to compute, for its logits).
 func (c *kvCache) computedPrefix(s *seq) int {
+	if c.noReuse {
+		return 0
+	}
 	full := len(s.tokens) / c.bs
 	c.hashUpTo(s, full)
 	n := 0
@@ -107,7 +113,7 @@ func (c *kvCache) take(s *seq) (hit, tail, bound int, div *Divergence) {
 	c.hashUpTo(s, full)
 	c.touch(s)
 	n := 0
-	for n < full {
+	for n < full && !c.noReuse {
 		id, ok := c.pool.Lookup(s.hashes[n])
 		if !ok {
 			break
@@ -126,6 +132,9 @@ func (c *kvCache) take(s *seq) (hit, tail, bound int, div *Divergence) {
 	b := 0
 	for b < full && c.ever.has(s.hashes[b]) {
 		b++
+	}
+	if c.noReuse {
+		return 0, 0, b * c.bs, nil
 	}
 	return n * c.bs, tail, b * c.bs, c.diverged(s, n, b)
 }

@@ -131,6 +131,7 @@ type seq struct {
 	table     []BlockID
 	hashes    []BlockHash // chain hashes of the full blocks of tokens
 	committed int         // leading blocks registered in the cache
+	slot      int         // its recurrent state slot, -1 when none (recurrent.go)
 	usage     Usage
 	admitted  bool // the first admission happened (usage.CachedTokens set)
 	starved   int  // steps in a row as a prefill candidate without a chunk

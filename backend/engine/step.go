@@ -41,6 +41,7 @@ func (p *plan) add(s *seq, tokens []int, drafts []int, wantLogits bool) {
 		b.Tokens = append(b.Tokens, t)
 		b.Pos = append(b.Pos, s.computed+i)
 		b.Table = append(b.Table, s.table)
+		b.Slot = append(b.Slot, s.slot)
 	}
 	if wantLogits {
 		en.logit = len(b.Logits)
@@ -251,8 +252,9 @@ func (e *Engine) chunk(s *seq, budget int, p *plan) int {
 	if e.opt.MaxStepMs > 0 {
 		n = e.timeBound(s, n, p.work, len(p.trace.Prefill) == 0)
 	}
+	n = e.alignChunk(s, n)
 	if n > 0 && !e.cache.grow(s, s.computed+n) {
-		n = min(n, e.cache.room(s)-s.computed)
+		n = e.alignChunk(s, min(n, e.cache.room(s)-s.computed))
 		if n <= 0 || !e.cache.grow(s, s.computed+n) {
 			return 0
 		}
@@ -418,6 +420,7 @@ func (e *Engine) admit(s *seq, p *plan) {
 		e.stats.cacheHits.Add(float64(hit))
 	}
 	s.state = stateRunning
+	e.takeSlot(s)
 	e.waiting = slices.DeleteFunc(e.waiting, func(x *seq) bool { return x == s })
 	e.running = append(e.running, s)
 	e.stats.waiting.Dec()
@@ -431,6 +434,7 @@ func (e *Engine) requeue(s *seq, preempted bool) {
 		s.clock.preempted(s.computed, time.Now())
 	}
 	e.cache.free(s)
+	e.releaseSlot(s)
 	s.state = stateWaiting
 	if preempted {
 		s.usage.Preemptions++
@@ -467,6 +471,7 @@ func (e *Engine) finish(s *seq, reason FinishReason, err error) {
 		e.stats.waiting.Dec()
 	}
 	e.cache.free(s)
+	e.releaseSlot(s)
 	s.state = stateDone
 	e.running = slices.DeleteFunc(e.running, func(x *seq) bool { return x == s })
 	e.waiting = slices.DeleteFunc(e.waiting, func(x *seq) bool { return x == s })
@@ -484,7 +489,7 @@ func (e *Engine) finish(s *seq, reason FinishReason, err error) {
 // propose what followed it.
 func (e *Engine) propose(s *seq) []int {
 	k := e.opt.Speculate
-	if k <= 0 || s.req.Constraint != nil || s.req.TopLogprobs > 0 {
+	if k <= 0 || s.req.Constraint != nil || s.req.TopLogprobs > 0 || e.slots != nil {
 		return nil
 	}
 	k = min(k, s.req.MaxTokens-s.generated-1, e.opt.MaxContext-len(s.tokens)-1)

@@ -29,8 +29,14 @@ type vocab struct {
 	// a walk.
 	plain   []int
 	special *trie
-	maxLen  int // bytes of the longest token
-	depth   int // bytes of the longest token, for the walk's buffers
+	// Likewise inside raw text (the XML formats' string values): every
+	// token of whole writable characters, newlines and tabs included, with
+	// no '<' (which may begin the closing tag) is allowed (raw); the
+	// others are walked (rawSpecial).
+	raw        []int
+	rawSpecial *trie
+	maxLen     int // bytes of the longest token
+	depth      int // bytes of the longest token, for the walk's buffers
 }
 
 // plainPiece reports whether a plain string holds b as it is: whole UTF-8
@@ -39,6 +45,19 @@ func plainPiece(b []byte) bool {
 	for len(b) > 0 {
 		r, size := utf8.DecodeRune(b)
 		if r == utf8.RuneError && size <= 1 || r < 0x20 || r == '"' || r == '\\' || !writableRune(r) {
+			return false
+		}
+		b = b[size:]
+	}
+	return true
+}
+
+// rawPiece reports whether raw text holds b as it is wherever it is: whole
+// writable characters and no '<'.
+func rawPiece(b []byte) bool {
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if r == utf8.RuneError && size <= 1 || r == '<' || !writableRune(r) {
 			return false
 		}
 		b = b[size:]
@@ -61,7 +80,7 @@ func vocabOf(t *tokenizer.Tokenizer) *vocab {
 	if v, ok := vocabs.Load(t); ok {
 		return v.(*vocab)
 	}
-	v := &vocab{root: &trie{}, special: &trie{}}
+	v := &vocab{root: &trie{}, special: &trie{}, rawSpecial: &trie{}}
 	for id := 0; id < t.VocabSize(); id++ {
 		b := t.AppendPiece(nil, id, false)
 		if len(b) == 0 {
@@ -74,6 +93,11 @@ func vocabOf(t *tokenizer.Tokenizer) *vocab {
 			v.plain = append(v.plain, id)
 		} else {
 			v.special.add(b, id)
+		}
+		if rawPiece(b) {
+			v.raw = append(v.raw, id)
+		} else {
+			v.rawSpecial.add(b, id)
 		}
 	}
 	v.depth = v.maxLen + 1
@@ -135,6 +159,20 @@ func (c *Constraint) inString() bool {
 	return p.plain() && !p.dfa.mid[f.a] && p.max-int(f.i) >= c.v.maxLen
 }
 
+// inRaw reports whether the only state is inside plain raw text, with no
+// piece of its closing tag written and room for any token.
+func (c *Constraint) inRaw() bool {
+	if len(c.states) != 1 || c.states[0].done() {
+		return false
+	}
+	f := c.states[0].f
+	if f.n.kind != kRaw || f.b != 0 {
+		return false
+	}
+	p := f.n.raw.spec
+	return p.plain() && (f.phase == 0 || !p.dfa.mid[f.a]) && p.max-int(f.i) >= c.v.maxLen
+}
+
 // Allowed returns a mask of the tokens that keep the output valid.
 func (c *Constraint) Allowed() []bool {
 	if c.inString() {
@@ -143,6 +181,14 @@ func (c *Constraint) Allowed() []bool {
 			mask[id] = true
 		}
 		c.walk(mask, c.v.special)
+		return mask
+	}
+	if c.inRaw() {
+		mask := make([]bool, c.tok.VocabSize())
+		for _, id := range c.v.raw {
+			mask[id] = true
+		}
+		c.walk(mask, c.v.rawSpecial)
 		return mask
 	}
 	return c.walkAll()

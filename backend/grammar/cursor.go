@@ -61,6 +61,16 @@ func advanceOne(c cursor, b byte, out []cursor) []cursor {
 			return append(out, cursor{frame{n: n, i: f.i + 1}, c.up})
 		}
 		return popTo(c.up, out)
+	case kRaw:
+		if next, ok := n.raw.step(f, b); ok {
+			out = append(out, cursor{next, c.up})
+		}
+		if n.raw.ends(f) { // the text may end here: b belongs to what follows
+			for _, p := range closure(c.up, nil) {
+				out = cursors(step(p, b, nil), out)
+			}
+		}
+		return out
 	case kNum:
 		if text, ok := n.num.step(f.s, b); ok {
 			out = append(out, cursor{frame{n: n, s: text}, c.up})

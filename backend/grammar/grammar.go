@@ -27,6 +27,7 @@ const (
 	kRep             // open, item (sep item)*, close; between min and max items
 	kObj             // an object's members after its "{": props in order, optional ones skippable, then "}"
 	kSet             // one of set, sorted distinct literals (an enum)
+	kRaw             // text as it is, not quoted (raw): the XML formats' string values
 )
 
 // node is one grammar element; trees may share nodes and, through $ref,
@@ -44,6 +45,10 @@ type node struct {
 	set      []string // kSet
 	str      *strSpec // kStr
 	num      *numSpec // kNum
+	raw      *rawSpec // kRaw
+	// end, for kObj, is what closes the object after its members ("}"
+	// when nil).
+	end *node
 }
 
 var nodeIDs atomic.Uint64
@@ -183,7 +188,11 @@ func closure(s *stack, out []*stack) []*stack {
 				return out // it cannot be skipped, nor the object closed before it
 			}
 		}
-		return closure(s.replace(frame{n: closeBrace}), out)
+		end := f.n.end
+		if end == nil {
+			end = closeBrace
+		}
+		return closure(s.replace(frame{n: end}), out)
 	case kSet:
 		if f.b == 0 && f.a == 0 && f.i == 0 { // fresh: every value
 			s = s.replace(frame{n: f.n, b: int32(len(f.n.set))})
@@ -250,6 +259,16 @@ func step(s *stack, c byte, out []*stack) []*stack {
 			out = append(out, s.replace(frame{n: n, s: text}))
 		}
 		if n.num.complete(f.s) { // the number may end here: c belongs to what follows
+			for _, p := range closure(s.up, nil) {
+				out = step(p, c, out)
+			}
+		}
+		return out
+	case kRaw:
+		if next, ok := n.raw.step(f, c); ok {
+			out = append(out, s.replace(next))
+		}
+		if n.raw.ends(f) { // the text may end here: c belongs to what follows
 			for _, p := range closure(s.up, nil) {
 				out = step(p, c, out)
 			}

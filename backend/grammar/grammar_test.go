@@ -312,3 +312,83 @@ func BenchmarkMask(b *testing.B) {
 		}
 	})
 }
+
+// The XML formats write a string parameter raw: any text within its
+// bounds that never holds the closing tag; other values as JSON.
+func TestRawValues(t *testing.T) {
+	tools := []Tool{{"f", []byte(`{"type":"object","properties":{"s":{"type":"string","maxLength":6},"n":{"type":"integer"},"e":{"enum":["a b","c"]}},"required":["s"]}`)}}
+	g, err := ToolCalls("qwen3coder", tools, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(params string) string {
+		return "<tool_call>\n<function=f>\n" + params + "</function>\n</tool_call>"
+	}
+	p := func(k, v string) string { return "<parameter=" + k + ">\n" + v + "\n</parameter>\n" }
+	for text, want := range map[string]bool{
+		call(p("s", "a\"\\\n<b")):                       true,
+		call(p("e", "a b") + p("n", "-3") + p("s", "")): true,
+		call(p("s", "x</parameter>")):                   false,
+		call(p("s", "</par")):                           true,
+		call(p("s", "1234567")):                         false,
+		call(p("s", "x") + p("n", "1.5")):               false,
+		call(p("n", "1")):                               false, // s is required
+		call(p("e", "d") + p("s", "x")):                 false,
+		call(p("s", "\"quoted\"")):                      false, // 8 characters
+	} {
+		if got := g.Valid(text); got != want {
+			t.Errorf("Valid(%q) = %v, want %v", text, got, want)
+		}
+	}
+}
+
+// Inside raw text (the XML formats' string values) the mask's shortcut
+// gives what the whole walk gives, up to and through the closing tag.
+func TestRawMaskShortcutMatchesWalk(t *testing.T) {
+	tok := gpt2(t)
+	g, err := ToolCalls("qwen3coder", []Tool{{"write", []byte(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string","maxLength":400},"n":{"type":"integer"}},"required":["content","path"]}`)}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "<tool_call>\n<function=write>\n<parameter=content>\nif a < b {\n\tf(\"héllo, 世界\") // </par\n}\n\n</parameter>\n" +
+		"<parameter=path>\nmain.go\n</parameter>\n</function>\n</tool_call>"
+	c := g.NewConstraint(tok)
+	shortcuts := 0
+	for i, id := range tok.Encode(text, false, false) {
+		if c.inRaw() {
+			shortcuts++
+		}
+		got, want := c.Allowed(), c.walkAll()
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d (%q so far): masks differ", i, c.Text())
+		}
+		if !got[id] {
+			t.Fatalf("step %d: the text's own token %q is not allowed", i, tok.Decode([]int{id}, false))
+		}
+		c.Accept(id)
+	}
+	if !c.Done() || shortcuts < 10 {
+		t.Errorf("done %v, %d steps took the shortcut", c.Done(), shortcuts)
+	}
+}
+
+// BenchmarkRawMask prices one step inside raw text (an XML format's string
+// value) on a 50K vocabulary, with the shortcut and with the full walk.
+func BenchmarkRawMask(b *testing.B) {
+	tok := gpt2(b)
+	g, _ := ToolCalls("qwen3coder", []Tool{{"bash", []byte(bashSchema)}}, 1)
+	c := g.NewConstraint(tok)
+	for _, id := range tok.Encode("<tool_call>\n<function=bash>\n<parameter=command>\nls -la", false, false) {
+		c.Accept(id)
+	}
+	b.Run("shortcut", func(b *testing.B) {
+		for b.Loop() {
+			c.Allowed()
+		}
+	})
+	b.Run("walk", func(b *testing.B) {
+		for b.Loop() {
+			c.walkAll()
+		}
+	})
+}

@@ -38,8 +38,8 @@ type Experts struct {
 // binds the tensor <prefix>attn_q.weight (a name ending in .bias is taken
 // as it is), which must have the shape's dims, outermost first (GGUF
 // lists them innermost first), each a name of Config.dims. Tag options:
-// "optional" (absent leaves the field nil) and "alt:NAME" (bound from NAME
-// when the first is absent). An untagged struct field binds its own
+// "optional" (absent leaves the field nil), "alt:NAME" (bound from NAME
+// when the first is absent) and "raw" (the name without .weight). An untagged struct field binds its own
 // fields at the same prefix, so shared groups of weights (attention,
 // mlp, moe) are one field of an architecture's layer.
 type binder struct {
@@ -50,11 +50,13 @@ type binder struct {
 
 // dims are the named sizes a shape tag may use.
 func (c *Config) dims() map[string]int {
-	return map[string]int{
+	d := map[string]int{
 		"dim": c.Dim, "vocab": c.Vocab, "heads": c.Heads, "kv_heads": c.KVHeads, "head_dim": c.HeadDim,
 		"q": c.Heads * c.HeadDim, "kv": c.KVDim(), "ff": c.FF, "experts": c.Experts, "expert_ff": c.ExpertFF,
 		"shared_ff": c.SharedExperts * c.ExpertFF,
 	}
+	c.hybridDims(d)
+	return d
 }
 
 func (b *binder) fail(format string, args ...any) {
@@ -76,23 +78,30 @@ func (b *binder) bind(v reflect.Value, prefix string) {
 		}
 		parts := strings.Split(tag, ",")
 		names := []string{parts[0]}
-		optional := false
+		optional, raw := false, false
 		for _, p := range parts[1:] {
 			if alt, ok := strings.CutPrefix(p, "alt:"); ok {
 				names = append(names, alt)
 			}
 			optional = optional || p == "optional"
+			raw = raw || p == "raw"
+		}
+		name := func(n string) string {
+			if raw {
+				return prefix + n
+			}
+			return tensorName(prefix, n)
 		}
 		var ti *gguf.TensorInfo
 		for _, n := range names {
-			if x, ok := b.f.Tensor(tensorName(prefix, n)); ok {
+			if x, ok := b.f.Tensor(name(n)); ok {
 				ti = x
 				break
 			}
 		}
 		if ti == nil {
 			if !optional {
-				b.fail("missing tensor %s", tensorName(prefix, names[0]))
+				b.fail("missing tensor %s", name(names[0]))
 			}
 			continue
 		}
@@ -107,7 +116,11 @@ func (b *binder) bind(v reflect.Value, prefix string) {
 		field := v.Field(i)
 		switch field.Interface().(type) {
 		case *kernels.Matrix:
-			w := &kernels.Matrix{Name: ti.Name, Type: ti.Type, Rows: int(ti.Dims[1]), Cols: int(ti.Dims[0]), Data: ti.Data}
+			rows := 1 // a vector is a matrix of one row
+			if len(ti.Dims) > 1 {
+				rows = int(ti.Dims[1])
+			}
+			w := &kernels.Matrix{Name: ti.Name, Type: ti.Type, Rows: rows, Cols: int(ti.Dims[0]), Data: ti.Data}
 			if err := w.Check(); err != nil {
 				b.fail("%v", err)
 				return

@@ -18,6 +18,8 @@ type step struct {
 	n            int
 	layer        int
 	keys, values []*kernels.Buffer
+	states       []*kernels.Buffer // recurrent layers' (StateStore), nil for others
+	chunk        int               // the recurrent layers' chunk: the store's block size
 }
 
 // norm sets h = rms(x)·w.
@@ -156,6 +158,12 @@ func (m *sharedExpert) setup(d *device) []*kernels.Matrix { return (*mlp)(m).set
 
 // mlp adds the MLP of h to the residual: x += Down·(silu(Gate·h) ⊙ Up·h).
 func (s *step) mlp(m *mlp) {
+	s.ffn(m, siluGLU)
+	s.k.Add(s.d.x, s.d.h, s.n*s.c.Dim)
+}
+
+// ffn sets h = Down·(act(Gate·h) ⊙ Up·h), act silu or gelu.
+func (s *step) ffn(m *mlp, act glu) {
 	k, d, n := s.k, s.d, s.n
 	ff := m.Gate.Rows
 	if m.gateUp != nil {
@@ -167,7 +175,10 @@ func (s *step) mlp(m *mlp) {
 		k.MatMul(d.gate, d.h, n, m.Gate)
 		k.MatMul(d.up, d.h, n, m.Up)
 	}
-	k.SiLUMul(d.gate, d.up, n*ff)
+	if act == geluGLU {
+		k.GELUMul(d.gate, d.up, n*ff)
+	} else {
+		k.SiLUMul(d.gate, d.up, n*ff)
+	}
 	k.MatMul(d.h, d.gate, n, m.Down)
-	k.Add(d.x, d.h, n*s.c.Dim)
 }

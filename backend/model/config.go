@@ -87,8 +87,19 @@ func ReadConfig(f *gguf.File) (Config, error) {
 	if c.Context == 0 {
 		c.Context = 2048
 	}
+	if a.config != nil {
+		if err := a.config(&c, f); err != nil {
+			return Config{}, fmt.Errorf("%s: %w", f.Path, err)
+		}
+	}
 	if err := c.fits(f); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	c.States = make([]LayerState, c.Layers)
+	if a.state != nil {
+		for i := range c.States {
+			c.States[i] = a.state(&c, i)
+		}
 	}
 	return c, nil
 }

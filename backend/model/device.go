@@ -24,6 +24,7 @@ type device struct {
 	rows                      *kernels.Buffer             // I32 (outRows) batch indices of the logits rows
 	table                     *kernels.Buffer             // I32 (tableLen) block tables, one row a sequence
 	moe                       moeBufs                     // the routed experts' (moe.go)
+	hyb                       hybridBufs                  // the recurrent and gated layers' (hybrid.go)
 
 	att        kernels.Attention
 	step       step         // the step in flight (forward.go)
@@ -245,6 +246,7 @@ func (d *device) reserve(k kernels.Kernels, c Config, n, nl, tableLen int) error
 		if c.Experts > 0 {
 			d.moe.reserve(alloc, c, t, d.expertBias)
 		}
+		d.hyb.reserve(k, alloc, c, t)
 	}
 	if nl > d.outRows {
 		d.outRows = max(nl, 2*d.outRows)

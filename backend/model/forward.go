@@ -25,6 +25,10 @@ type Batch struct {
 	Tokens []int     // (n)
 	Pos    []int     // (n) position of each token in its sequence
 	Table  [][]int32 // (n) block table of each token's sequence; shared slices are fine
+	// Slot is each token's recurrent state slot (StateStore), for a model
+	// with recurrent layers; nil gives the batch's sequences (its tables
+	// of distinct contents) slots 0, 1, … in order of appearance.
+	Slot []int
 	// Logits lists the batch indices whose next-token logits are wanted, in
 	// the order they are returned.
 	Logits []int
@@ -68,12 +72,29 @@ func (m *Model) Forward(b *Batch, kv KVStore) ([]float32, error) {
 		return nil, err
 	}
 	c := m.Config
+	var states []*kernels.Buffer
+	var slots []int
+	if c.RecurrentLayers() > 0 {
+		ss, ok := kv.(StateStore)
+		if !ok {
+			return nil, fmt.Errorf("batch: %s has recurrent layers and the store keeps no states", c.Arch)
+		}
+		if slots, err = b.checkSlots(ss, &m.dev.hyb.seen); err != nil {
+			return nil, err
+		}
+		if states, err = ss.States(m.K); err != nil {
+			return nil, err
+		}
+	}
 	k, d := m.K, m.dev
 	n, nl := len(b.Tokens), len(b.Logits)
 	if err := d.reserve(k, c, n, max(nl, 1), tableLen(b)); err != nil {
 		return nil, err
 	}
 	stride := d.stage(k, b, kv.BlockSize())
+	if states != nil {
+		d.hyb.stageRuns(k, slots, d.pos)
+	}
 	maxPos := 0
 	for _, p := range b.Pos {
 		maxPos = max(maxPos, p)
@@ -83,8 +104,11 @@ func (m *Model) Forward(b *Batch, kv KVStore) ([]float32, error) {
 		BlockSize: kv.BlockSize(), Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: c.AttnScale(), N: n,
 	}
 	s := &d.step // kept in the device: a block's forward takes it through an interface
-	*s = step{m: m, k: k, d: d, c: &m.Config, n: n, keys: keys, values: values}
+	*s = step{m: m, k: k, d: d, c: &m.Config, n: n, keys: keys, values: values, states: states, chunk: kv.BlockSize()}
 	k.Embed(d.x, m.TokenEmbd, d.ids, n)
+	if c.EmbedScale != 0 {
+		k.Scale(d.x, n*c.Dim, c.EmbedScale)
+	}
 	for li, blk := range m.Blocks {
 		s.layer = li
 		blk.forward(s)
@@ -105,18 +129,24 @@ func (m *Model) Forward(b *Batch, kv KVStore) ([]float32, error) {
 	return out, nil
 }
 
-// Pool is a plain KV store: Blocks blocks of BlockSize slots per layer, of
-// element type Type (F32 or F16), allocated on the device of the first model
-// that runs with it. The engine's paged cache hands out its block ids;
-// simple callers use Contiguous to get a table over all of them.
+// Pool is a plain store: Blocks blocks of BlockSize slots per attention
+// layer, of element type Type (F32 or F16), and the recurrent layers'
+// states of Slots() sequences (StateStore), allocated on the device of the
+// first model that runs with it. The engine's paged cache hands out its
+// block ids and state slots; simple callers use Contiguous to get a table
+// over all blocks, and slot 0.
 type Pool struct {
 	Type      quant.Type
 	Blocks    int
 	blockSize int
 	kvDim     int
+	layers    []LayerState
+	slots     int
 	k         kernels.Kernels // the device holding keys and values
 	keys      []*kernels.Buffer
 	values    []*kernels.Buffer
+	states    []*kernels.Buffer
+	scratch   []byte // CopyState's
 }
 
 // NewPool describes an F32 store for the given number of blocks.
@@ -124,33 +154,65 @@ func NewPool(c Config, blocks, blockSize int) *Pool {
 	return NewTypedPool(c, blocks, blockSize, quant.F32)
 }
 
-// NewTypedPool describes a store of keys and values of type t (F32 or F16).
+// NewTypedPool describes a store of keys and values of type t (F32 or F16)
+// and, for a model with recurrent layers, one state slot.
 func NewTypedPool(c Config, blocks, blockSize int, t quant.Type) *Pool {
-	return &Pool{Type: t, Blocks: blocks, blockSize: blockSize, kvDim: c.KVDim(),
-		keys: make([]*kernels.Buffer, c.Layers), values: make([]*kernels.Buffer, c.Layers)}
+	return NewStatePool(c, blocks, blockSize, t, 1)
+}
+
+// NewStatePool describes a store of keys and values of type t and, for a
+// model with recurrent layers, slots recurrent states.
+func NewStatePool(c Config, blocks, blockSize int, t quant.Type, slots int) *Pool {
+	layers := c.States
+	if len(layers) != c.Layers { // a Config not read from a file: all attention
+		layers = make([]LayerState, c.Layers)
+	}
+	return &Pool{Type: t, Blocks: blocks, blockSize: blockSize, kvDim: c.KVDim(), layers: layers, slots: slots,
+		keys: make([]*kernels.Buffer, c.Layers), values: make([]*kernels.Buffer, c.Layers), states: make([]*kernels.Buffer, c.Layers)}
 }
 
 func (p *Pool) Buffers(k kernels.Kernels) (keys, values []*kernels.Buffer, err error) {
-	if p.k == nil {
-		if p.Type != quant.F32 && p.Type != quant.F16 {
-			return nil, nil, fmt.Errorf("kv pool: element type %v (want F32 or F16)", p.Type)
-		}
-		slots := p.Blocks * p.blockSize * p.kvDim
-		for l := range p.keys {
-			if p.keys[l], err = k.Alloc(p.Type, slots); err == nil {
-				p.values[l], err = k.Alloc(p.Type, slots)
-			}
-			if err != nil {
-				p.k = k
-				p.Free()
-				return nil, nil, fmt.Errorf("kv pool: %w", err)
-			}
-		}
-		p.k = k
-	} else if p.k != k {
-		return nil, nil, fmt.Errorf("kv pool: allocated on another device")
+	if err := p.alloc(k); err != nil {
+		return nil, nil, err
 	}
 	return p.keys, p.values, nil
+}
+
+func (p *Pool) States(k kernels.Kernels) ([]*kernels.Buffer, error) {
+	if err := p.alloc(k); err != nil {
+		return nil, err
+	}
+	return p.states, nil
+}
+
+func (p *Pool) Slots() int { return p.slots }
+
+// alloc makes every layer's buffers on k, the first time.
+func (p *Pool) alloc(k kernels.Kernels) (err error) {
+	if p.k == k {
+		return nil
+	}
+	if p.k != nil {
+		return fmt.Errorf("kv pool: allocated on another device")
+	}
+	if p.Type != quant.F32 && p.Type != quant.F16 {
+		return fmt.Errorf("kv pool: element type %v (want F32 or F16)", p.Type)
+	}
+	slots := p.Blocks * p.blockSize * p.kvDim
+	for l, ls := range p.layers {
+		if ls.Kind == Recurrent {
+			p.states[l], err = k.Alloc(quant.F32, p.slots*ls.StateFloats)
+		} else if p.keys[l], err = k.Alloc(p.Type, slots); err == nil {
+			p.values[l], err = k.Alloc(p.Type, slots)
+		}
+		if err != nil {
+			p.k = k
+			p.Free()
+			return fmt.Errorf("kv pool: %w", err)
+		}
+	}
+	p.k = k
+	return nil
 }
 
 func (p *Pool) BlockSize() int { return p.blockSize }
@@ -161,12 +223,12 @@ func (p *Pool) Free() {
 		return
 	}
 	for l := range p.keys {
-		for _, b := range []*kernels.Buffer{p.keys[l], p.values[l]} {
+		for _, b := range []*kernels.Buffer{p.keys[l], p.values[l], p.states[l]} {
 			if b != nil {
 				p.k.Free(b)
 			}
 		}
-		p.keys[l], p.values[l] = nil, nil
+		p.keys[l], p.values[l], p.states[l] = nil, nil, nil
 	}
 	p.k = nil
 }

@@ -36,8 +36,10 @@ func (m *Model) Generate(prompt []int, maxTokens int, s *sample.Sampler, onToken
 		return Generation{}, err
 	}
 	for i := range keys {
-		kernels.Prefault(m.K, keys[i])
-		kernels.Prefault(m.K, values[i])
+		if keys[i] != nil { // a recurrent layer's are nil
+			kernels.Prefault(m.K, keys[i])
+			kernels.Prefault(m.K, values[i])
+		}
 	}
 	if err := m.dev.reserve(m.K, m.Config, min(len(prompt), PrefillChunk), 1, len(table)); err != nil {
 		return Generation{}, err

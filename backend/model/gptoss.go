@@ -20,6 +20,12 @@ func init() {
 			}
 			return l
 		},
+		state: func(c *Config, i int) LayerState {
+			if i%2 == 0 {
+				return LayerState{Kind: SlidingWindow, Window: c.SlidingWindow}
+			}
+			return LayerState{Kind: FullAttention}
+		},
 		synth: synthGPTOSS})
 }
 

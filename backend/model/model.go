@@ -58,6 +58,8 @@ type Config struct {
 	// SlidingWindow is the window of the sliding-window layers (0: none).
 	SlidingWindow int  `json:"sliding_window,omitempty"`
 	Sinks         bool `json:"attn_sinks,omitempty"` // attention has per-head sink logits
+
+	Hybrid // sliding-window and recurrent families (hybrid.go)
 }
 
 // RopeType names the rotation as llama.cpp does: "normal" or "neox".
@@ -71,12 +73,21 @@ func (c Config) RopeType() string {
 // KVDim is the width of one token's keys (and of its values) in one layer.
 func (c Config) KVDim() int { return c.KVHeads * c.HeadDim }
 
-// KVBytesPerToken is the KV memory one token takes over all layers with
-// keys and values of type t (F32 or F16).
-func (c Config) KVBytesPerToken(t quant.Type) int { return 2 * c.Layers * t.RowBytes(c.KVDim()) }
+// KVBytesPerToken is the KV memory one token takes over all layers that
+// keep keys and values (every layer but the recurrent ones), of type t
+// (F32 or F16).
+func (c Config) KVBytesPerToken(t quant.Type) int {
+	return 2 * (c.Layers - c.RecurrentLayers()) * t.RowBytes(c.KVDim())
+}
 
-// AttnScale is the softmax scale 1/sqrt(head_dim).
-func (c Config) AttnScale() float32 { return float32(1 / math.Sqrt(float64(c.HeadDim))) }
+// AttnScale is the softmax scale: 1/sqrt(head_dim), or the architecture's
+// own (QueryScale).
+func (c Config) AttnScale() float32 {
+	if c.QueryScale != 0 {
+		return c.QueryScale
+	}
+	return float32(1 / math.Sqrt(float64(c.HeadDim)))
+}
 
 // Rope is the rotation of the attention layers, as ggml's rope_ext makes
 // it from the file's rope.* keys: plain, linear (positions divided by the
@@ -117,6 +128,11 @@ type archSpec struct {
 	// synth writes layer i's tensors of a random model (synth.go), or with
 	// i = -1 the architecture's own metadata; nil: it is not synthesized.
 	synth func(g *synthGen, i int)
+	// config reads the architecture's own metadata after the common keys
+	// (nil: none); state says what layer i keeps of a sequence (nil: its
+	// keys and values, every position).
+	config func(c *Config, f *gguf.File) error
+	state  func(c *Config, i int) LayerState
 }
 
 var archs = map[string]archSpec{}

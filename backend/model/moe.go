@@ -42,6 +42,7 @@ type glu int
 const (
 	siluGLU glu = iota // silu(gate)·up
 	oaiGLU             // gpt-oss's clamped form, alpha 1.702 and limit 7 as its release fixes them
+	geluGLU            // gelu(gate)·up, gelu's tanh form (gemma3)
 )
 
 // moeBufs are the routed experts' step buffers: a step's (token, expert)

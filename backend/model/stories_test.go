@@ -1,45 +1,16 @@
 package model
 
 import (
-	"bufio"
-	"encoding/json"
 	"math"
-	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"jspark/backend/embedded"
+	"jspark/backend/refs"
 	"jspark/backend/sample"
 	"jspark/kernels/cpu"
 )
-
-type refCase struct {
-	Prompt    string      `json:"prompt"`
-	AddBOS    bool        `json:"add_bos"`
-	PromptIDs []int       `json:"prompt_ids"`
-	GenIDs    []int       `json:"gen_ids"`
-	Text      string      `json:"text"`
-	Top5First [][]float64 `json:"top5_first"`
-}
-
-func refCases(t *testing.T) []refCase {
-	f, err := os.Open("../../testdata/refs/stories260K-greedy.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var cases []refCase
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var c refCase
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatal(err)
-		}
-		cases = append(cases, c)
-	}
-	return cases
-}
 
 // TestStoriesMatchesLlamaCpp: prompt ids, 48 greedy ids, text and the first
 // token's top-5 log-probabilities equal llama.cpp's on the embedded model.
@@ -52,7 +23,11 @@ func TestStoriesMatchesLlamaCpp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range refCases(t) {
+	cases, err := refs.Load("../../" + refs.Stories260K)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
 		t.Run(c.Prompt, func(t *testing.T) {
 			ids := m.Tok.Encode(c.Prompt, c.AddBOS, true)
 			if d := cmp.Diff(c.PromptIDs, ids); d != "" {

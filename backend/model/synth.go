@@ -26,6 +26,11 @@ type SynthOptions struct {
 	// Vocab copies tokenizer.* metadata from this file; nil means a
 	// byte-level SentencePiece vocabulary of 259 tokens.
 	Vocab *gguf.File
+	// TextVocab types that vocabulary's 256 byte tokens as normal tokens
+	// whose text is their name (<0x41>), same ids: a peer then sends every
+	// token back as valid UTF-8 (llama-server's JSON refuses the raw bytes
+	// a random model emits).
+	TextVocab bool
 
 	// Mixture of experts (qwen3moe, glm4moe, gpt-oss), taken as given:
 	// DefaultMoE has each architecture's.
@@ -34,7 +39,15 @@ type SynthOptions struct {
 	ExpertFF      int // an expert's feed-forward width
 	SharedExperts int // glm4moe: experts every token runs (one MLP this many times as wide)
 	DenseLayers   int // glm4moe: leading layers with a dense MLP of width FF
-	SlidingWindow int // gpt-oss: the window of the sliding-window layers
+	SlidingWindow int // gpt-oss, gemma3: the window of the sliding-window layers
+
+	// Gated DeltaNet (qwen35, qwen35moe, qwen3next), taken as given:
+	// DefaultMoE has each architecture's.
+	FullAttnInterval int // of every this many layers the last is full attention (qwen3next: 4)
+	SSMKHeads        int // query and key heads of the recurrent layers
+	SSMVHeads        int // their value heads, a multiple of SSMKHeads
+	SSMDim           int // the width of each of their heads
+	SharedFF         int // qwen35moe, qwen3next: the gated shared expert's width
 }
 
 // DefaultMoE sets the mixture-of-experts options to arch's defaults: small
@@ -43,6 +56,8 @@ type SynthOptions struct {
 // gpt-oss a 128-token window); zero for a dense architecture.
 func DefaultMoE(o *SynthOptions) {
 	o.Experts, o.ExpertsUsed, o.ExpertFF, o.SharedExperts, o.DenseLayers, o.SlidingWindow = 0, 0, 0, 0, 0, 0
+	o.FullAttnInterval, o.SSMKHeads, o.SSMVHeads, o.SSMDim, o.SharedFF = 0, 0, 0, 0, 0
+	defaultHybrid(o)
 	switch o.Arch {
 	case "qwen3moe":
 		o.Experts, o.ExpertsUsed, o.ExpertFF = 8, 2, max(o.FF/2, 32)
@@ -131,18 +146,25 @@ func Synth(o SynthOptions) (*gguf.Writer, error) {
 	if o.Context == 0 {
 		o.Context = 4096
 	}
-	moe := o.Arch == "qwen3moe" || o.Arch == "glm4moe" || o.Arch == "gpt-oss"
+	moe := o.Arch == "qwen3moe" || o.Arch == "glm4moe" || o.Arch == "gpt-oss" || o.Arch == "qwen35moe" || o.Arch == "qwen3next"
+	windowed := o.Arch == "gpt-oss" || o.Arch == "gemma3"
 	switch {
-	case !moe && (o.Experts != 0 || o.ExpertsUsed != 0 || o.SharedExperts != 0 || o.DenseLayers != 0 || o.SlidingWindow != 0):
-		return nil, fmt.Errorf("synth: %s has no experts or sliding window", o.Arch)
+	case !moe && (o.Experts != 0 || o.ExpertsUsed != 0 || o.SharedExperts != 0 || o.DenseLayers != 0):
+		return nil, fmt.Errorf("synth: %s has no experts", o.Arch)
 	case moe && (o.Experts <= 0 || o.ExpertsUsed <= 0 || o.ExpertsUsed > o.Experts || o.ExpertFF <= 0):
 		return nil, fmt.Errorf("synth: %s needs experts > 0, 0 < experts used ≤ experts and expert ff > 0 (have %d, %d, %d)", o.Arch, o.Experts, o.ExpertsUsed, o.ExpertFF)
 	case o.SharedExperts < 0 || o.DenseLayers < 0 || o.DenseLayers > o.Layers || o.SlidingWindow < 0:
 		return nil, fmt.Errorf("synth: shared experts, dense layers (≤ layers) and sliding window must not be negative")
 	case o.Arch != "glm4moe" && (o.SharedExperts != 0 || o.DenseLayers != 0):
 		return nil, fmt.Errorf("synth: shared experts and dense layers are glm4moe's")
-	case o.Arch != "gpt-oss" && o.SlidingWindow != 0:
-		return nil, fmt.Errorf("synth: a sliding window is gpt-oss's")
+	case !windowed && o.SlidingWindow != 0:
+		return nil, fmt.Errorf("synth: a sliding window is gpt-oss's and gemma3's")
+	}
+	if o.Vocab != nil && o.TextVocab {
+		return nil, fmt.Errorf("synth: a text vocabulary is the byte vocabulary's, not a copied one")
+	}
+	if err := checkHybrid(&o); err != nil {
+		return nil, err
 	}
 	w := &gguf.Writer{}
 	g := &synthGen{o: o, w: w, r: rand.New(rand.NewPCG(o.Seed, 0x5eed))}
@@ -158,10 +180,10 @@ func Synth(o SynthOptions) (*gguf.Writer, error) {
 	g.kv("attention.head_count_kv", uint32(o.KVHeads))
 	g.kv("attention.key_length", uint32(o.HeadDim))
 	g.kv("attention.value_length", uint32(o.HeadDim))
-	if a != "glm4moe" { // its own: partial rotary
+	if a != "glm4moe" && o.SSMVHeads == 0 { // their own: partial rotary
 		g.kv("rope.dimension_count", uint32(o.HeadDim))
 	}
-	if a != "gpt-oss" { // its own base
+	if a != "gpt-oss" && a != "gemma3" { // their own base
 		g.kv("rope.freq_base", float32(10000))
 	}
 	g.kv("attention.layer_norm_rms_epsilon", float32(1e-6))
@@ -184,6 +206,11 @@ func Synth(o SynthOptions) (*gguf.Writer, error) {
 		}
 	} else {
 		tokens, scores, types := ByteVocab()
+		if o.TextVocab {
+			for i := 3; i < len(types); i++ {
+				types[i] = 1 // normal
+			}
+		}
 		vocab = len(tokens)
 		w.AddKV("tokenizer.ggml.model", "llama")
 		w.AddKV("tokenizer.ggml.tokens", tokens)

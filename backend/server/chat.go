@@ -12,6 +12,7 @@ import (
 	"jspark/backend/chat"
 	"jspark/backend/engine"
 	"jspark/backend/grammar"
+	"jspark/backend/usage"
 )
 
 // ChatRequest is the body of POST /v1/chat/completions.
@@ -141,6 +142,7 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 		return job{}, promptError(err)
 	}
 	j.parseTools, j.ids = len(r.Tools) > 0 && mode != "none", func(int) string { return newID("call_") }
+	j.format, j.tools = s.format, r.Tools
 	if r.ParallelToolCalls != nil && !*r.ParallelToolCalls {
 		j.maxCalls = 1
 	}
@@ -162,14 +164,15 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 		// A forced call is one call unless the request asks for parallel
 		// calls (llama.cpp's default for forced calls: a model that never
 		// chooses to stop would chain calls up to max_tokens); with
-		// parallel_tool_calls true, required makes one or more, up to a
-		// bound that keeps the output finite, and the model ends them.
-		open, close, sep := s.tpl.CallDelims()
+		// parallel_tool_calls true, required makes one or more (where the
+		// format writes more than one a turn), up to a bound that keeps the
+		// output finite, and the model ends them. The calls are written in
+		// the model's own syntax.
 		calls := 1
-		if mode == "required" && sep != "" && r.ParallelToolCalls != nil && *r.ParallelToolCalls {
+		if mode == "required" && r.ParallelToolCalls != nil && *r.ParallelToolCalls {
 			calls = grammar.DefaultMaxItems
 		}
-		g, err = grammar.ToolCall(open, close, sep, tools, calls)
+		g, err = grammar.ToolCalls(string(s.callFormat()), tools, calls)
 		j.forced = true
 	case r.ResponseFormat != nil && r.ResponseFormat.Type == "json_object":
 		g = grammar.AnyJSON()
@@ -224,31 +227,16 @@ type ChoiceLogprobs struct {
 
 // Usage is the OpenAI usage object with cache details.
 type Usage struct {
-	PromptTokens        int            `json:"prompt_tokens"`
-	CompletionTokens    int            `json:"completion_tokens"`
-	TotalTokens         int            `json:"total_tokens"`
-	PromptTokensDetails PromptDetails  `json:"prompt_tokens_details"`
-	Jspark              *JsparkDetails `json:"jspark,omitempty"`
+	PromptTokens        int           `json:"prompt_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	TotalTokens         int           `json:"total_tokens"`
+	PromptTokensDetails PromptDetails `json:"prompt_tokens_details"`
+	Jspark              *usage.Jspark `json:"jspark,omitempty"`
 }
 
 // PromptDetails carries cached_tokens.
 type PromptDetails struct {
 	CachedTokens int `json:"cached_tokens"`
-}
-
-// JsparkDetails adds the reuse bound, where the request's time went (by
-// the engine's clock) and, when it reused less than earlier requests had
-// committed, where its prompt diverged.
-type JsparkDetails struct {
-	CommittedTokens int                `json:"committed_tokens"`
-	Preemptions     int                `json:"preemptions"`
-	ReusedTokens    int                `json:"reused_tokens"`
-	ComputedTokens  int                `json:"computed_tokens"`
-	Timing          engine.Timing      `json:"timing"`
-	Divergence      *engine.Divergence `json:"divergence,omitempty"`
-	// Session is the key the engine retained the request's blocks under
-	// (X-Session-Id, else user); absent without one.
-	Session string `json:"session,omitempty"`
 }
 
 // sessionOf is the request's session key for the engine's retention: the
@@ -258,12 +246,18 @@ func sessionOf(c echo.Context, user string) string {
 	return cmp.Or(c.Request().Header.Get("X-Session-Id"), user)
 }
 
+// usageOf is the engine's usage as the wire carries it (usage.jspark is
+// the runner's contract: the engine's names stay the engine's).
 func usageOf(u engine.Usage) *Usage {
+	t := u.Timing
+	j := &usage.Jspark{CommittedTokens: u.CommittedTokens, Preemptions: u.Preemptions, ReusedTokens: u.ReusedTokens, ComputedTokens: u.ComputedTokens,
+		Timing: usage.Timing{QueuedSec: t.QueuedSec, PrefillSec: t.PrefillSec, DecodeSec: t.DecodeSec, PreemptedSec: t.PreemptedSec}, Session: u.Session}
+	if d := u.Divergence; d != nil {
+		j.Divergence = &usage.Divergence{Req: d.Req, Reason: d.Reason, Position: d.Position, Token: d.Token, Was: d.Was, Text: d.Text, WasText: d.WasText}
+	}
 	return &Usage{
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
-		PromptTokensDetails: PromptDetails{CachedTokens: u.CachedTokens},
-		Jspark: &JsparkDetails{CommittedTokens: u.CommittedTokens, Preemptions: u.Preemptions,
-			ReusedTokens: u.ReusedTokens, ComputedTokens: u.ComputedTokens, Timing: u.Timing, Divergence: u.Divergence, Session: u.Session},
+		PromptTokensDetails: PromptDetails{CachedTokens: u.CachedTokens}, Jspark: j,
 	}
 }
 

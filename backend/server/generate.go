@@ -22,6 +22,10 @@ type job struct {
 	forced     bool // the output is calls only (tool_choice required or named)
 	maxCalls   int  // 1 when parallel_tool_calls is false
 	ids        func(i int) string
+	// format is the syntax of the model's calls; tools type the values of
+	// the XML formats.
+	format chat.Format
+	tools  []chat.Tool
 	// reasoning splits a leading <think> block off the output; openThink
 	// says the prompt already opened it.
 	reasoning, openThink bool
@@ -39,8 +43,10 @@ func (j job) splitter() *splitter {
 	if j.reasoning {
 		sp.reason = chat.NewReasoning(j.openThink)
 	}
-	if j.parseTools {
-		sp.parser = &chat.Parser{IDFunc: j.ids, MaxCalls: j.maxCalls, Forced: j.forced}
+	// Harmony's channels are parsed with or without tools: its analysis
+	// is reasoning, and only its final channel is content.
+	if j.parseTools || j.format == chat.FormatHarmony {
+		sp.parser = &chat.Parser{Format: j.format, Tools: j.tools, IDFunc: j.ids, MaxCalls: j.maxCalls, Forced: j.forced}
 	}
 	return sp
 }
@@ -213,7 +219,7 @@ func (s *Server) generate(ctx context.Context, j job, h hooks) (res result, err 
 		if j.req.TopLogprobs > 0 || ev.Top != nil {
 			lps = []LogprobEntry{logprobEntry(tok, ev)}
 		}
-		pending = tok.AppendPiece(pending, ev.Token, false)
+		pending = tok.AppendPiece(pending, ev.Token, sp.parser != nil && s.preserved[ev.Token])
 		cut := validPrefix(pending)
 		text := held + string(pending[:cut])
 		pending = append(pending[:0], pending[cut:]...)

@@ -15,8 +15,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
-
-	"jspark/backend/tokenizer"
 )
 
 // MaxBody bounds a request body: a long agent conversation with its tools
@@ -163,25 +161,15 @@ func (s *Server) auth(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// maxPieceBytes is the most text one token of tok's vocabulary stands for
-// (a special token's text included), so a text of n bytes has at least
-// n/maxPieceBytes tokens.
-func maxPieceBytes(tok *tokenizer.Tokenizer) int {
-	m := 1
-	for id := 0; id < tok.VocabSize(); id++ {
-		m = max(m, len(tok.AppendPiece(nil, id, true)), len(tok.Text(id)))
-	}
-	return m
-}
-
 // fits rejects a prompt text that cannot fit the context from its length
 // alone, before tokenizing it: tokenizing costs far more memory than the
-// text (a 30 MB prompt took the process past 5 GiB).
+// text (a 30 MB prompt took the process past 5 GiB). The bound does not
+// rest on the vocabulary's longest token being short (tokenizer.MinTokens).
 func (s *Server) fits(param, text string) error {
 	ctx := s.e.Options().MaxContext
-	if least := len(text) / s.maxPiece; least > ctx {
-		e := badRequest(param, "this model's maximum context length is %d tokens; the prompt has at least %d tokens (%d bytes, and no token spans more than %d)",
-			ctx, least, len(text), s.maxPiece)
+	if least := s.e.Model().Tok.MinTokens(text); least > ctx {
+		e := badRequest(param, "this model's maximum context length is %d tokens; the prompt has at least %d tokens (%d bytes)",
+			ctx, least, len(text))
 		e.Code = strp("context_length_exceeded")
 		return e
 	}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"jspark/backend/chat"
-	"jspark/backend/engine"
 )
 
 // Observation is what the server saw of one generation request (chat,
@@ -16,7 +15,7 @@ type Observation struct {
 	Accepted    time.Time // the engine took the request; zero: it never did
 	FirstOutput time.Time // the first reasoning, content or tool-call output; zero: none
 	End         time.Time
-	Usage       engine.Usage
+	Usage       Usage           // as the response carries it (usage.jspark included)
 	Finish      string          // stop, length or tool_calls; empty after an error
 	Calls       []chat.ToolCall // the tool calls of the output, arguments as far as they went
 	Err         error
@@ -77,7 +76,7 @@ func observe(ctx context.Context, h hooks) hooks {
 			return h.output(out)
 		},
 		finished: func(res result, err error) error {
-			ob.End, ob.Usage, ob.Err = time.Now(), res.usage, err
+			ob.End, ob.Usage, ob.Err = time.Now(), *usageOf(res.usage), err
 			if err == nil {
 				ob.Finish = res.finish
 			}

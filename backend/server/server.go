@@ -25,6 +25,7 @@ import (
 	"jspark/backend/chat"
 	"jspark/backend/engine"
 	"jspark/backend/gguf"
+	"jspark/backend/tokenizer"
 )
 
 // Options configure a server. New takes them exactly as given: start from
@@ -40,6 +41,9 @@ type Options struct {
 	// "auto" (or empty) returns it as reasoning_content when the template
 	// writes such blocks, as llama.cpp does; "none" leaves it in content.
 	ReasoningFormat string
+	// ToolFormat forces the syntax of the model's tool calls (a
+	// chat.Format's name, --tool-format); empty takes the template's.
+	ToolFormat string
 	// MaxTokensDefault caps the output of a chat or Responses request that
 	// names no limit (Codex sends none), within what the context leaves;
 	// 0 is no cap but the context.
@@ -90,14 +94,16 @@ const DefaultMaxTokens = 4096
 
 // Server is the HTTP front of one engine.
 type Server struct {
-	e      *engine.Engine
-	opt    Options
-	tpl    chat.Template
-	tplErr error
-	// maxPiece is the most bytes one token spans: the cheap bound on a
-	// prompt's token count.
-	maxPiece int
-	echo     *echo.Echo
+	e   *engine.Engine
+	opt Options
+	tpl chat.Template
+	// format is the syntax the model's tool calls are parsed and forced
+	// in; preserved, its markers that the vocabulary holds as control
+	// tokens, which the output must show for the parser to see them.
+	format    chat.Format
+	preserved map[int]bool
+	tplErr    error
+	echo      *echo.Echo
 	// stop ends the generations still running when a drain runs out of
 	// time (Abort); running counts them.
 	stop    context.Context
@@ -120,9 +126,15 @@ func New(e *engine.Engine, opt Options) *Server {
 		opt.Log = io.Discard
 	}
 	tok := e.Model().Tok
-	s := &Server{e: e, opt: opt, maxPiece: maxPieceBytes(tok)}
+	s := &Server{e: e, opt: opt}
+	tok.MinTokens("") // its tables are made once, here, not in a request
 	s.stop, s.abort = context.WithCancel(context.Background())
 	s.tpl, s.tplErr = chat.Load(opt.ChatTemplate, chat.Special{BOS: tok.Text(tok.BOS), EOS: tok.Text(tok.EOS)})
+	s.format = s.tpl.Format()
+	if f, err := chat.ParseFormat(opt.ToolFormat); opt.ToolFormat != "" && err == nil {
+		s.format = f
+	}
+	s.preserved = preservedIDs(tok, s.format)
 	ec := echo.New()
 	ec.HideBanner, ec.HidePort = true, true
 	ec.HTTPErrorHandler = s.handleError
@@ -154,6 +166,34 @@ var errShuttingDown = &APIError{Status: http.StatusServiceUnavailable, Message: 
 
 // Handler is the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
+
+// callFormat is the syntax forced calls are written in: the model's, or,
+// for a template of no known syntax, the built-ins' Hermes tags when the
+// template writes them and a bare call object (Llama 3.1's form) when not,
+// both of which FormatAuto reads.
+func (s *Server) callFormat() chat.Format {
+	if s.format != chat.FormatAuto {
+		return s.format
+	}
+	if open, _, _ := s.tpl.CallDelims(); open == "" {
+		return chat.FormatLlama
+	}
+	return chat.FormatHermes
+}
+
+// ToolFormat is the tool-call syntax in use.
+func (s *Server) ToolFormat() chat.Format { return s.format }
+
+// preservedIDs are the control tokens whose texts are format's markers.
+func preservedIDs(tok *tokenizer.Tokenizer, format chat.Format) map[int]bool {
+	ids := map[int]bool{}
+	for _, m := range format.Preserved() {
+		if id, ok := tok.ID(m); ok && tok.IsControl(id) && !tok.EOG[id] {
+			ids[id] = true
+		}
+	}
+	return ids
+}
 
 // Template is the chat template in use.
 func (s *Server) Template() chat.Template { return s.tpl }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"jspark/backend/usage"
 )
 
 // postWith is post with extra headers.
@@ -22,7 +24,7 @@ func postWith(t *testing.T, url string, header map[string]string, body string) s
 	defer resp.Body.Close()
 	var r struct {
 		Usage struct {
-			Jspark *JsparkDetails `json:"jspark"`
+			Jspark *usage.Jspark `json:"jspark"`
 		} `json:"usage"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || r.Usage.Jspark == nil || resp.StatusCode != 200 {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"jspark/backend/chat"
-	"jspark/backend/engine"
+	"jspark/backend/usage"
 )
 
 // TestUsageCarriesTiming: chat, completions and Responses report where the
@@ -21,7 +21,7 @@ func TestUsageCarriesTiming(t *testing.T) {
 		_, got := post(t, f.srv.URL+path, "", body)
 		var r struct {
 			Usage struct {
-				Jspark *JsparkDetails `json:"jspark"`
+				Jspark *usage.Jspark `json:"jspark"`
 			} `json:"usage"`
 		}
 		if err := json.Unmarshal([]byte(got), &r); err != nil || r.Usage.Jspark == nil {
@@ -48,11 +48,11 @@ func TestUsageNamesDivergence(t *testing.T) {
 			{"role": "system", "content": system(word)}, {"role": "user", "content": "Tell me about the sky."}}})
 		return string(b)
 	}
-	div := func(word string) *engine.Divergence {
+	div := func(word string) *usage.Divergence {
 		_, got := post(t, f.srv.URL+"/v1/chat/completions", "", body(word))
 		var r struct {
 			Usage struct {
-				Jspark *JsparkDetails `json:"jspark"`
+				Jspark *usage.Jspark `json:"jspark"`
 			} `json:"usage"`
 		}
 		if err := json.Unmarshal([]byte(got), &r); err != nil || r.Usage.Jspark == nil {

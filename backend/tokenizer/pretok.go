@@ -35,6 +35,12 @@ const (
 	reLlama3 = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	reQwen2  = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	reCJK    = `[一-龥ࠀ-一가-퟿]+`
+	// o200k's (gpt-oss, GPT-4o, Llama 4): case-aware words with their
+	// contractions, numbers in threes.
+	reO200k = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// Kimi-K2's: o200k's with Han runs apart and kept out of the letter
+	// classes (its tiktoken pattern).
+	reKimiK2 = `[\p{Han}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	reBloom  = ` ?[^(\s|.,!?…。，、।۔،)]+`
 )
 
@@ -50,7 +56,10 @@ var preFamilies = []struct {
 	{[]string{"gpt-2", "phi-2", "mpt", "olmo", "jais", "roberta-bpe", "gigachat",
 		"jina-es", "jina-de", "jina-v1-en", "jina-v2-es", "jina-v2-de", "jina-v2-code"}, []string{reGPT2}, false},
 	{[]string{"llama3", "llama-v3", "llama-bpe", "falcon3"}, []string{reLlama3}, true},
-	{[]string{"dbrx", "smaug-bpe"}, []string{reLlama3}, false},
+	{[]string{"dbrx", "smaug-bpe", "glm4", "chatglm-bpe"}, []string{reLlama3}, false},
+	// tiktoken looks a whole word up before merging, as ignore_merges does.
+	{[]string{"gpt-4o", "llama4", "kanana2", "minimax-m2"}, []string{reO200k}, true},
+	{[]string{"kimi-k2"}, []string{reKimiK2}, true},
 	{[]string{"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez"}, []string{reQwen2}, false},
 	// Qwen 3.5 keeps combining marks inside words.
 	{[]string{"qwen35"}, []string{`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`}, false},

@@ -23,9 +23,10 @@ func llamaCppInputs(t *testing.T) []string {
 }
 
 // handChecked are families tested by TestPreTokenizerCases instead of
-// against llama.cpp: Qwen 3.5 is newer than its commit, and for Tekken
-// llama.cpp runs a std::regex rewrite that drops combining marks.
-var handChecked = []string{"qwen35", "tekken"}
+// against llama.cpp: Qwen 3.5 and Kimi-K2 are newer than its commit, and
+// for Tekken llama.cpp runs a std::regex rewrite that drops combining
+// marks. gpt-4o is checked against gpt-oss's own tokenizer (TestHFVectors).
+var handChecked = []string{"qwen35", "tekken", "kimi-k2", "gpt-4o"}
 
 // TestPreTokenizersMatchLlamaCpp: each family splits llama.cpp's tokenizer
 // inputs into the words llama.cpp's unicode_regex_split makes (see
@@ -88,6 +89,11 @@ func TestPreTokenizerCases(t *testing.T) {
 		// Qwen 3.5 keeps a combining mark in its word; Qwen 2 does not.
 		{"qwen35", "cafe\u0301s 123 'S", []string{"cafe\u0301s", " ", "1", "2", "3", " '", "S"}},
 		{"qwen2", "cafe\u0301s 123 'S", []string{"cafe", "\u0301s", " ", "1", "2", "3", " '", "S"}},
+		// Kimi-K2 keeps runs of Han apart, and out of its letter classes
+		// (a class intersection, [\p{Lo}&&[^\p{Han}]]); kana stay letters.
+		{"kimi-k2", "你好world 世界Hello", []string{"你好", "world", " ", "世界", "Hello"}},
+		{"kimi-k2", "It's 12345 日本語のテキスト", []string{"It's", " ", "123", "45", " ", "日本語", "のテキスト"}},
+		{"gpt-4o", "你好world It'S", []string{"你好world", " It'S"}},
 	}
 	for _, c := range cases {
 		pt, err := newPreTokenizer(c.pre)
@@ -100,7 +106,7 @@ func TestPreTokenizerCases(t *testing.T) {
 		}
 	}
 	_, err := newPreTokenizer("no-such-family")
-	if err == nil || !strings.Contains(err.Error(), `unsupported BPE pre-tokenizer "no-such-family" (supported: bloom, codeshell,`) {
+	if err == nil || !strings.Contains(err.Error(), `unsupported BPE pre-tokenizer "no-such-family" (supported: bloom, chatglm-bpe, codeshell,`) {
 		t.Errorf("unknown family: %v", err)
 	}
 }

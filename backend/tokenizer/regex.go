@@ -36,6 +36,9 @@ type class struct {
 	items  []classItem
 	neg    bool
 	fold   bool
+	// and, from [A&&[B]] (Java's and Oniguruma's intersection, which
+	// Kimi-K2's pattern uses), is a class every member is also in.
+	and *class
 }
 
 type classItem struct {
@@ -70,6 +73,9 @@ func (c *class) slow(r rune) bool {
 }
 
 func (c *class) raw(r rune) bool {
+	if c.and != nil && !c.and.has(r) {
+		return false
+	}
 	// The first pair whose hi ≥ r holds r if its lo ≤ r.
 	if i := sort.Search(len(c.ranges)/2, func(i int) bool { return c.ranges[2*i+1] >= r }); 2*i < len(c.ranges) && c.ranges[2*i] <= r {
 		return true
@@ -399,6 +405,18 @@ func (p *parser) class() (*class, error) {
 		if r == ']' && !first {
 			p.pos++
 			return c.seal(), nil
+		}
+		if r == '&' && strings.HasPrefix(string(p.src[p.pos:]), "&&[") && !first {
+			p.pos += 3
+			and, err := p.class()
+			if err != nil {
+				return nil, err
+			}
+			if c.and != nil {
+				return nil, p.errorf("only one && in a class is supported")
+			}
+			c.and = and
+			continue
 		}
 		first = false
 		lo, single, err := p.classAtom(c)

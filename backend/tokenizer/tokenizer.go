@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"jspark/backend/gguf"
 )
@@ -50,6 +51,9 @@ type Tokenizer struct {
 	merges  map[[2]string]int // BPE merge rank
 	special []int             // matchable special tokens, longest text first
 	pre     *preTokenizer
+
+	lengthsOnce sync.Once
+	lengths     *lengths // for MinTokens
 }
 
 // FromGGUF builds the tokenizer a GGUF file describes.
@@ -116,6 +120,9 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		merges = m
 	default:
 		return nil, fmt.Errorf("%s: unsupported tokenizer model %q (want llama or gpt2)", f.Path, model)
+	}
+	if t.Pre == "glm4" || t.Pre == "chatglm-bpe" {
+		t.BOS = -1 // GLM writes its [gMASK]<sop> in the template (llama.cpp's rule)
 	}
 	t.PAD = id("tokenizer.ggml.padding_token_id", -1)
 	t.EOT, t.EOM = id("tokenizer.ggml.eot_token_id", -1), id("tokenizer.ggml.eom_token_id", -1)
@@ -218,11 +225,28 @@ func (t *Tokenizer) endOfGeneration(fim []int) {
 		}
 		t.EOG[id] = true
 	}
-	for _, s := range []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>"} {
+	for _, s := range []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "<|return|>", "<|call|>"} {
 		t.EOG[byText(s)] = true
 	}
 	t.EOG[t.EOS], t.EOG[t.EOT], t.EOG[t.EOM] = true, true, true
 	delete(t.EOG, -1)
+	// Harmony (gpt-oss) ends a turn with <|return|> or <|call|>; its
+	// <|end|> ends one message, and the next follows in the same turn. Its
+	// header tokens render as text, so that the output shows its channels
+	// (llama.cpp does both).
+	ret, okRet := t.ids["<|return|>"]
+	call, okCall := t.ids["<|call|>"]
+	if end, ok := t.ids["<|end|>"]; ok && okRet && okCall && end != ret && end != call && end != t.EOS {
+		delete(t.EOG, end)
+		if t.EOT == end {
+			t.EOT = ret
+		}
+		for _, s := range []string{"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"} {
+			if i, ok := t.ids[s]; ok {
+				t.Types[i] = TypeUserDefined
+			}
+		}
+	}
 }
 
 // VocabSize is the number of tokens.

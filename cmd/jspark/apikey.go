@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // APIKeyEnv names the environment variable a key may come from instead of
@@ -24,8 +24,7 @@ type APIKeyFlags struct {
 	File string
 }
 
-func addAPIKeyFlags(cmd *cobra.Command, o *APIKeyFlags, what string) {
-	f := cmd.Flags()
+func (o *APIKeyFlags) add(f *pflag.FlagSet, what string) {
 	f.StringVar(&o.Key, "api-key", "", what+"; VISIBLE TO EVERY LOCAL USER in the process list: prefer --api-key-file or "+APIKeyEnv)
 	f.StringVar(&o.File, "api-key-file", "", "read the key from this file (its first line) instead of --api-key")
 }

@@ -15,28 +15,22 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
-	"jspark/agent"
 	"jspark/agent/bench"
+	"jspark/agent/target"
+	"jspark/backend/refs"
 )
 
 // BenchOptions are the flags of `jspark bench`.
 type BenchOptions struct {
-	EngineFlags
-	Screen    string
-	Boots     []string // NAME='ENGINE FLAGS'
-	Endpoints []string // [NAME=]URL
-	APIKeyFlags
-	apiKey      string // resolved from the flags or the environment
-	ServedModel string
-	Out         string
+	measureFlags
+	Screen string
+	apiKey string // resolved from the flags or the environment
 
 	Lengths, ArriveLengths, ArriveAt, Long, Short, Concurrency string
 	Delay                                                      time.Duration
 	Trials, MaxTokens, IDTokens, RepeatPairs                   int
 	IgnoreEOS                                                  bool
 	IDsRef                                                     string
-
-	engineArgs []string // the engine flags given on the command line, which every boot inherits
 }
 
 func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -55,19 +49,13 @@ and report.html (plots) go under --out.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Screen = args[0]
-			o.engineArgs = changedEngineFlags(cmd.Flags())
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runBench(ctx, o, stdout, stderr)
+			return profiled(o.CPUProfile, func() error { return runBench(ctx, o, stdout, stderr) })
 		},
 	}
-	addEngineFlags(cmd, &o.EngineFlags)
 	f := cmd.Flags()
-	f.StringArrayVar(&o.Boots, "boot", nil, "NAME='ENGINE FLAGS': a configuration of the in-process engine to start and measure (repeatable)")
-	f.StringArrayVar(&o.Endpoints, "endpoint", nil, "[NAME=]URL: an OpenAI-compatible base URL (http://host:port/v1) to measure (repeatable)")
-	addAPIKeyFlags(cmd, &o.APIKeyFlags, "bearer key for --endpoint (its /metrics too)")
-	f.StringVar(&o.ServedModel, "served-model", "", "model id to request from --endpoint (default: its first /v1/models entry)")
-	f.StringVar(&o.Out, "out", "", "output folder (default: results/bench-SCREEN-TIME)")
+	o.measureFlags.add(f, targetHelp{boot: "to start and measure", endpoint: "to measure (repeatable)", out: "bench-SCREEN"})
 	f.StringVar(&o.Lengths, "lengths", joinLengths(d.Lengths), "cache: prompt lengths in tokens (k = 1024)")
 	f.StringVar(&o.ArriveLengths, "arrive-lengths", joinLengths(d.ArriveLengths), "mixed: the arriving prompt's lengths")
 	f.StringVar(&o.ArriveAt, "arrive-at", "2,3", "mixed: streams at once when the request arrives, it included (C2, C3)")
@@ -89,11 +77,6 @@ func runBench(ctx context.Context, o *BenchOptions, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	stopProfile, err := startCPUProfile(o.CPUProfile)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
 	cfg, err := o.config()
 	if err != nil {
 		return err
@@ -167,7 +150,7 @@ func (o *BenchOptions) config() (bench.Config, error) {
 	}
 	c.Delay, c.Trials, c.MaxTokens, c.IgnoreEOS, c.IDTokens, c.RepeatPairs = o.Delay, o.Trials, o.MaxTokens, o.IgnoreEOS, o.IDTokens, o.RepeatPairs
 	if o.IDsRef != "" {
-		if c.References, err = bench.LoadReferences(o.IDsRef); err != nil {
+		if c.References, err = refs.Load(o.IDsRef); err != nil {
 			return c, fmt.Errorf("--ids-ref: %w", err)
 		}
 		c.ReferenceFile = o.IDsRef
@@ -219,7 +202,7 @@ func lengthFlag(n int) string {
 // targets are the boots, in the order given, then the endpoints, each its
 // own column.
 func (o *BenchOptions) targets(log io.Writer) ([]bench.Target, error) {
-	specs, err := parseTargets(o.Boots, o.Endpoints, o.engineArgs, false)
+	specs, err := o.specs(false)
 	if err != nil {
 		return nil, err
 	}
@@ -228,11 +211,11 @@ func (o *BenchOptions) targets(log io.Writer) ([]bench.Target, error) {
 		t := bench.Target{Name: sp.Name, Kind: sp.Kind, Spec: sp.Spec}
 		if sp.Kind == "boot" {
 			ef := sp.Engine
-			t.Open = func(context.Context) (agent.Backend, func(), error) { return inProcessBackend(ef, log) }
+			t.Open = func(context.Context) (target.Backend, func(), error) { return inProcessBackend(ef, log) }
 		} else {
 			u := sp.URLs[0]
-			t.Open = func(ctx context.Context) (agent.Backend, func(), error) {
-				b, err := endpointBackend(ctx, u, o.apiKey, o.ServedModel, io.Discard)
+			t.Open = func(ctx context.Context) (target.Backend, func(), error) {
+				b, err := target.Endpoint(ctx, u, o.apiKey, o.ServedModel, io.Discard)
 				return b, func() {}, err
 			}
 		}

@@ -2,13 +2,10 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net/url"
 	"strings"
 
 	"github.com/google/shlex"
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
 // targetSpec is one target of bench or work, as the command line names it:
@@ -23,11 +20,12 @@ type targetSpec struct {
 
 // parseTargets reads --boot NAME='ENGINE FLAGS' and --endpoint [NAME=]URL,
 // the boots in the order given, then the endpoints; with neither, one boot,
-// jspark, with the command's engine flags (engineArgs). A boot parses
-// engineArgs and then its own flags as serve parses them. spread makes the
-// unnamed endpoints one target that spreads its sessions over them (work);
+// jspark, with the command's engine flags. A boot is parent (the command's
+// engine flags) with its own applied on a copy; its spec names the flags
+// given to the command (given) and its own. spread makes the unnamed
+// endpoints one target that spreads its sessions over them (work);
 // otherwise each is its own target, named by its host:port (bench).
-func parseTargets(boots, endpoints, engineArgs []string, spread bool) ([]targetSpec, error) {
+func parseTargets(parent *EngineFlags, given, boots, endpoints []string, spread bool) ([]targetSpec, error) {
 	var out []targetSpec
 	seen := map[string]bool{}
 	add := func(t targetSpec) error {
@@ -42,20 +40,11 @@ func parseTargets(boots, endpoints, engineArgs []string, spread bool) ([]targetS
 		boots = []string{"jspark="}
 	}
 	for _, b := range boots {
-		name, flags, ok := strings.Cut(b, "=")
-		if !ok || name == "" || strings.ContainsAny(name, `/\`) {
-			return nil, fmt.Errorf("--boot %q: want NAME='ENGINE FLAGS' (a name without slashes)", b)
-		}
-		words, err := shlex.Split(flags)
+		t, err := parseBoot(parent, given, b)
 		if err != nil {
-			return nil, fmt.Errorf("--boot %s: %w", name, err)
+			return nil, err
 		}
-		args := append(append([]string{}, engineArgs...), words...)
-		ef, err := parseEngineFlags(args)
-		if err != nil {
-			return nil, fmt.Errorf("--boot %s: %w", name, err)
-		}
-		if err := add(targetSpec{Name: name, Kind: "boot", Spec: strings.Join(args, " "), Engine: ef}); err != nil {
+		if err := add(t); err != nil {
 			return nil, err
 		}
 	}
@@ -98,37 +87,19 @@ func endpointName(s string) (name, u string, named bool) {
 	return s, s, false
 }
 
-// parseEngineFlags reads a boot's engine flags with the flag definitions
-// serve and work use.
-// NOTE: one small function so that it switches over to the consolidated
-// engine-flag parser once that lands.
-func parseEngineFlags(args []string) (*EngineFlags, error) {
-	o := &EngineFlags{}
-	c := &cobra.Command{Use: "boot"}
-	addEngineFlags(c, o)
-	f := c.Flags()
-	f.SetOutput(io.Discard)
-	f.Usage = func() {}
-	if err := f.Parse(args); err != nil {
-		return nil, err
+// parseBoot reads one --boot NAME='ENGINE FLAGS'.
+func parseBoot(parent *EngineFlags, given []string, b string) (targetSpec, error) {
+	name, flags, ok := strings.Cut(b, "=")
+	if !ok || name == "" || strings.ContainsAny(name, `/\`) {
+		return targetSpec{}, fmt.Errorf("--boot %q: want NAME='ENGINE FLAGS' (a name without slashes)", b)
 	}
-	if f.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q (engine flags only)", f.Arg(0))
+	words, err := shlex.Split(flags)
+	if err != nil {
+		return targetSpec{}, fmt.Errorf("--boot %s: %w", name, err)
 	}
-	return o, nil
-}
-
-// changedEngineFlags are the engine flags set on the command line, as
-// arguments a boot's own flags are parsed after.
-func changedEngineFlags(fs *pflag.FlagSet) []string {
-	probe := &cobra.Command{}
-	addEngineFlags(probe, &EngineFlags{})
-	engine := probe.Flags()
-	var args []string
-	fs.Visit(func(f *pflag.Flag) {
-		if engine.Lookup(f.Name) != nil {
-			args = append(args, "--"+f.Name+"="+f.Value.String())
-		}
-	})
-	return args
+	ef, err := parent.boot(words)
+	if err != nil {
+		return targetSpec{}, fmt.Errorf("--boot %s: %w", name, err)
+	}
+	return targetSpec{Name: name, Kind: "boot", Spec: joinSpec(given, words), Engine: ef}, nil
 }

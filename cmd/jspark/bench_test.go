@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"jspark/agent/bench"
+	"jspark/agent/report"
 )
 
 // benchRun runs `jspark bench` and returns its printed tables' text and
@@ -39,9 +40,9 @@ func benchRun(t *testing.T, args ...string) (string, *bench.Result) {
 	return stdout, &res
 }
 
-func table(t *testing.T, stdout, title string, columns ...string) *bench.Table {
+func table(t *testing.T, stdout, title string, columns ...string) *report.Table {
 	t.Helper()
-	tb, ok := bench.ParseTable(stdout, title)
+	tb, ok := report.ParseTable(stdout, title)
 	if !ok {
 		t.Fatalf("no table %q in\n%s", title, stdout)
 	}
@@ -51,7 +52,7 @@ func table(t *testing.T, stdout, title string, columns ...string) *bench.Table {
 	return tb
 }
 
-func cell(t *testing.T, tb *bench.Table, row, col string) string {
+func cell(t *testing.T, tb *report.Table, row, col string) string {
 	t.Helper()
 	c, ok := tb.Cell(row, col)
 	if !ok {
@@ -60,7 +61,7 @@ func cell(t *testing.T, tb *bench.Table, row, col string) string {
 	return c
 }
 
-func rowNames(tb *bench.Table) []string {
+func rowNames(tb *report.Table) []string {
 	var out []string
 	for _, r := range tb.Rows {
 		out = append(out, r[0])

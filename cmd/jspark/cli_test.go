@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"jspark/backend/refs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -49,20 +50,11 @@ func jspark(t *testing.T, args ...string) (stdout, stderr string, code int) {
 }
 
 func TestGenerateJSONMatchesLlamaCpp(t *testing.T) {
-	f, err := os.Open("../../testdata/refs/stories260K-greedy.jsonl")
+	cases, err := refs.Load("../../" + refs.Stories260K)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Scan()
-	var want struct {
-		Prompt    string `json:"prompt"`
-		PromptIDs []int  `json:"prompt_ids"`
-		GenIDs    []int  `json:"gen_ids"`
-		Text      string `json:"text"`
-	}
-	json.Unmarshal(sc.Bytes(), &want)
+	want := cases[0]
 	out, stderr, code := jspark(t, "generate", "--prompt", want.Prompt, "--max-tokens", "48", "--temperature", "0", "--format", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)

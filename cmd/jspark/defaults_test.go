@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/spf13/cobra"
 
 	"jspark/backend/engine"
 	"jspark/backend/model"
@@ -21,10 +20,8 @@ import (
 // bound's first probe chunk included (the engine's zero options once
 // prefilled it 4096 tokens at a time while the CLI bounded steps to 200 ms).
 func TestCLIDefaultsAreTheEngines(t *testing.T) {
-	cmd := &cobra.Command{}
-	var o EngineFlags
-	addEngineFlags(cmd, &o)
-	if err := cmd.Flags().Parse(nil); err != nil {
+	o := defaultEngineFlags()
+	if err := o.flagSet().Parse(nil); err != nil {
 		t.Fatal(err)
 	}
 	cli, lib := o.engineOptions(), engine.DefaultOptions()

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"jspark/backend/model"
 	"jspark/backend/sample"
@@ -14,14 +15,11 @@ import (
 
 // GenerateOptions are the flags of `jspark generate`.
 type GenerateOptions struct {
-	Model      string
+	DeviceFlags
 	Prompt     string
 	MaxTokens  int
 	Sampling   sample.Params
 	Format     string
-	Threads    int
-	Device     string
-	KVType     string
 	CPUProfile string
 }
 
@@ -37,28 +35,26 @@ type GenerateResult struct {
 }
 
 func newGenerateCmd(stdout, stderr io.Writer) *cobra.Command {
-	o := &GenerateOptions{}
+	o := &GenerateOptions{DeviceFlags: defaultDeviceFlags()}
 	cmd := &cobra.Command{
 		Use:   "generate",
 		Short: "Complete a prompt with the model (the embedded default unless --model)",
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return runGenerate(o, stdout, stderr) },
+		RunE: func(*cobra.Command, []string) error {
+			return profiled(o.CPUProfile, func() error { return runGenerate(o, stdout, stderr) })
+		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Model, "model", "", "GGUF model file (default: the embedded stories260K)")
+	o.DeviceFlags.add(f)
+	profileFlag(f, &o.CPUProfile)
 	f.StringVar(&o.Prompt, "prompt", "", "prompt text")
 	f.IntVar(&o.MaxTokens, "max-tokens", 64, "tokens to generate at most")
 	f.StringVar(&o.Format, "format", "text", "output: text (streamed) or json")
-	f.IntVar(&o.Threads, "threads", 0, "CPU threads (0: all)")
-	f.StringVar(&o.Device, "device", "cpu", deviceFlagHelp)
-	f.StringVar(&o.KVType, "kv-type", "f32", "KV cache element type: f32 or f16 (half the memory)")
-	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file")
-	addSamplingFlags(cmd, &o.Sampling)
+	addSamplingFlags(f, &o.Sampling)
 	return cmd
 }
 
-func addSamplingFlags(cmd *cobra.Command, p *sample.Params) {
-	f := cmd.Flags()
+func addSamplingFlags(f *pflag.FlagSet, p *sample.Params) {
 	f.Float32Var(&p.Temperature, "temperature", 0, "sampling temperature (0: greedy)")
 	f.IntVar(&p.TopK, "top-k", 0, "top-k (0: off)")
 	f.Float32Var(&p.TopP, "top-p", 1, "top-p (1: off)")
@@ -78,11 +74,6 @@ func runGenerate(o *GenerateOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	stopProfile, err := startCPUProfile(o.CPUProfile)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
 	k, closeDevice, err := openDevice(o.Device, o.Threads)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"jspark/backend/gguf"
 	"jspark/backend/model"
+	"jspark/backend/tokenizer"
 	"jspark/kernels/ref"
 )
 
@@ -147,7 +148,7 @@ type SynthFlags struct {
 
 // moeFlags are the synth flags whose defaults depend on --arch
 // (model.DefaultMoE): a flag not given takes its architecture's.
-var moeFlags = []string{"experts", "experts-used", "expert-ff", "shared-experts", "dense-layers", "sliding-window"}
+var moeFlags = []string{"experts", "experts-used", "expert-ff", "shared-experts", "dense-layers", "sliding-window", "full-attention-interval"}
 
 func newModelSynthCmd(stdout io.Writer) *cobra.Command {
 	o := &SynthFlags{}
@@ -174,15 +175,17 @@ func newModelSynthCmd(stdout io.Writer) *cobra.Command {
 	f.IntVar(&o.Context, "ctx", 4096, "stated context length")
 	f.StringVar(&o.Type, "type", "f32", "weight type (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, mxfp4) or llama-quantize's mix (q3_k_m, q4_k_m, q5_k_m, iq4_xs; mxfp4 on a MoE: experts MXFP4, the rest Q8_0)")
 	f.Uint64Var(&o.Seed, "seed", 1, "weight RNG seed")
-	f.StringVar(&o.VocabFrom, "vocab-from", "", "copy the tokenizer of this GGUF file")
+	f.StringVar(&o.VocabFrom, "vocab-from", "", "copy the tokenizer of this GGUF file, or of a Hugging Face tokenizer.json (with the tokenizer_config.json beside it)")
 	f.BoolVar(&o.VocabBytes, "vocab-bytes", false, "use a 259-token byte vocabulary (the default)")
+	f.BoolVar(&o.TextVocab, "vocab-text", false, "type that vocabulary's byte tokens as text (<0x41>), for peers that refuse invalid UTF-8")
 	f.StringVar(&o.Out, "out", "", "output file (required)")
 	f.IntVar(&o.Experts, "experts", 0, "routed experts (qwen3moe, glm4moe, gpt-oss; default 8)")
 	f.IntVar(&o.ExpertsUsed, "experts-used", 0, "experts each token runs (default 2)")
 	f.IntVar(&o.ExpertFF, "expert-ff", 0, "an expert's feed-forward width (default ff/2)")
 	f.IntVar(&o.SharedExperts, "shared-experts", 0, "glm4moe: shared experts (default 1)")
 	f.IntVar(&o.DenseLayers, "dense-layers", 0, "glm4moe: leading layers with a dense MLP (default 1)")
-	f.IntVar(&o.SlidingWindow, "sliding-window", 0, "gpt-oss: window of its sliding-window layers (default 128)")
+	f.IntVar(&o.SlidingWindow, "sliding-window", 0, "gpt-oss, gemma3: window of their sliding-window layers (default 128)")
+	f.IntVar(&o.FullAttnInterval, "full-attention-interval", 0, "qwen35, qwen35moe: of every this many layers the last is full attention (default 4)")
 	return cmd
 }
 
@@ -208,14 +211,18 @@ func runSynth(o *SynthFlags, given map[string]bool, stdout io.Writer) error {
 	}{
 		"experts": {&opts.Experts, o.Experts}, "experts-used": {&opts.ExpertsUsed, o.ExpertsUsed}, "expert-ff": {&opts.ExpertFF, o.ExpertFF},
 		"shared-experts": {&opts.SharedExperts, o.SharedExperts}, "dense-layers": {&opts.DenseLayers, o.DenseLayers},
-		"sliding-window": {&opts.SlidingWindow, o.SlidingWindow},
+		"sliding-window": {&opts.SlidingWindow, o.SlidingWindow}, "full-attention-interval": {&opts.FullAttnInterval, o.FullAttnInterval},
 	} {
 		if given[name] {
 			*v.dst = v.val
 		}
 	}
 	if o.VocabFrom != "" {
-		v, err := gguf.Open(o.VocabFrom)
+		open := gguf.Open
+		if strings.HasSuffix(o.VocabFrom, ".json") { // a Hugging Face tokenizer.json
+			open = tokenizer.OpenHF
+		}
+		v, err := open(o.VocabFrom)
 		if err != nil {
 			return err
 		}

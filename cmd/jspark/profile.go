@@ -28,6 +28,17 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}, nil
 }
 
+// profiled runs run, writing a CPU profile of it to path when one is
+// named (--cpuprofile).
+func profiled(path string, run func() error) error {
+	stop, err := startCPUProfile(path)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return run()
+}
+
 // parseKVType reads --kv-type: the element type of the KV cache.
 func parseKVType(s string) (quant.Type, error) {
 	switch s {

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"jspark/backend/engine"
 )
 
@@ -119,10 +117,8 @@ func TestEngineFlagsSessionRetain(t *testing.T) {
 		{[]string{"--session-retain", "5s"}, 5 * time.Second},
 		{[]string{"--session-retain", "0"}, 0},
 	} {
-		cmd := &cobra.Command{}
-		var o EngineFlags
-		addEngineFlags(cmd, &o)
-		if err := cmd.Flags().Parse(c.args); err != nil {
+		o := defaultEngineFlags()
+		if err := o.flagSet().Parse(c.args); err != nil {
 			t.Fatal(err)
 		}
 		if got := o.engineOptions().SessionRetain; got != c.want {

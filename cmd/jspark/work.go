@@ -2,12 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,26 +14,22 @@ import (
 	"github.com/spf13/cobra"
 
 	"jspark/agent"
-	"jspark/agent/bench"
+	"jspark/agent/external"
+	"jspark/agent/record"
+	"jspark/agent/report"
+	"jspark/agent/target"
 	"jspark/recipes"
 	"jspark/sandbox"
 )
 
 // WorkOptions are the flags of `jspark work`.
 type WorkOptions struct {
-	EngineFlags
-	Round     string
-	Recipe    string
-	Boots     []string // NAME='ENGINE FLAGS'
-	Endpoints []string // [NAME=]URL; the unnamed ones spread the sessions of one target
-	APIKeyFlags
-	ServedModel  string
+	measureFlags // the unnamed endpoints spread the sessions of one target
+	Round        string
+	Recipe       string
 	Window       time.Duration
-	Out          string
 	NoNamespaces bool
 	AgentCache   string
-
-	engineArgs []string // the engine flags given on the command line, which every boot inherits
 }
 
 func newWorkCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -63,32 +55,22 @@ one row per target and round.`,
 			if cmd.Flags().Changed("window") && o.Window < time.Second {
 				return fmt.Errorf("--window %v: a window is at least 1s", o.Window)
 			}
-			o.engineArgs = changedEngineFlags(cmd.Flags())
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runWork(ctx, o, stdout, stderr)
+			return profiled(o.CPUProfile, func() error { return runWork(ctx, o, stdout, stderr) })
 		},
 	}
-	addEngineFlags(cmd, &o.EngineFlags)
 	f := cmd.Flags()
+	o.measureFlags.add(f, targetHelp{boot: "to run the rounds on",
+		endpoint: "instead of the in-process engine; repeat unnamed ones to spread sessions, a named one is a target of its own", out: "RECIPE-ROUND"})
 	f.StringVar(&o.Recipe, "recipe", "work", "built-in recipe name or YAML file")
-	f.StringArrayVar(&o.Boots, "boot", nil, "NAME='ENGINE FLAGS': a configuration of the in-process engine to run the rounds on (repeatable)")
-	f.StringArrayVar(&o.Endpoints, "endpoint", nil, "[NAME=]URL: an OpenAI-compatible base URL (http://host:port/v1) instead of the in-process engine; repeat unnamed ones to spread sessions, a named one is a target of its own")
-	addAPIKeyFlags(cmd, &o.APIKeyFlags, "bearer key for --endpoint (its /metrics too)")
-	f.StringVar(&o.ServedModel, "served-model", "", "model id to request from --endpoint (default: its first /v1/models entry)")
 	f.DurationVar(&o.Window, "window", 0, "session window (default: the recipe's, 180s for work)")
-	f.StringVar(&o.Out, "out", "", "output folder (default: results/RECIPE-ROUND-TIME)")
 	f.BoolVar(&o.NoNamespaces, "no-namespaces", false, "do not isolate shells in namespaces (rlimits and process groups only)")
-	f.StringVar(&o.AgentCache, "agent-cache", "", "where a recipe's external agents (pi, codex, opencode) are installed with npm (default "+agent.DefaultAgentCache()+")")
+	f.StringVar(&o.AgentCache, "agent-cache", "", "where a recipe's external agents (pi, codex, opencode) are installed with npm (default "+external.DefaultCache()+")")
 	return cmd
 }
 
 func runWork(ctx context.Context, o *WorkOptions, stdout, stderr io.Writer) error {
-	stopProfile, err := startCPUProfile(o.CPUProfile)
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
 	r, err := recipes.Load(o.Recipe)
 	if err != nil {
 		return err
@@ -106,15 +88,36 @@ func runWork(ctx context.Context, o *WorkOptions, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	specs, err := parseTargets(o.Boots, o.Endpoints, o.engineArgs, true)
+	specs, err := o.specs(true)
 	if err != nil {
 		return err
 	}
+	run := o.runner(ctx, r, key, stdout, stderr)
+	if len(specs) > 1 {
+		return o.workTargets(r, specs, run, stdout, stderr)
+	}
+	res, err := run(specs[0], o.Out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	report.Work(stdout, res)
+	fmt.Fprintf(stdout, "results: %s, %s, trajectories under %s\n",
+		filepath.Join(o.Out, "results.json"), filepath.Join(o.Out, "report.html"), o.Out)
+	return nil
+}
+
+// workRun runs the recipe's rounds on one target, into out.
+type workRun func(sp targetSpec, out string) (*record.Work, error)
+
+// runner opens a target, runs the rounds on it with the progress view that
+// suits stdout, and closes it.
+func (o *WorkOptions) runner(ctx context.Context, r *recipes.Recipe, key string, stdout, stderr io.Writer) workRun {
 	tty := false
 	if f, ok := stdout.(*os.File); ok {
 		tty = isatty.IsTerminal(f.Fd())
 	}
-	run := func(sp targetSpec, out string) (*agent.WorkResult, error) {
+	return func(sp targetSpec, out string) (*record.Work, error) {
 		backends, stop, err := o.open(ctx, sp, key, stderr)
 		if err != nil {
 			return nil, err
@@ -132,18 +135,12 @@ func runWork(ctx context.Context, o *WorkOptions, stdout, stderr io.Writer) erro
 			},
 		})
 	}
-	if len(specs) == 1 {
-		res, err := run(specs[0], o.Out)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout)
-		agent.Table(stdout, res)
-		fmt.Fprintf(stdout, "results: %s, %s, trajectories under %s\n",
-			filepath.Join(o.Out, "results.json"), filepath.Join(o.Out, "report.html"), o.Out)
-		return nil
-	}
-	all := &bench.WorkResults{Recipe: r.File}
+}
+
+// workTargets runs the rounds on each target in turn, under --out/NAME,
+// then writes the combined results.json, report.html and table.
+func (o *WorkOptions) workTargets(r *recipes.Recipe, specs []targetSpec, run workRun, stdout, stderr io.Writer) error {
+	all := &record.WorkTargets{Version: record.Version, Recipe: r.File}
 	for _, sp := range specs {
 		out := filepath.Join(o.Out, sp.Name)
 		fmt.Fprintf(stderr, "jspark work: target %s (%s %s)\n", sp.Name, sp.Kind, sp.Spec)
@@ -152,21 +149,14 @@ func runWork(ctx context.Context, o *WorkOptions, stdout, stderr io.Writer) erro
 			return fmt.Errorf("target %s: %w", sp.Name, err)
 		}
 		fmt.Fprintf(stdout, "\n%s (%s %s):\n", sp.Name, sp.Kind, sp.Spec)
-		agent.Table(stdout, res)
+		report.Work(stdout, res)
 		all.Window = res.Window
-		all.Targets = append(all.Targets, bench.WorkTarget{Name: sp.Name, Kind: sp.Kind, Spec: sp.Spec, Out: out, WorkResult: res})
+		all.Targets = append(all.Targets, record.WorkTarget{Name: sp.Name, Kind: sp.Kind, Spec: sp.Spec, Out: out, Work: res})
 	}
-	b, err := json.MarshalIndent(all, "", "  ")
-	if err != nil {
+	if err := report.Save(o.Out, all, report.TargetsHTML(all, o.Out)); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(o.Out, "results.json"), append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(o.Out, "report.html"), []byte(bench.WorkReport(all, o.Out)), 0o644); err != nil {
-		return err
-	}
-	t := bench.WorkTable(all)
+	t := report.Targets(all)
 	fmt.Fprintln(stdout)
 	t.Write(stdout)
 	fmt.Fprintf(stdout, "results: %s, %s; each target's under %s\n",
@@ -175,89 +165,23 @@ func runWork(ctx context.Context, o *WorkOptions, stdout, stderr io.Writer) erro
 }
 
 // open starts a boot, or checks a target's endpoints; stop stops what it started.
-func (o *WorkOptions) open(ctx context.Context, sp targetSpec, key string, log io.Writer) ([]agent.Backend, func(), error) {
+func (o *WorkOptions) open(ctx context.Context, sp targetSpec, key string, log io.Writer) ([]target.Backend, func(), error) {
 	if sp.Kind == "boot" {
 		b, stop, err := inProcessBackend(sp.Engine, log)
 		if err != nil {
 			return nil, nil, err
 		}
-		return []agent.Backend{b}, stop, nil
+		return []target.Backend{b}, stop, nil
 	}
-	var backends []agent.Backend
+	var backends []target.Backend
 	for _, u := range sp.URLs {
-		b, err := endpointBackend(ctx, u, key, o.ServedModel, log)
+		b, err := target.Endpoint(ctx, u, key, o.ServedModel, log)
 		if err != nil {
 			return nil, nil, err
 		}
 		backends = append(backends, b)
 	}
 	return backends, func() {}, nil
-}
-
-// inProcessBackend serves the engine on a loopback port: the runner measures
-// what any client of the endpoint would see.
-func inProcessBackend(ef *EngineFlags, log io.Writer) (agent.Backend, func(), error) {
-	e, sopt, closeEngine, err := openEngine(ef, log)
-	if err != nil {
-		return agent.Backend{}, nil, err
-	}
-	srv := newServer(e, sopt, log)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		closeEngine()
-		return agent.Backend{}, nil, err
-	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
-	go hs.Serve(ln)
-	fmt.Fprintf(log, "jspark: engine %s (KV capacity %d tokens) at http://%s/v1\n", e.Options().ModelName, e.CapacityTokens(), ln.Addr())
-	b := agent.Backend{
-		URL:   fmt.Sprintf("http://%s/v1", ln.Addr()),
-		Model: e.Options().ModelName,
-		Counter: agent.FuncSource(func() agent.Counters {
-			s := e.Metrics().Snapshot()
-			return agent.Counters{Generation: float64(s.GenerationTokens), Running: float64(s.Running), Waiting: float64(s.Waiting),
-				Preemptions: float64(s.Preemptions), PrefixHits: float64(s.CacheHits)}
-		}),
-		Handler: srv.Handler(),
-		Context: e.Options().MaxContext,
-	}
-	return b, func() {
-		hs.Close()
-		closeEngine()
-	}, nil
-}
-
-// endpointBackend checks an external endpoint, picks its model and finds
-// whether it exports vLLM-named Prometheus metrics.
-func endpointBackend(ctx context.Context, base, key, modelID string, log io.Writer) (agent.Backend, error) {
-	b := agent.Backend{URL: base, APIKey: key, Model: modelID}
-	if b.Model == "" {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/models", nil)
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return b, fmt.Errorf("endpoint %s: %w", base, err)
-		}
-		defer resp.Body.Close()
-		var models struct {
-			Data []struct {
-				ID string `json:"id"`
-			} `json:"data"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&models); err != nil || len(models.Data) == 0 {
-			return b, fmt.Errorf("endpoint %s: /models lists no model (%v); pass --served-model", base, errors.Join(err, fmt.Errorf("status %s", resp.Status)))
-		}
-		b.Model = models.Data[0].ID
-	}
-	p := &agent.Prometheus{URL: agent.MetricsURL(base), APIKey: key, Client: http.DefaultClient}
-	if _, err := p.Read(ctx); err != nil {
-		fmt.Fprintf(log, "jspark work: %s: no usable /metrics (%v): counting streamed tokens instead\n", base, err)
-	} else {
-		b.Counter = p
-	}
-	return b, nil
 }
 
 func newRecipesCmd(stdout io.Writer) *cobra.Command {

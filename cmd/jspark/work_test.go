@@ -12,17 +12,17 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"jspark/agent"
-	"jspark/agent/bench"
+	"jspark/agent/record"
+	"jspark/agent/report"
 )
 
-func readResults(t *testing.T, dir string) *agent.WorkResult {
+func readResults(t *testing.T, dir string) *record.Work {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res agent.WorkResult
+	var res record.Work
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestWorkC3First(t *testing.T) {
 			t.Errorf("%s: workspace not seeded with its task's test file: %v", s.Name, tests)
 		}
 		ran += toolResults(t, dir)
-		if s.End != agent.EndCut {
+		if s.End != record.EndCut {
 			t.Errorf("%s ended %s before the cut", s.Name, s.End)
 		}
 	}
@@ -244,7 +244,7 @@ func TestWorkPiValidationRunsPiInTheSandbox(t *testing.T) {
 	}
 	r := readResults(t, out).Rounds[0]
 	s := r.Sessions[0]
-	if s.Agent != "pi 0.73.1" || (s.End != agent.EndAgentDone && s.End != agent.EndCut) || s.AgentError != "" {
+	if s.Agent != "pi 0.73.1" || (s.End != record.EndAgentDone && s.End != record.EndCut) || s.AgentError != "" {
 		t.Fatalf("session: agent %q ended %s (%s): %s", s.Agent, s.End, s.AgentError, s.AgentOutput)
 	}
 	if len(s.Requests) == 0 {
@@ -289,7 +289,7 @@ func TestWorkTwoBootsOneTable(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	tb, ok := bench.ParseTable(stdout, "Work: 2 backends, c3-first")
+	tb, ok := report.ParseTable(stdout, "Work: 2 backends, c3-first")
 	if !ok {
 		t.Fatalf("no combined table:\n%s", stdout)
 	}
@@ -309,7 +309,7 @@ func TestWorkTwoBootsOneTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res bench.WorkResults
+	var res record.WorkTargets
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +362,13 @@ func TestWorkTwoBootsOneTable(t *testing.T) {
 // unnamed ones one target that spreads its sessions; bench keeps every
 // endpoint apart.
 func TestParseTargets(t *testing.T) {
-	got, err := parseTargets([]string{"A=--prefill-solo 64"}, []string{"http://h:1/v1", "N=http://n:3/v1/", "http://h:2/v1"}, []string{"--kv-memory=32"}, true)
+	// The command was given --kv-memory 32: every boot starts from it.
+	parent := defaultEngineFlags()
+	set := parent.flagSet()
+	if err := set.Parse([]string{"--kv-memory", "32"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseTargets(&parent, given(set), []string{"A=--prefill-solo 64"}, []string{"http://h:1/v1", "N=http://n:3/v1/", "http://h:2/v1"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,15 +391,18 @@ func TestParseTargets(t *testing.T) {
 	if ef := got[0].Engine; ef.PrefillSolo != 64 || ef.KVMemMiB != 32 {
 		t.Errorf("boot A engine flags: solo %d, kv %d", ef.PrefillSolo, ef.KVMemMiB)
 	}
-	got, err = parseTargets(nil, []string{"http://h:1/v1", "http://h:2/v1"}, nil, false)
+	none := defaultEngineFlags()
+	got, err = parseTargets(&none, nil, nil, []string{"http://h:1/v1", "http://h:2/v1"}, false)
 	if err != nil || len(got) != 2 || got[0].Name != "h:1" || got[1].Name != "h:2" {
 		t.Errorf("bench targets %+v %v", got, err)
 	}
-	if got, err := parseTargets(nil, nil, []string{"--prefill-solo=8"}, true); err != nil || len(got) != 1 || got[0].Name != "jspark" || got[0].Engine.PrefillSolo != 8 {
+	solo := defaultEngineFlags()
+	solo.PrefillSolo = 8
+	if got, err := parseTargets(&solo, []string{"--prefill-solo=8"}, nil, nil, true); err != nil || len(got) != 1 || got[0].Name != "jspark" || got[0].Engine.PrefillSolo != 8 {
 		t.Errorf("default target %+v %v", got, err)
 	}
 	for _, bad := range [][]string{{"A=--no-such-flag"}, {"a/b=--prefill-solo 8"}, {"A=", "A="}} {
-		if _, err := parseTargets(bad, nil, nil, true); err == nil {
+		if _, err := parseTargets(&none, nil, bad, nil, true); err == nil {
 			t.Errorf("boots %q: no error", bad)
 		}
 	}

@@ -34,6 +34,7 @@ type Kernels struct {
 	rope        rope
 	silu        siluMul
 	moe         moeState   // the mixture-of-experts kernels' state (moe.go)
+	rec         recurrent  // the recurrent and hybrid kernels' (recurrent.go)
 	mu          sync.Mutex // one parallel kernel at a time owns the scratch
 	mem         packMem
 }

@@ -75,7 +75,8 @@ var weightKernels = map[quant.Type]string{
 // kernelNames are every kernel the device launches.
 var kernelNames = func() []string {
 	names := []string{"rmsnorm", "rope", "silu_mul", "add", "add_bias", "gather", "scatter_f32",
-		"scatter_f16", "attend_f32", "attend_f16", "attend_merge", "argmax", "softmax", "swiglu_oai", "weighted_sum"}
+		"scatter_f16", "attend_f32", "attend_f16", "attend_merge", "argmax", "softmax", "swiglu_oai", "weighted_sum",
+		"gelu_mul", "sigmoid_mul", "scale", "conv", "delta_net"}
 	for _, s := range weightKernels {
 		names = append(names, "matmul_"+s+"_1", "matmul_"+s+"_8", "embed_"+s)
 	}

@@ -21,6 +21,7 @@
 #include "elementwise.cu"
 #include "matmul.cu"
 #include "moe.cu"
+#include "recurrent.cu"
 
 dim3 threadIdx, blockIdx, blockDim, gridDim;
 
@@ -150,6 +151,8 @@ const std::map<std::string, Kernel> &table() {
 	    {"attend_f32", kernel(attend_f32)}, {"attend_f16", kernel(attend_f16)}, {"attend_merge", kernel(attend_merge)},
 	    {"argmax", kernel(argmax)}, {"softmax", kernel(softmax)},
 	    {"swiglu_oai", kernel(swiglu_oai)}, {"weighted_sum", kernel(weighted_sum)},
+	    {"gelu_mul", kernel(gelu_mul)}, {"sigmoid_mul", kernel(sigmoid_mul)}, {"scale", kernel(scale)},
+	    {"conv", kernel(conv)}, {"delta_net", kernel(delta_net)},
 	};
 	return t;
 }

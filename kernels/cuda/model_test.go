@@ -3,8 +3,6 @@
 package cuda
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,33 +15,18 @@ import (
 
 	"jspark/backend/embedded"
 	"jspark/backend/model"
+	"jspark/backend/refs"
 	"jspark/backend/sample"
 	"jspark/kernels"
 	"jspark/kernels/cpu"
 	"jspark/kernels/quant"
 )
 
-type refCase struct {
-	Prompt    string `json:"prompt"`
-	AddBOS    bool   `json:"add_bos"`
-	PromptIDs []int  `json:"prompt_ids"`
-	GenIDs    []int  `json:"gen_ids"`
-}
-
-func refCases(t *testing.T) []refCase {
-	f, err := os.Open("../../testdata/refs/stories260K-greedy.jsonl")
+// refCases are llama.cpp's greedy continuations of the embedded model.
+func refCases(t *testing.T) []refs.Case {
+	cases, err := refs.Load("../../" + refs.Stories260K)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	var cases []refCase
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var c refCase
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatal(err)
-		}
-		cases = append(cases, c)
 	}
 	return cases
 }

@@ -1,0 +1,58 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"jspark/agent/record"
+)
+
+// collect fills each session's record from what it ran, then the round's
+// summary; the error names every record that could not be written.
+func (r *round) collect(ctx context.Context) error {
+	r.payloads = make([][]byte, len(r.workers))
+	var errs []error
+	for i := range r.workers {
+		errs = append(errs, r.collectSession(ctx, i)...)
+	}
+	r.res.Summary = record.Summarize(r.res, r.first, r.last, r.meter.Kind())
+	return errors.Join(errs...)
+}
+
+// collectSession fills session i's record: its requests and end, what only
+// its worker knows, its first request (written beside its trajectory, its
+// hash in the record), its counts, and its task's check and expected text.
+func (r *round) collectSession(ctx context.Context, i int) []error {
+	sr := &r.res.Sessions[i]
+	var errs []error
+	fail := func(err error) { errs = append(errs, fmt.Errorf("session %s: %w", sr.Name, err)) }
+	sr.Requests, sr.End = r.requests[i], r.ends[i]
+	payload, final, err := r.workers[i].Finish(sr)
+	if err != nil {
+		fail(err)
+	}
+	r.payloads[i] = payload
+	sum := sha256.Sum256(payload)
+	sr.InitialPayload = hex.EncodeToString(sum[:])
+	if err := os.WriteFile(filepath.Join(r.o.Out, sr.Name, "initial_request.json"), payload, 0o644); err != nil {
+		fail(err)
+	}
+	sr.Tally()
+	task, shell := r.plan[i], r.o.Recipe.Shell
+	if task.Check != "" {
+		if res, err := r.boxes[i].Exec(ctx, task.Check, shell.Timeout.D(), shell.OutputLimit); err == nil {
+			sr.CheckExit = &res.ExitCode
+		}
+	}
+	if task.Expect != "" {
+		met := strings.Contains(final, task.Expect)
+		sr.ExpectMet = &met
+	}
+	return errs
+}

@@ -1,0 +1,50 @@
+package record
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// TestUnmeasuredTTFTIsNull: a request with no first output writes "ttft":
+// null in results.json and trajectories, never -1, and reads back as
+// unmeasured; a measured one keeps its value.
+func TestUnmeasuredTTFTIsNull(t *testing.T) {
+	for _, c := range []struct {
+		q    Request
+		want string
+	}{
+		{Request{Turn: 5, TTFT: -1, Cut: true}, `"ttft":null`},
+		{Request{Turn: 1, TTFT: 0.25}, `"ttft":0.25`},
+	} {
+		b, err := json.Marshal(c.q)
+		if err != nil || !strings.Contains(string(b), c.want) || strings.Count(string(b), `"ttft"`) != 1 {
+			t.Fatalf("%+v: %s %v; want %s", c.q, b, err, c.want)
+		}
+		var back Request
+		if err := json.Unmarshal(b, &back); err != nil || back.TTFT != c.q.TTFT || back.Turn != c.q.Turn || back.Cut != c.q.Cut {
+			t.Errorf("%s read back as %+v (%v)", b, back, err)
+		}
+	}
+}
+
+func TestClipKeepsHeadAndTail(t *testing.T) {
+	s := strings.Repeat("é", Limit) // two bytes a rune: cuts land inside runes
+	c := Clip(s)
+	if !strings.HasPrefix(c, "éé") || !strings.HasSuffix(c, "éé") || !strings.Contains(c, fmt.Sprintf(" of %d bytes left out", len(s))) || !json.Valid(mustJSON(c)) {
+		t.Errorf("clip: %d bytes: %.40q … %.40q", len(c), c, c[len(c)-40:])
+	}
+	if !utf8.ValidString(c) || len(c) > Limit+100 {
+		t.Errorf("clip cut a rune or kept too much (%d bytes)", len(c))
+	}
+	if Clip("short") != "short" {
+		t.Error("a short text is clipped")
+	}
+}
+
+func mustJSON(s string) []byte {
+	b, _ := json.Marshal(s)
+	return b
+}

@@ -1,0 +1,47 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"jspark/agent/metrics"
+	"jspark/agent/record"
+)
+
+// The combined Work table prints what it is given, row per target and
+// round, an unmeasured TTFT as "–", and reads back through ParseTable.
+func TestWorkTable(t *testing.T) {
+	ttft := 2.1194
+	round := func(name string, s record.Summary) *record.Round {
+		return &record.Round{Name: name, Summary: s}
+	}
+	res := &record.WorkTargets{Recipe: "work", Window: 180, Targets: []record.WorkTarget{
+		{Name: "L4", Kind: "boot", Work: &record.Work{Rounds: []*record.Round{
+			round("c3-first", record.Summary{BackendTokS: 80.7, InitialTTFT: &ttft, ToolCalls: 26, CountedBy: metrics.ByEngine}),
+			round("c3-repeat", record.Summary{BackendTokS: 79.544, PendingAtCut: 3, WaitingMax: 2, CountedBy: metrics.ByEngine}),
+		}}},
+		{Name: "Tony", Kind: "endpoint", Work: &record.Work{Rounds: []*record.Round{
+			round("c3-first", record.Summary{BackendTokS: 76.36, RunningMax: 3, Preemptions: 1, CountedBy: metrics.ByPrometheus}),
+		}}},
+	}}
+	tb := Targets(res)
+	var b strings.Builder
+	tb.Write(&b)
+	got, ok := ParseTable(b.String(), "Work: 2 backends, c3-first, c3-repeat")
+	if !ok {
+		t.Fatalf("no table in\n%s", b.String())
+	}
+	want := [][]string{
+		{"L4", "c3-first", "80.70", "2.119", "–", "26", "0", "0", "0", "0", "0", "0"},
+		{"L4", "c3-repeat", "79.54", "–", "–", "0", "0", "0", "3", "2", "0", "0"},
+		{"Tony", "c3-first", "76.36", "–", "–", "0", "0", "0", "0", "0", "3", "1"},
+	}
+	if d := cmp.Diff(want, got.Rows); d != "" {
+		t.Errorf("rows (-want +got):\n%s", d)
+	}
+	if !strings.Contains(got.Note, "180-second window") || !strings.Contains(got.Note, "L4 engine, Tony prometheus") {
+		t.Errorf("note %q", got.Note)
+	}
+}
