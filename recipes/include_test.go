@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -97,6 +98,8 @@ func TestBadFileValues(t *testing.T) {
 		{"symlink out", "a/tests/test_m.py", "link/secret.txt", "recipe.yaml:15: tasks[0].tests.test_m.py: !file link/secret.txt: path escapes from parent",
 			func(dir string) { os.Symlink(outside, filepath.Join(dir, "link")) }},
 		{"folder", "a/tests/test_m.py", "a/tests", "recipe.yaml:15: tasks[0].tests.test_m.py: !file a/tests: not a regular file", nil},
+		{"fifo", "a/tests/test_m.py", "fifo", "recipe.yaml:15: tasks[0].tests.test_m.py: !file fifo: not a regular file",
+			func(dir string) { syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644) }},
 		{"binary", "a/tests/test_m.py", "bin.dat", "recipe.yaml:15: tasks[0].tests.test_m.py: !file bin.dat: not UTF-8 text",
 			func(dir string) { os.WriteFile(filepath.Join(dir, "bin.dat"), []byte{0xff, 0xfe, 0}, 0o644) }},
 		{"too big", "a/tests/test_m.py", "big.txt", "recipe.yaml:15: tasks[0].tests.test_m.py: !file big.txt: the recipe and its files are over 1048576 bytes together",

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -264,13 +265,15 @@ func Parse(file string, data []byte) (*Recipe, error) {
 // symlink or ".." leads out of it.
 type rootDir string
 
+// Open opens without blocking: a FIFO named by a !file opens at once (and
+// is refused as no regular file) instead of waiting for a writer.
 func (d rootDir) Open(name string) (fs.File, error) {
 	r, err := os.OpenRoot(string(d))
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close() // a file opened through r outlives it
-	return r.Open(name)
+	return r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }
 
 // parse is Parse reading !file values from dir.
