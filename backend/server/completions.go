@@ -1,8 +1,8 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
-	"net/http"
 
 	"github.com/labstack/echo/v4"
 )
@@ -104,20 +104,27 @@ func (s *Server) completions(c echo.Context) error {
 	if err := j.askPrompt(&r); err != nil {
 		return err
 	}
-	p, err := s.completionPrompt(r.Prompt)
+	ps, err := s.completionPrompts(r.Prompt)
 	if err != nil {
 		return err
 	}
-	j.req.Prompt = p.ids
 	j.req.CacheSalt, j.req.Session = r.CacheSalt, sessionOf(c, r.User)
-	cc := &completion{s: s, r: &r, p: p, echoOnly: echoOnly, id: newID("cmpl-"), created: now()}
-	if r.Echo {
-		cc.echo = p.text // the prompt as the client gave it, or its ids' text
+	id, created := newID("cmpl-"), now()
+	ccs := make([]*completion, len(ps))
+	for i, p := range ps {
+		ccs[i] = &completion{s: s, r: &r, p: p, index: i, echoOnly: echoOnly, id: id, created: created}
+		if r.Echo {
+			ccs[i].echo = p.text // the prompt as the client gave it, or its ids' text
+		}
 	}
 	if r.Stream {
-		return cc.stream(c, j)
+		if len(ps) > 1 {
+			return badRequest("stream", "stream takes one prompt, got %d; send several without stream", len(ps))
+		}
+		j.req.Prompt = ps[0].ids
+		return ccs[0].stream(c, j)
 	}
-	return cc.whole(c, j)
+	return s.wholeBatch(c, j, ccs)
 }
 
 // completion is one /v1/completions request as it is answered.
@@ -125,6 +132,7 @@ type completion struct {
 	s        *Server
 	r        *CompletionRequest
 	p        textPrompt
+	index    int // of the prompt, in a batch
 	echoOnly bool
 	echo     string
 	id       string
@@ -146,11 +154,13 @@ func (cc *completion) usage(res result) *Usage {
 	return u
 }
 
-func (cc *completion) whole(c echo.Context, j job) error {
+// answer runs one prompt to its choice and usage.
+func (cc *completion) answer(ctx context.Context, j job) (ch completionChoice, u *Usage, err error) {
+	j.req.Prompt = cc.p.ids
 	out, lps := cc.echo, cc.newLogprobs()
 	off := len(cc.echo) // the next token's offset in the choice's text
 	var promptLPs []map[string]vllmLogprob
-	return cc.s.run(c.Request().Context(), j, hooks{
+	err = cc.s.run(ctx, j, hooks{
 		prompt: func(pl []enginePrompt) error {
 			if lps != nil && cc.r.Echo {
 				cc.addPrompt(lps, pl)
@@ -174,10 +184,12 @@ func (cc *completion) whole(c echo.Context, j job) error {
 			if err != nil {
 				return err
 			}
-			return c.JSON(http.StatusOK, completionResponse{ID: cc.id, Object: "text_completion", Created: cc.created, Model: cc.s.opt.ServedName,
-				Choices: []completionChoice{{Text: out, Logprobs: lps, FinishReason: &res.finish, PromptLogprobs: promptLPs}}, Usage: cc.usage(res)})
+			ch = completionChoice{Text: out, Index: cc.index, Logprobs: lps, FinishReason: &res.finish, PromptLogprobs: promptLPs}
+			u = cc.usage(res)
+			return nil
 		},
 	})
+	return ch, u, err
 }
 
 func (cc *completion) stream(c echo.Context, j job) error {

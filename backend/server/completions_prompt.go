@@ -1,9 +1,13 @@
 package server
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
+	"net/http"
 	"strconv"
+	"sync"
+
+	"github.com/labstack/echo/v4"
 
 	"jspark/backend/engine"
 )
@@ -18,35 +22,97 @@ type textPrompt struct {
 	ids  []int
 }
 
-// completionPrompt reads prompt: a string, an array of token ids, or an
-// array holding one of those (lm-evaluation-harness sends [[ids]]).
-func (s *Server) completionPrompt(raw json.RawMessage) (textPrompt, error) {
+// maxPrompts bounds a completions batch: each prompt is a request of its
+// own in the engine, all submitted at once.
+const maxPrompts = 64
+
+// completionPrompts reads prompt: a string, an array of token ids, or an
+// array of those (lm-evaluation-harness sends [[ids], …], batch_size of
+// them), at most maxPrompts.
+func (s *Server) completionPrompts(raw json.RawMessage) ([]textPrompt, error) {
+	if p, ok, err := s.onePrompt(raw); ok || err != nil {
+		return []textPrompt{p}, err
+	}
+	var many []json.RawMessage
+	if json.Unmarshal(raw, &many) == nil && len(many) > 0 {
+		if len(many) > maxPrompts {
+			return nil, badRequest("prompt", "at most %d prompts per request, got %d", maxPrompts, len(many))
+		}
+		out := make([]textPrompt, len(many))
+		for i, m := range many {
+			p, ok, err := s.onePrompt(m)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, badRequest("prompt", "prompt[%d] must be a string or an array of token ids", i)
+			}
+			out[i] = p
+		}
+		return out, nil
+	}
+	return nil, badRequest("prompt", "prompt must be a string, an array of token ids, or an array of those")
+}
+
+// onePrompt reads a string or a non-empty array of token ids; ok is false
+// when raw is neither.
+func (s *Server) onePrompt(raw json.RawMessage) (textPrompt, bool, error) {
 	tok := s.e.Model().Tok
 	var text string
-	var ids []int
 	if json.Unmarshal(raw, &text) == nil {
 		if err := s.fits("prompt", text); err != nil {
-			return textPrompt{}, err
+			return textPrompt{}, true, err
 		}
-		return textPrompt{text: text, ids: tok.Encode(text, true, true)}, nil
+		return textPrompt{text: text, ids: tok.Encode(text, true, true)}, true, nil
 	}
+	var ids []int
 	if json.Unmarshal(raw, &ids) == nil && len(ids) > 0 {
-		return textPrompt{text: tok.Decode(ids, false), ids: ids}, nil
+		return textPrompt{text: tok.Decode(ids, false), ids: ids}, true, nil
 	}
-	// A batch: an array of strings or of arrays (of ids, one level down).
-	var many []json.RawMessage
-	first := func() []byte { return bytes.TrimSpace(many[0]) }
-	if json.Unmarshal(raw, &many) == nil && len(many) > 0 && (bytes.HasPrefix(first(), []byte(`"`)) ||
-		bytes.HasPrefix(first(), []byte("[")) && !bytes.HasPrefix(first(), []byte("[["))) {
-		if len(many) > 1 {
-			return textPrompt{}, badRequest("prompt", "one prompt per request, got %d (lm-evaluation-harness: batch_size=1, its default)", len(many))
-		}
-		var one []int
-		if json.Unmarshal(many[0], &text) == nil || (json.Unmarshal(many[0], &one) == nil && len(one) > 0) {
-			return s.completionPrompt(many[0])
+	return textPrompt{}, false, nil
+}
+
+// wholeBatch answers every prompt at once (the engine batches them) in
+// one response: the choices in the prompts' order, the usage summed (a
+// batch's has no jspark details: they are each request's). The first
+// error fails the request and stops the other prompts.
+func (s *Server) wholeBatch(c echo.Context, j job, ccs []*completion) error {
+	ctx, cancel := context.WithCancel(c.Request().Context())
+	defer cancel()
+	choices := make([]completionChoice, len(ccs))
+	usages := make([]*Usage, len(ccs))
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for i, cc := range ccs {
+		wg.Go(func() {
+			var err error
+			if choices[i], usages[i], err = cc.answer(ctx, j); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+					cancel()
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	u := usages[0]
+	if len(ccs) > 1 {
+		u = &Usage{}
+		for _, x := range usages {
+			u.PromptTokens += x.PromptTokens
+			u.CompletionTokens += x.CompletionTokens
+			u.TotalTokens += x.TotalTokens
+			u.PromptTokensDetails.CachedTokens += x.PromptTokensDetails.CachedTokens
 		}
 	}
-	return textPrompt{}, badRequest("prompt", "prompt must be a string, an array of token ids, or an array of one of those")
+	return c.JSON(http.StatusOK, completionResponse{ID: ccs[0].id, Object: "text_completion", Created: ccs[0].created, Model: s.opt.ServedName,
+		Choices: choices, Usage: u})
 }
 
 // askPrompt sets what of the prompt's log-probabilities r asks the engine

@@ -49,6 +49,7 @@ type legacyLogprobs struct {
 type promptResponse struct {
 	Choices []struct {
 		Text           string                    `json:"text"`
+		Index          int                       `json:"index"`
 		Logprobs       *legacyLogprobs           `json:"logprobs"`
 		PromptLogprobs []map[string]*vllmLogprob `json:"prompt_logprobs"`
 	} `json:"choices"`
@@ -197,14 +198,60 @@ func TestVLLMPromptLogprobs(t *testing.T) {
 	for _, c := range []struct{ body, param string }{
 		{`{"prompt":"x","prompt_logprobs":2,"stream":true}`, "prompt_logprobs"},
 		{`{"prompt":"x","prompt_logprobs":21}`, "prompt_logprobs"},
-		{`{"prompt":[[1,2],[1,3]],"echo":true,"logprobs":1}`, "prompt"},
-		{`{"prompt":["a","b"]}`, "prompt"},
+		{`{"prompt":[[1,2],[1,3]],"echo":true,"logprobs":1,"stream":true}`, "stream"},
+		{`{"prompt":["a",{}]}`, "prompt"},
 		{`{"prompt":[[[1]]]}`, "prompt"},
+		{`{"prompt":["a",[1,99999999]]}`, ""}, // one prompt's error is the batch's
+		{`{"prompt":[` + strings.Repeat(`"a",`, maxPrompts) + `"a"]}`, "prompt"},
 		{`{"prompt":"x","max_tokens":0}`, "max_tokens"},
 	} {
 		resp, out := post(t, f.srv.URL+"/v1/completions", "", c.body)
-		if resp.StatusCode != 400 || !strings.Contains(out, `"param":"`+c.param+`"`) {
+		param := `"param":"` + c.param + `"`
+		if c.param == "" {
+			param = `"param":null`
+		}
+		if resp.StatusCode != 400 || !strings.Contains(out, param) {
 			t.Errorf("%s: %d %s", c.body, resp.StatusCode, out)
+		}
+	}
+}
+
+// TestLMEvalBatch: lm-evaluation-harness with batch_size 2 sends two
+// prompts in one request; each choice (its index the prompt's) is what
+// the prompt alone gets, and the usage sums theirs.
+func TestLMEvalBatch(t *testing.T) {
+	f := start(t, nil, nil)
+	tok := f.e.Model().Tok
+	a := tok.Encode("Once upon a time, there was a little girl named Lily.", true, true)
+	b := tok.Encode("The cat sat on the mat.", true, true)
+	body := func(ps ...[]int) string {
+		j, _ := json.Marshal(ps)
+		return `{"model":"llama","prompt":` + string(j) + `,"temperature":0,"max_tokens":1,"logprobs":1,"seed":1234,"echo":true}`
+	}
+	ask := func(body string) promptResponse {
+		t.Helper()
+		resp, out := post(t, f.srv.URL+"/v1/completions", "", body)
+		var got promptResponse
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(out), &got) != nil {
+			t.Fatalf("%d %s", resp.StatusCode, out)
+		}
+		return got
+	}
+	both := ask(body(a, b))
+	alone := []promptResponse{ask(body(a)), ask(body(b))}
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-4*(1+math.Abs(b)) }
+	if len(both.Choices) != 2 || both.Usage.PromptTokens != len(a)+len(b) || both.Usage.CompletionTokens != 2 {
+		t.Fatalf("%d choices, usage %+v", len(both.Choices), both.Usage)
+	}
+	for i, ch := range both.Choices {
+		one := alone[i].Choices[0]
+		if ch.Index != i || ch.Text != one.Text || len(ch.Logprobs.TokenLogprobs) != len(one.Logprobs.TokenLogprobs) {
+			t.Fatalf("choice %d: index %d, %q, want %q", i, ch.Index, ch.Text, one.Text)
+		}
+		for k, lp := range ch.Logprobs.TokenLogprobs {
+			if w := one.Logprobs.TokenLogprobs[k]; (lp == nil) != (w == nil) || lp != nil && !near(*lp, *w) {
+				t.Errorf("choice %d, token %d: %v, alone %v", i, k, lp, w)
+			}
 		}
 	}
 }
