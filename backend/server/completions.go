@@ -127,7 +127,7 @@ func (s *Server) completions(c echo.Context) error {
 	return s.wholeBatch(c, j, ccs)
 }
 
-// completion is one /v1/completions request as it is answered.
+// completion is one prompt of a /v1/completions request as it is answered.
 type completion struct {
 	s        *Server
 	r        *CompletionRequest
