@@ -17,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -33,6 +35,7 @@ type Session struct {
 	Recipe  *recipes.Recipe
 	Client  *openai.Client
 	Model   string
+	Seed    *int // the sampling seed every request carries (nil: none)
 	Tools   []*tools.Tool
 	Env     *tools.Env
 	Start   time.Time             // the round's start, the zero of every time
@@ -41,6 +44,7 @@ type Session struct {
 	payload *payloadCapture       // the first request's bytes
 	logErr  error                 // the trajectory's first write error
 	final   string                // the last reply's text
+	infra   string                // why the serving side ended the session, if it did
 }
 
 // Begin sets the round's clock and who hears of each request.
@@ -48,9 +52,11 @@ func (s *Session) Begin(_ context.Context, start time.Time, onStep func(*record.
 	s.Start, s.OnStep = start, onStep
 }
 
-// Finish returns the first request's body and the last reply's text; the
-// error is the trajectory's first write error.
-func (s *Session) Finish(*record.Session) (payload []byte, final string, err error) {
+// Finish notes an infrastructure failure in the record and returns the
+// first request's body and the last reply's text; the error is the
+// trajectory's first write error.
+func (s *Session) Finish(sr *record.Session) (payload []byte, final string, err error) {
+	sr.Infra = s.infra
 	return s.payload.first, s.final, s.logErr
 }
 
@@ -89,6 +95,9 @@ func (s *Session) Run(ctx context.Context) ([]record.Request, record.End) {
 		case r.Error != "":
 			s.write(&reqs[len(reqs)-1], nil, nil)
 			if errs++; errs >= maxConsecutiveErrors {
+				if servingFault(reply.err) {
+					s.infra = fmt.Sprintf("the backend failed %d requests in a row: %s", errs, r.Error)
+				}
 				return reqs, record.EndAPIErrors
 			}
 			select { // a full queue says retry shortly; so does anything else
@@ -130,6 +139,23 @@ func (s *Session) Run(ctx context.Context) ([]record.Request, record.End) {
 }
 
 func (s *Session) since(t time.Time) float64 { return t.Sub(s.Start).Seconds() }
+
+// servingFault reports whether a request failed for the serving side
+// rather than for what the agent sent or the model said: no HTTP answer at
+// all (the backend unreachable), a 5xx, or a 429 (its queue full). A
+// session that such failures end is not scored.
+func servingFault(err error) bool {
+	var re *openai.RequestError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode >= 500 || re.HTTPStatusCode == http.StatusTooManyRequests
+	}
+	var ae *openai.APIError
+	if errors.As(err, &ae) {
+		return ae.HTTPStatusCode >= 500 || ae.HTTPStatusCode == http.StatusTooManyRequests
+	}
+	var ue *url.Error
+	return errors.As(err, &ue)
+}
 
 type reply struct {
 	message openai.ChatCompletionMessage
@@ -223,7 +249,7 @@ func (s *Session) request(msgs []openai.ChatCompletionMessage) openai.ChatComple
 		MaxTokens:     sp.MaxTokens,
 		Stream:        true,
 		StreamOptions: &openai.StreamOptions{IncludeUsage: true},
-		Seed:          sp.Seed,
+		Seed:          s.Seed,
 	}
 	if sp.Temperature != nil {
 		req.Temperature = float32(*sp.Temperature)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"jspark/backend/usage"
 )
 
 // TestUnmeasuredTTFTIsNull: a request with no first output writes "ttft":
@@ -47,4 +49,18 @@ func TestClipKeepsHeadAndTail(t *testing.T) {
 func mustJSON(s string) []byte {
 	b, _ := json.Marshal(s)
 	return b
+}
+
+// A session's working time is its wall time less its requests' engine
+// queueing; without any timing it is not knowable, and a request cut
+// before its usage came is counted, its queueing not.
+func TestTimesTakeQueueingOut(t *testing.T) {
+	reqs := []Request{{Timing: &usage.Timing{QueuedSec: 30, PrefillSec: 2}}, {Timing: &usage.Timing{QueuedSec: 12.5}}, {Cut: true}}
+	got := Times(180, reqs)
+	if got.WallSec != 180 || got.QueuedSec == nil || *got.QueuedSec != 42.5 || *got.WorkingSec != 137.5 || got.Unreported != 1 {
+		t.Errorf("times %+v", got)
+	}
+	if got := Times(180, []Request{{}, {Cut: true}}); got.QueuedSec != nil || got.WorkingSec != nil || got.Unreported != 2 {
+		t.Errorf("an endpoint without timing: %+v", got)
+	}
 }

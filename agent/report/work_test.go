@@ -19,11 +19,11 @@ func TestWorkTable(t *testing.T) {
 	}
 	res := &record.WorkTargets{Recipe: "work", Window: 180, Targets: []record.WorkTarget{
 		{Name: "L4", Kind: "boot", Work: &record.Work{Rounds: []*record.Round{
-			round("c3-first", record.Summary{BackendTokS: 80.7, InitialTTFT: &ttft, ToolCalls: 26, CountedBy: metrics.ByEngine}),
+			round("c3-first", record.Summary{BackendTokS: 80.7, InitialTTFT: &ttft, ToolCalls: 26, CountedBy: metrics.ByEngine, ChecksPassed: 2, Checks: 3}),
 			round("c3-repeat", record.Summary{BackendTokS: 79.544, PendingAtCut: 3, WaitingMax: 2, CountedBy: metrics.ByEngine}),
 		}}},
 		{Name: "Tony", Kind: "endpoint", Work: &record.Work{Rounds: []*record.Round{
-			round("c3-first", record.Summary{BackendTokS: 76.36, RunningMax: 3, Preemptions: 1, CountedBy: metrics.ByPrometheus}),
+			round("c3-first", record.Summary{BackendTokS: 76.36, RunningMax: 3, Preemptions: 1, CountedBy: metrics.ByPrometheus, Checks: 3}),
 		}}},
 	}}
 	tb := Targets(res)
@@ -34,9 +34,9 @@ func TestWorkTable(t *testing.T) {
 		t.Fatalf("no table in\n%s", b.String())
 	}
 	want := [][]string{
-		{"L4", "c3-first", "80.70", "2.119", "–", "26", "0", "0", "0", "0", "0", "0"},
-		{"L4", "c3-repeat", "79.54", "–", "–", "0", "0", "0", "3", "2", "0", "0"},
-		{"Tony", "c3-first", "76.36", "–", "–", "0", "0", "0", "0", "0", "3", "1"},
+		{"L4", "c3-first", "80.70", "2.119", "–", "26", "0", "0", "0", "0", "0", "0", "2/3"},
+		{"L4", "c3-repeat", "79.54", "–", "–", "0", "0", "0", "3", "2", "0", "0", "–"},
+		{"Tony", "c3-first", "76.36", "–", "–", "0", "0", "0", "0", "0", "3", "1", "0/3"},
 	}
 	if d := cmp.Diff(want, got.Rows); d != "" {
 		t.Errorf("rows (-want +got):\n%s", d)

@@ -52,7 +52,7 @@ func toolResults(t *testing.T, dir string) int {
 
 func tableRow(stdout, round string) bool {
 	for _, line := range strings.Split(stdout, "\n") {
-		if f := strings.Fields(line); len(f) == 11 && f[0] == round {
+		if f := strings.Fields(line); len(f) == 12 && f[0] == round {
 			return true
 		}
 	}
