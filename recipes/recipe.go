@@ -1,6 +1,7 @@
 // Package recipes owns the recipe format (YAML: a system prompt, tools,
-// sampling, tasks with seed files and checks, and rounds of concurrent
-// sessions), its validation with file:line messages, and the built-in recipes.
+// sampling, per-session limits, tasks with seed files, checks, hidden tests
+// and solutions, and rounds of concurrent sessions), its validation with
+// file:line messages, and the built-in recipes.
 package recipes
 
 import (
@@ -31,6 +32,7 @@ type Recipe struct {
 	Shell    Shell    `yaml:"shell" json:"shell"`
 	Context  Context  `yaml:"context" json:"context"`
 	Agent    Agent    `yaml:"agent" json:"agent"`
+	Limits   Limits   `yaml:"limits" json:"limits"`
 	Tasks    []Task   `yaml:"tasks" json:"tasks"`
 	Rounds   []Round  `yaml:"rounds" json:"rounds"`
 
@@ -90,6 +92,18 @@ type Task struct {
 	// Expect is text the session's final reply must contain (checked with
 	// Check: an external agent's answer is not in its workspace).
 	Expect string `yaml:"expect" json:"expect,omitempty"`
+	// Tests are hidden test files (relative path → content): the session
+	// never sees them; they are copied in after its cut, over whatever the
+	// agent wrote at their paths, and Check runs on the result.
+	Tests map[string]string `yaml:"tests" json:"tests,omitempty"`
+	// Solution solves the task (the oracle); nil: the task has none.
+	Solution *Solution `yaml:"solution" json:"solution,omitempty"`
+	// CheckTimeout bounds one run of Check (default: shell.timeout).
+	CheckTimeout Duration `yaml:"check_timeout" json:"check_timeout"`
+	// NotRunnable says why the task cannot run here (an imported task that
+	// needs its own Docker image); empty: it can. No round may name such a
+	// task, and `recipes check` lists it with the reason.
+	NotRunnable string `yaml:"not_runnable" json:"not_runnable,omitempty"`
 }
 
 // Round is a set of sessions started together: session i works on
@@ -385,6 +399,11 @@ func (r *Recipe) defaults() {
 	}
 	if r.Agent.Kind == "" {
 		r.Agent.Kind = "jspark"
+	}
+	for i := range r.Tasks {
+		if t := &r.Tasks[i]; t.CheckTimeout == 0 {
+			t.CheckTimeout = r.Shell.Timeout
+		}
 	}
 	for i := range r.Rounds {
 		if rd := &r.Rounds[i]; rd.RepeatOf != "" {
