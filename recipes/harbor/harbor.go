@@ -248,15 +248,17 @@ func importTask(dir string, stdlib map[string]bool) (task, float64, error) {
 			t.Solution.Files[hidden+"/solution/"+p] = c
 		}
 		if _, ok := solution["solve.sh"]; ok {
-			t.Solution.Script = "bash " + hidden + "/solution/solve.sh"
+			t.Solution.Script = "chmod -R u+x " + hidden + "/solution && bash " + hidden + "/solution/solve.sh"
 		}
 	}
 	return t, agentSec, nil
 }
 
-// harborCheck runs Harbor's test script as its verifier does and passes on full
+// harborCheck runs Harbor's test script as its verifier does (its files made
+// executable, so that it may run its helpers by path) and passes on full
 // marks: a reward of 1 in reward.txt, or reward.json's "reward".
 const harborCheck = `rm -rf .harbor/logs && mkdir -p .harbor/logs/verifier .harbor/logs/agent .harbor/logs/artifacts
+chmod -R u+x .harbor/tests
 bash .harbor/tests/test.sh
 python3 -c 'import json, pathlib, sys
 d = pathlib.Path(".harbor/logs/verifier")

@@ -52,12 +52,13 @@ memory_mb = 2048
 	"tests/test.sh": `#!/bin/bash
 # Harbor runs this after the agent stops.
 cd /app
-if python3 /tests/test_greeting.py; then
+if /tests/run.sh; then
   echo 1 > /logs/verifier/reward.txt
 else
   echo 0 > /logs/verifier/reward.txt
 fi
 `,
+	"tests/run.sh": "#!/bin/sh\nexec python3 /tests/test_greeting.py\n",
 	"tests/test_greeting.py": `import os
 import subprocess
 import sys
