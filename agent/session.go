@@ -76,6 +76,9 @@ func (s *Session) Run(ctx context.Context) ([]record.Request, record.End) {
 		if ctx.Err() != nil {
 			return reqs, record.EndCut
 		}
+		if end, ok := s.limited(reqs); ok {
+			return reqs, end
+		}
 		r, reply := s.send(ctx, turn, msgs)
 		reqs = append(reqs, r)
 		var apiErr *openai.APIError
@@ -118,24 +121,69 @@ func (s *Session) Run(ctx context.Context) ([]record.Request, record.End) {
 			continue
 		}
 		nudges = 0
-		var results []openai.ChatCompletionMessage
-		cut := false
-		toolsStart := time.Now()
-		for i, tc := range reply.message.ToolCalls {
-			out := s.call(ctx, tc, &reqs[len(reqs)-1].Calls[i])
-			if out.Err != nil {
-				cut = true
-				break
-			}
-			results = append(results, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: tc.ID, Content: out.Output})
-		}
-		reqs[len(reqs)-1].ToolsSec = time.Since(toolsStart).Seconds()
+		results, end := s.runTools(ctx, reply.message.ToolCalls, reqs)
 		msgs = append(msgs, results...)
 		s.write(&reqs[len(reqs)-1], &reply.message, results)
-		if cut {
-			return reqs, record.EndCut
+		if end != "" {
+			return reqs, end
 		}
 	}
+}
+
+// runTools runs a reply's tool calls (the last of reqs), within what is
+// left of the recipe's tool time; end is why the session stops ("": it
+// goes on): the cut, or the tool time spent.
+func (s *Session) runTools(ctx context.Context, calls []openai.ToolCall, reqs []record.Request) (results []openai.ChatCompletionMessage, end record.End) {
+	q := &reqs[len(reqs)-1]
+	tctx := ctx
+	if limit := s.Recipe.Limits.ToolTime(); limit > 0 {
+		var cancel context.CancelFunc
+		tctx, cancel = context.WithTimeout(ctx, limit-toolTime(reqs))
+		defer cancel()
+	}
+	start := time.Now()
+	defer func() { q.ToolsSec = time.Since(start).Seconds() }()
+	for i, tc := range calls {
+		out := s.call(tctx, tc, &q.Calls[i])
+		if out.Err != nil {
+			if ctx.Err() == nil {
+				return results, record.EndToolSeconds
+			}
+			return results, record.EndCut
+		}
+		results = append(results, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: tc.ID, Content: out.Output})
+	}
+	return results, ""
+}
+
+// limited says whether the session has reached one of the recipe's limits
+// (budgets beyond the window), before it sends another request: as many
+// requests as limits.turns, completions of limits.output_tokens, tools
+// that ran limits.tool_seconds.
+func (s *Session) limited(reqs []record.Request) (record.End, bool) {
+	l := s.Recipe.Limits
+	out := 0
+	for _, q := range reqs {
+		out += q.OutputTokens()
+	}
+	switch {
+	case l.Turns > 0 && len(reqs) >= l.Turns:
+		return record.EndTurns, true
+	case l.OutputTokens > 0 && out >= l.OutputTokens:
+		return record.EndOutputTokens, true
+	case l.ToolSeconds > 0 && toolTime(reqs) >= l.ToolTime():
+		return record.EndToolSeconds, true
+	}
+	return "", false
+}
+
+// toolTime is how long the tools of reqs ran together.
+func toolTime(reqs []record.Request) time.Duration {
+	t := 0.0
+	for _, q := range reqs {
+		t += q.ToolsSec
+	}
+	return time.Duration(t * float64(time.Second))
 }
 
 func (s *Session) since(t time.Time) float64 { return t.Sub(s.Start).Seconds() }
