@@ -29,6 +29,9 @@ type actor struct {
 	mu    sync.Mutex
 	plans map[string][][2]string // task prompt → tool calls (name, JSON arguments)
 	seeds []int                  // every request's seed
+	// idle says which sessions do nothing (their task's prompt, their
+	// seed): they answer "done" at once and fail their task (nil: none).
+	idle func(prompt string, seed int) bool
 }
 
 func (a *actor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -46,6 +49,9 @@ func (a *actor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	plan := a.plans[req.Messages[1].Content]
+	if a.idle != nil && req.Seed != nil && a.idle(req.Messages[1].Content, *req.Seed) {
+		plan = nil
+	}
 	if step >= len(plan) {
 		text("done")(w, req)
 		return

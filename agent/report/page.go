@@ -15,7 +15,7 @@ th{background:#f4f4f4}td:first-child{text-align:left}svg{background:#fafafa;bord
 svg.bar{margin:0;border:0;vertical-align:middle}td.links{text-align:left;max-width:30em}td.links a{white-space:nowrap;text-decoration:none}a.failed{color:#b00}a.passed{color:#2a7a0a}a.unscored{color:#777}
 details.session{border:1px solid #ddd;margin:.3em 0;padding:.2em .6em}details.session>summary{cursor:pointer}details.failed>summary b{color:#b00}details.passed>summary b{color:#2a7a0a}
 details.session:target{outline:2px solid #1f77b4}ol.steps{margin:.3em 0}ol.steps summary{cursor:pointer}pre{background:#f7f7f7;padding:.4em;white-space:pre-wrap;word-break:break-all;max-height:24em;overflow:auto;margin:.2em 0}
-div.msg,div.call{margin:.3em 0 .3em 1em}p.infra{color:#b00}
+div.msg,div.call{margin:.3em 0 .3em 1em}p.infra{color:#b00}td.rate{white-space:nowrap}table.tasks td:nth-child(2){text-align:left}
 </style>`
 
 // openTarget opens the <details> a link points into (a session's

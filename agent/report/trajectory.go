@@ -97,7 +97,8 @@ func sessionHTML(b *strings.Builder, res *record.Work, r *record.Round, s *recor
 	if c := s.Check; c != nil && c.ExitCode != nil {
 		fmt.Fprintf(b, " (check exit %d)", *c.ExitCode)
 	}
-	fmt.Fprintf(b, ", task %s, ended %s, %d requests, %d tool calls, wall %.1f s", html.EscapeString(s.Task), html.EscapeString(string(s.End)), len(s.Requests), s.ToolCalls, s.Time.WallSec)
+	fmt.Fprintf(b, ", task %s, ended %s, %d request%s, %d tool call%s, wall %.1f s", html.EscapeString(s.Task), html.EscapeString(string(s.End)),
+		len(s.Requests), plural(len(s.Requests)), s.ToolCalls, plural(s.ToolCalls), s.Time.WallSec)
 	if w := s.Time.WorkingSec; w != nil {
 		fmt.Fprintf(b, ", working %.1f s", *w)
 	}
