@@ -185,8 +185,11 @@ type SessionTime struct {
 	Unreported int `json:"unreported_requests,omitempty"`
 }
 
-// Times is a session's time from its wall time and its requests' timings.
-func Times(wall float64, reqs []Request) SessionTime {
+// Times is a session's time from its wall time and its requests' timings;
+// timed says that its backend reports them (some request of its round had
+// one), so that a session whose every request was cut before its usage
+// came still has a working time: its wall time, an upper bound.
+func Times(wall float64, reqs []Request, timed bool) SessionTime {
 	t := SessionTime{WallSec: wall}
 	queued, reported := 0.0, 0
 	for _, q := range reqs {
@@ -197,7 +200,7 @@ func Times(wall float64, reqs []Request) SessionTime {
 		queued += q.Timing.QueuedSec
 		reported++
 	}
-	if reported > 0 {
+	if reported > 0 || timed {
 		working := max(wall-queued, 0)
 		t.QueuedSec, t.WorkingSec = &queued, &working
 	}

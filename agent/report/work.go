@@ -76,7 +76,15 @@ func TimeLine(r *record.Round) string {
 	if s.WorkingSec == nil {
 		return fmt.Sprintf("session time (mean): wall %.1f s; working time not knowable from this backend (no usage.jspark timing: its TTFT mixes queueing and prefill)", s.WallSec)
 	}
-	return fmt.Sprintf("session time (mean): wall %.1f s, working %.1f s (wall less the engine's queueing, from usage.jspark)", s.WallSec, *s.WorkingSec)
+	line := fmt.Sprintf("session time (mean): wall %.1f s, working %.1f s (wall less the engine's queueing, from usage.jspark)", s.WallSec, *s.WorkingSec)
+	unreported := 0
+	for _, sr := range r.Sessions {
+		unreported += sr.Time.Unreported
+	}
+	if unreported > 0 {
+		line += fmt.Sprintf("; %d request%s cut before %s usage came count as working: an upper bound", unreported, plural(unreported), map[bool]string{true: "its", false: "their"}[unreported == 1])
+	}
+	return line
 }
 
 // WindowLine says where a round's window went: the sums over its requests

@@ -45,3 +45,29 @@ func TestWorkTable(t *testing.T) {
 		t.Errorf("note %q", got.Note)
 	}
 }
+
+// The time line gives the mean working time where the backend reports its
+// queueing, says how many requests' queueing it could not know, and says
+// that working time is not knowable where the backend reports none.
+func TestTimeLine(t *testing.T) {
+	working := 150.0
+	for _, c := range []struct {
+		name string
+		r    record.Round
+		want string
+	}{
+		{"endpoint", record.Round{Summary: record.Summary{WallSec: 180}},
+			"session time (mean): wall 180.0 s; working time not knowable from this backend (no usage.jspark timing: its TTFT mixes queueing and prefill)"},
+		{"engine", record.Round{Summary: record.Summary{WallSec: 180, WorkingSec: &working}},
+			"session time (mean): wall 180.0 s, working 150.0 s (wall less the engine's queueing, from usage.jspark)"},
+		{"engine, cut requests", record.Round{Summary: record.Summary{WallSec: 180, WorkingSec: &working},
+			Sessions: []record.Session{{Time: record.SessionTime{Unreported: 1}}, {Time: record.SessionTime{Unreported: 2}}}},
+			"session time (mean): wall 180.0 s, working 150.0 s (wall less the engine's queueing, from usage.jspark); 3 requests cut before their usage came count as working: an upper bound"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := TimeLine(&c.r); got != c.want {
+				t.Errorf("%s\nwant %s", got, c.want)
+			}
+		})
+	}
+}
