@@ -285,3 +285,42 @@ func TestUnreachableBackendIsNotScored(t *testing.T) {
 		t.Errorf("work table:\n%s", b.String())
 	}
 }
+
+// A sandbox that cannot start (a file stands where its session's folder
+// goes) is the infrastructure's failure: the trial runs once more, the
+// first attempt set aside with what blocked it, and the second is scored
+// as if nothing had happened.
+func TestSandboxStartFailureIsRetriedOnce(t *testing.T) {
+	r, err := recipes.Parse("t.yaml", []byte(strings.Replace(recipeYAML, "prompt: make it", `prompt: make it
+    check: "true"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(out, "one"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "one", "s0-a"), []byte("in the way"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(&actor{plans: map[string][][2]string{}})
+	defer srv.Close()
+	res, err := Work(context.Background(), WorkOptions{Recipe: r, Round: "one", Window: time.Minute, Out: out, Backends: []target.Backend{{URL: srv.URL + "/v1", Model: "m"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := res.Rounds[0]
+	s := rd.Sessions[0]
+	if !strings.HasPrefix(rd.Retried, "s0-a: the round could not start: session s0-a: ") || s.Infra != "" || s.Passed == nil || !*s.Passed || s.End != record.EndNoToolCall {
+		t.Errorf("retried %q; session: infra %q, passed %v, end %s", rd.Retried, s.Infra, s.Passed, s.End)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "one.failed-1", "s0-a")); string(b) != "in the way" {
+		t.Errorf("the first attempt was not set aside: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "one", roundFile)); err != nil {
+		t.Errorf("the retried trial is not marked finished: %v", err)
+	}
+	if p := res.PassRates[0]; p.Attempts != 1 || p.Passed != 1 || p.Unscored != 0 {
+		t.Errorf("pass rate %+v", p)
+	}
+}
