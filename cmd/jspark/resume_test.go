@@ -178,3 +178,35 @@ func TestWorkSIGINTThenResume(t *testing.T) {
 		t.Errorf("pass rates %+v\n%s", res.PassRates, o)
 	}
 }
+
+// An --out that holds another run's results is refused, and a resume of a
+// finished run sends nothing; a resume must be the same run: one with other
+// trials is refused naming the difference.
+func TestWorkOutIsOneRuns(t *testing.T) {
+	dir := t.TempDir()
+	recipe := filepath.Join(dir, "resume.yaml")
+	if err := os.WriteFile(recipe, []byte(resumeRecipe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	be := &stepper{hung: make(chan struct{}, 1)}
+	srv := httptest.NewServer(be)
+	defer srv.Close()
+	out := filepath.Join(dir, "out")
+	args := []string{"work", "solo", "--recipe", recipe, "--endpoint", srv.URL + "/v1", "--served-model", "m", "--window", "30s", "--out", out}
+	if _, e, code := jspark(t, args...); code != 0 {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	sent := be.n.Load()
+	if _, e, code := jspark(t, args...); code == 0 || !strings.Contains(e, "holds another run's results") {
+		t.Errorf("a second run into the same --out: exit %d: %s", code, e)
+	}
+	if _, e, code := jspark(t, append(args, "--resume")...); code != 0 || be.n.Load() != sent {
+		t.Errorf("resuming a finished run: exit %d, %d more requests: %s", code, be.n.Load()-sent, e)
+	}
+	if _, e, code := jspark(t, append(args, "--resume", "--trials", "2")...); code == 0 || !strings.Contains(e, "is another run: trials 1, not 2") {
+		t.Errorf("resuming with other trials: exit %d: %s", code, e)
+	}
+	if _, e, code := jspark(t, "work", "solo", "--recipe", recipe, "--resume"); code == 0 || !strings.Contains(e, "--resume needs --out") {
+		t.Errorf("--resume without --out: exit %d: %s", code, e)
+	}
+}
