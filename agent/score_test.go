@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -168,6 +169,28 @@ func TestOracleBackendPassesEveryTrial(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	// A capped workspace (a tmpfs copied to its folder) records what its
+	// copy holds once the box is closed: every file, the check's too.
+	kept := 0
+	for _, r := range res.Rounds {
+		for _, s := range r.Sessions {
+			if s.Workspace == nil {
+				continue
+			}
+			files := 0
+			filepath.WalkDir(filepath.Join(out, filepath.FromSlash(r.Dir), s.Name, "workspace"), func(_ string, d fs.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					files++
+				}
+				return err
+			})
+			kept++
+			if w := s.Workspace; w.Files != files || w.Bytes == 0 || w.LeftOut != 0 || w.Capped {
+				t.Errorf("%s#%d %s: workspace %+v, %d files in its folder", r.Name, r.Trial, s.Name, *w, files)
+			}
+		}
+	}
+	t.Logf("%d of 6 sessions had a capped workspace", kept)
 	if !strings.Contains(b.String(), "c3-first#2 ") || !strings.Contains(b.String(), " 3/3\n") {
 		t.Errorf("work table:\n%s", b.String())
 	}
