@@ -22,7 +22,9 @@ import (
 // it keeps each finished trial's folder untouched and reads its record
 // back, and runs the others afresh. The sessions of a round run together
 // and are measured together, so a trial is the unit: an unfinished
-// trial's sessions all run again.
+// trial's sessions all run again; and a repeat round measures the cache
+// its first round filled, so a first round whose repeat did not finish
+// its trial runs again with it.
 
 const (
 	runFile   = "run.json"

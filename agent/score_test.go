@@ -347,3 +347,56 @@ func TestSandboxStartFailureIsRetriedOnce(t *testing.T) {
 		t.Errorf("pass rate %+v", p)
 	}
 }
+
+// A resumed run keeps a finished round but runs again a first round whose
+// repeat round did not finish, with it: the repeat measures the cache its
+// first round filled in the same engine. With both finished it sends
+// nothing.
+func TestResumeRunsAFirstRoundAgainWithItsRepeat(t *testing.T) {
+	r, err := recipes.Parse("t.yaml", []byte(recipeYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &actor{plans: map[string][][2]string{}}
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+	out := t.TempDir()
+	run := func(resume bool) *record.Work {
+		t.Helper()
+		res, err := Work(context.Background(), WorkOptions{Recipe: r, Round: "one-repeat", Window: time.Minute, Out: out, Resume: resume,
+			Backends: []target.Backend{{URL: srv.URL + "/v1", Model: "m"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	requests := func() int {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.seeds)
+	}
+	run(false)
+	full := requests()
+	if full != 4 {
+		t.Fatalf("a run sent %d requests, want 4 (2 sessions, a nudge each)", full)
+	}
+	run(true)
+	if n := requests() - full; n != 0 {
+		t.Errorf("resuming a finished run sent %d requests", n)
+	}
+	if err := os.Remove(filepath.Join(out, "one-repeat", roundFile)); err != nil {
+		t.Fatal(err)
+	}
+	res := run(true)
+	if n := requests() - full; n != 4 {
+		t.Errorf("resuming with the repeat unfinished sent %d requests, want both rounds' 4", n)
+	}
+	if res.RepeatPairs.Total != 1 || res.RepeatPairs.Identical != 1 {
+		t.Errorf("repeat pairs %+v", res.RepeatPairs)
+	}
+	for _, name := range []string{"one", "one-repeat"} {
+		if _, err := os.Stat(filepath.Join(out, name, roundFile)); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 // work is a Work run as it goes: its options and installed agents.
 type work struct {
 	o      WorkOptions
+	rounds []*recipes.Round // the rounds it runs, in order
 	agents map[recipes.Agent]*external.Installation
 }
 
@@ -51,7 +52,7 @@ func (w *work) seed(trial int) *int {
 func (w *work) trial(ctx context.Context, rd *recipes.Round, trial int) (rec *record.Round, sent [][]byte, err error) {
 	dir := w.dir(rd, trial)
 	if w.o.Resume {
-		if rec, sent, ok := finished(dir, rd.Name, trial); ok {
+		if rec, sent, ok := finished(dir, rd.Name, trial); ok && !w.repeatUnfinished(rd, trial) {
 			return rec, sent, nil
 		}
 		// What an unfinished trial left is not a record: it runs again.
@@ -82,6 +83,22 @@ func (w *work) trial(ctx context.Context, rd *recipes.Round, trial int) (rec *re
 		}
 	}
 	return r.res, r.payloads, nil
+}
+
+// repeatUnfinished says whether a round of this run repeats rd and has not
+// finished its trial: rd's trial then runs again with it, though it
+// finished, since a repeat round measures the cache its first round has
+// just filled, in this engine, which a resumed run's engine has not.
+func (w *work) repeatUnfinished(rd *recipes.Round, trial int) bool {
+	for _, rr := range w.rounds {
+		if rr.RepeatOf != rd.Name {
+			continue
+		}
+		if _, _, ok := finished(w.dir(rr, trial), rr.Name, trial); !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // attempt runs a round's trial into dir, once the backends have settled.

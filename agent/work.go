@@ -98,7 +98,7 @@ func Work(ctx context.Context, o WorkOptions) (*record.Work, error) {
 	for _, b := range o.Backends {
 		res.Backends = append(res.Backends, b.URL)
 	}
-	w := &work{o: o, agents: agents}
+	w := &work{o: o, rounds: rounds, agents: agents}
 	for trial := 1; trial <= o.Trials; trial++ {
 		payloads := map[string][][]byte{} // this trial's rounds' first requests
 		for _, rd := range rounds {
