@@ -322,7 +322,7 @@ func TestWorkTwoBootsOneTable(t *testing.T) {
 		t.Fatalf("no combined table:\n%s", stdout)
 	}
 	wantCols := []string{"Backend", "Round", "Backend tok/s", "Initial TTFT, s", "Later median TTFT, s", "Tools", "Nonzero exits",
-		"API errors", "Pending at cut", "Waiting max", "Running max", "Preemptions"}
+		"API errors", "Pending at cut", "Waiting max", "Running max", "Preemptions", "Passed"}
 	if d := cmp.Diff(wantCols, tb.Columns); d != "" {
 		t.Fatalf("columns (-want +got):\n%s", d)
 	}
@@ -357,11 +357,17 @@ func TestWorkTwoBootsOneTable(t *testing.T) {
 		// outputs are the sessions', running max the samples'. (How far a
 		// loaded machine gets in the window is not asserted.)
 		r := tg.Rounds[0]
-		calls, pending, running := 0, 0, 0.0
+		calls, pending, running, scored, passed := 0, 0, 0.0, 0, 0
 		for _, ss := range r.Sessions {
 			calls += ss.ToolCalls
 			if ss.FirstOutputPending {
 				pending++
+			}
+			if ss.Passed != nil {
+				scored++
+				if *ss.Passed {
+					passed++
+				}
 			}
 		}
 		for _, x := range r.Samples {
@@ -376,6 +382,10 @@ func TestWorkTwoBootsOneTable(t *testing.T) {
 		}
 		if row[10] != fmt.Sprintf("%.0f", running) || running < 1 {
 			t.Errorf("%s running max: table %s, samples %v", tg.Name, row[10], running)
+		}
+		// Every built-in task has a check: each session is scored.
+		if row[12] != fmt.Sprintf("%d/%d", passed, scored) || scored != 3 {
+			t.Errorf("%s passed: table %s, sessions %d/%d", tg.Name, row[12], passed, scored)
 		}
 	}
 	if !strings.Contains(res.Targets[0].Spec, "--prefill-solo 256") || !strings.Contains(res.Targets[1].Spec, "--prefill-solo 2048") {
