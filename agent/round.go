@@ -285,16 +285,23 @@ func (r *round) start(window context.Context, start time.Time) <-chan struct{} {
 	r.ends = make([]record.End, len(r.workers))
 	r.walls = make([]float64, len(r.workers))
 	var wg sync.WaitGroup
+	var limits recipes.Limits
+	if r.o.Recipe != nil {
+		limits = r.o.Recipe.Limits
+	}
 	for i, w := range r.workers {
 		name := r.res.Sessions[i].Name
-		w.Begin(window, start, func(q *record.Request) {
+		lim, ctx := newLimiter(window, r.o.Agent != nil, limits)
+		w.Begin(ctx, start, func(q *record.Request) {
 			r.meter.Streamed(q.OutputTokens())
+			lim.step(q)
 			if r.o.Progress != nil {
 				r.o.Progress.Step(i, name, q)
 			}
 		})
 		wg.Go(func() {
-			r.requests[i], r.ends[i] = w.Run(window)
+			reqs, end := w.Run(ctx)
+			r.requests[i], r.ends[i] = reqs, lim.ended(window, end)
 			r.walls[i] = time.Since(start).Seconds()
 		})
 	}

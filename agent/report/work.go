@@ -123,6 +123,8 @@ func AgentLine(r *record.Round, s *record.Session) string {
 		fmt.Fprintf(&b, "%s exited %d after %.3f s", s.Agent, *s.AgentExit, *s.AgentSeconds)
 	case s.AgentError != "":
 		fmt.Fprintf(&b, "%s could not run: %s", s.Agent, s.AgentError)
+	case s.End == record.EndTurns || s.End == record.EndOutputTokens:
+		fmt.Fprintf(&b, "%s stopped at the recipe's limit (%s)", s.Agent, s.End)
 	default:
 		fmt.Fprintf(&b, "%s cut at %.0f s", s.Agent, r.Window)
 	}

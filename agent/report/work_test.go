@@ -71,3 +71,22 @@ func TestTimeLine(t *testing.T) {
 		})
 	}
 }
+
+// An external agent's line says how it ended: at its exit, at a limit of
+// the recipe, or at the cut.
+func TestAgentLineSaysHowItEnded(t *testing.T) {
+	zero, secs := 0, 12.5
+	r := &record.Round{Window: 180}
+	for _, c := range []struct {
+		s    record.Session
+		want string
+	}{
+		{record.Session{Agent: "pi 0.73.1", AgentExit: &zero, AgentSeconds: &secs, End: record.EndAgentDone}, "pi 0.73.1 exited 0 after 12.500 s: "},
+		{record.Session{Agent: "pi 0.73.1", End: record.EndTurns}, "pi 0.73.1 stopped at the recipe's limit (limit_turns): "},
+		{record.Session{Agent: "pi 0.73.1", End: record.EndCut}, "pi 0.73.1 cut at 180 s: "},
+	} {
+		if got := AgentLine(r, &c.s); !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s: %q, want it to begin %q", c.s.End, got, c.want)
+		}
+	}
+}
