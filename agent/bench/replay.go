@@ -55,6 +55,7 @@ type ReplayResult struct {
 	Tables   []report.Table `json:"tables"`
 
 	recorded []*record.Round
+	work     *record.Work // the recorded run (its trials, for the rounds' labels)
 }
 
 // ReplayRound is one recorded round replayed on one target.
@@ -135,15 +136,27 @@ func loadRecorded(dir, round string) (*recorded, error) {
 	}
 	for _, r := range rec.rounds {
 		for _, s := range r.Sessions {
-			bodies, err := sessionBodies(dir, r.Name, &s)
+			bodies, err := sessionBodies(dir, roundDir(&w, r), &s)
 			if err != nil {
 				return nil, err
 			}
-			rec.bodies[r.Name] = append(rec.bodies[r.Name], bodies)
+			rec.bodies[w.Label(r)] = append(rec.bodies[w.Label(r)], bodies)
 		}
 	}
 	return rec, nil
 }
+
+// roundDir is a recorded round's folder under the run's: ROUND, or
+// ROUND/tK for trial K of a run with several (as the runner lays it out).
+func roundDir(w *record.Work, r *record.Round) string {
+	if w.Trials > 1 {
+		return filepath.Join(r.Name, fmt.Sprintf("t%d", r.Trial))
+	}
+	return r.Name
+}
+
+// sameRound says whether a and b are the same round and trial.
+func sameRound(a, b *record.Round) bool { return a.Name == b.Name && a.Trial == b.Trial }
 
 // pickRounds resolves a round argument against a recorded run.
 func pickRounds(w *record.Work, name string) ([]*record.Round, error) {
@@ -154,21 +167,28 @@ func pickRounds(w *record.Work, name string) ([]*record.Round, error) {
 	for _, r := range w.Rounds {
 		names = append(names, r.Name)
 	}
+	// Every trial of the round, each after its first round's same trial
+	// when it repeats one.
+	var out []*record.Round
 	for _, r := range w.Rounds {
 		if r.Name != name {
 			continue
 		}
 		for _, first := range w.Rounds {
-			if r.RepeatOf != "" && first.Name == r.RepeatOf {
-				return []*record.Round{first, r}, nil
+			if r.RepeatOf != "" && first.Name == r.RepeatOf && first.Trial == r.Trial {
+				out = append(out, first)
 			}
 		}
-		return []*record.Round{r}, nil
+		out = append(out, r)
+	}
+	if len(out) > 0 {
+		return out, nil
 	}
 	return nil, fmt.Errorf("the run has no round %q (rounds: %s, or all)", name, strings.Join(names, ", "))
 }
 
 // sessionBodies reads a session's bodies: one per recorded request.
+// round is its round's folder (roundDir).
 func sessionBodies(dir, round string, s *record.Session) ([]record.Body, error) {
 	file := filepath.Join(dir, round, s.Name, record.BodiesFile)
 	bodies, err := record.ReadBodies(file)
@@ -201,7 +221,7 @@ func Replay(ctx context.Context, o ReplayOptions) (*ReplayResult, error) {
 		return nil, err
 	}
 	res := &ReplayResult{Version: ReplayVersion, Source: o.Dir, Recipe: rec.work.Recipe, Window: rec.work.Window, GapScale: o.GapScale,
-		Started: time.Now(), recorded: rec.rounds}
+		Started: time.Now(), recorded: rec.rounds, work: rec.work}
 	for _, t := range o.Targets {
 		if err := replayTarget(ctx, o, rec, t, res); err != nil {
 			return nil, fmt.Errorf("%s: %w", t.Name, err)
@@ -228,7 +248,7 @@ func replayTarget(ctx context.Context, o ReplayOptions, rec *recorded, t Target,
 	rp := &replayer{o: o, name: t.Name, backend: b}
 	for _, r := range rec.rounds {
 		metrics.Settle(ctx, b.Counter)
-		out := rp.round(ctx, r, rec.bodies[r.Name])
+		out := rp.round(ctx, r, rec.bodies[rec.work.Label(r)])
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -257,7 +277,7 @@ func (rp *replayer) round(ctx context.Context, r *record.Round, bodies [][]recor
 		defer rp.o.Progress.End()
 	}
 	start := time.Now()
-	out := &record.Round{Name: r.Name, RepeatOf: r.RepeatOf, Concurrency: r.Concurrency, Started: start}
+	out := &record.Round{Name: r.Name, RepeatOf: r.RepeatOf, Trial: r.Trial, Concurrency: r.Concurrency, Started: start}
 	first := record.Sample{Counters: meter.Read(ctx)}
 	out.Samples = append(out.Samples, first)
 	c := &client{url: rp.backend.URL, key: rp.backend.APIKey, http: &http.Client{}, zero: start}

@@ -21,14 +21,14 @@ func (res *ReplayResult) tables() []report.Table {
 		Columns: replayColumns}
 	var spans []string
 	for _, rec := range res.recorded {
-		t.Add(replayRow(rec, "recorded", totals(rec), "–")...)
+		t.Add(replayRow(res.label(rec), rec, "recorded", totals(rec), "–")...)
 		for _, rr := range res.Rounds {
-			if rr.Name != rec.Name {
+			if !sameRound(rr.Round, rec) {
 				continue
 			}
 			c := rr.Compare
-			t.Add(replayRow(rr.Round, rr.Target, c.Replayed, fmt.Sprintf("%d/%d", c.SameOutput, c.Finished))...)
-			spans = append(spans, fmt.Sprintf("%s %s %.1f s by %s", rr.Target, rr.Name, rr.Window, rr.Summary.CountedBy))
+			t.Add(replayRow(res.label(rr.Round), rr.Round, rr.Target, c.Replayed, fmt.Sprintf("%d/%d", c.SameOutput, c.Finished))...)
+			spans = append(spans, fmt.Sprintf("%s %s %.1f s by %s", rr.Target, res.label(rr.Round), rr.Window, rr.Summary.CountedBy))
 		}
 	}
 	gaps := "the recorded gaps between a response and the next request (the tools' time)"
@@ -42,9 +42,9 @@ func (res *ReplayResult) tables() []report.Table {
 	return []report.Table{t}
 }
 
-func replayRow(r *record.Round, run string, t Totals, same string) []string {
+func replayRow(label string, r *record.Round, run string, t Totals, same string) []string {
 	s := r.Summary
-	return []string{r.Name, run, fmt.Sprint(t.Requests), fmt.Sprint(t.PromptTokens), fmt.Sprint(t.OutputTokens), same,
+	return []string{label, run, fmt.Sprint(t.Requests), fmt.Sprint(t.PromptTokens), fmt.Sprint(t.OutputTokens), same,
 		fmt.Sprintf("%.2f", s.BackendTokS), report.Seconds(s.InitialTTFT), report.Seconds(s.LaterMedianTTFT),
 		fmt.Sprint(s.APIErrors), fmt.Sprint(s.PendingAtCut), fmt.Sprintf("%.0f", s.WaitingMax), fmt.Sprintf("%.0f", s.RunningMax),
 		fmt.Sprintf("%.0f", s.Preemptions)}
@@ -65,17 +65,26 @@ func (res *ReplayResult) page() string {
 		legend := []string{`<span style="color:#999">&#9632; recorded</span>`}
 		xmax := rec.Window
 		for i, rr := range res.Rounds {
-			if rr.Name == rec.Name {
+			if sameRound(rr.Round, rec) {
 				ss = append(ss, ttftSeries(rr.Round, report.Color(i)))
 				legend = append(legend, fmt.Sprintf(`<span style="color:%s">&#9632; %s</span>`, report.Color(i), html.EscapeString(rr.Target)))
 				xmax = max(xmax, rr.Window)
 			}
 		}
-		fmt.Fprintf(&b, "<h2>%s</h2><div class=legend>%s</div>", html.EscapeString(rec.Name), strings.Join(legend, ""))
+		fmt.Fprintf(&b, "<h2>%s</h2><div class=legend>%s</div>", html.EscapeString(res.label(rec)), strings.Join(legend, ""))
 		b.WriteString(report.Plot("TTFT per request (at its send time)", "s", "TTFT, s", xmax, ss))
 	}
 	report.End(&b)
 	return b.String()
+}
+
+// label names a round in the tables: ROUND, or ROUND#K for trial K of a
+// run with several.
+func (res *ReplayResult) label(r *record.Round) string {
+	if res.work == nil {
+		return r.Name
+	}
+	return res.work.Label(r)
 }
 
 func ttftSeries(r *record.Round, color string) report.Series {

@@ -207,7 +207,7 @@ func writeRecording(t *testing.T, w *record.Work, bodies map[string][]string) st
 	os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644)
 	for _, r := range w.Rounds {
 		for _, s := range r.Sessions {
-			sd := filepath.Join(dir, r.Name, s.Name)
+			sd := filepath.Join(dir, roundDir(w, r), s.Name)
 			os.MkdirAll(sd, 0o755)
 			for _, body := range bodies[s.Name] {
 				if err := record.AppendBody(filepath.Join(sd, record.BodiesFile), "/chat/completions", []byte(body)); err != nil {
@@ -298,6 +298,57 @@ func TestReplayKeepsBodiesGapsAndCuts(t *testing.T) {
 
 // TestReplayRefusesWhatItCannotReplay: a run without bodies, a run over
 // several targets and an unknown round are errors that say why.
+// TestReplayOfTrials: a run with --trials 2 keeps each trial's sessions
+// under ROUND/tK; the round's replay re-sends both trials, each its own
+// bodies, and the table names them ROUND#K.
+func TestReplayOfTrials(t *testing.T) {
+	got := &seen{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got.mu.Lock()
+		got.bodies = append(got.bodies, string(body))
+		got.keys = append(got.keys, r.Header.Get("X-Session-Id"))
+		got.mu.Unlock()
+		sse(w, `{"choices":[{"index":0,"delta":{"content":"hi"}}]}`, `{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}`)
+	}))
+	defer srv.Close()
+	w := &record.Work{Version: record.Version, Recipe: "r.yaml", Window: 1, Trials: 2}
+	for k := 1; k <= 2; k++ {
+		w.Rounds = append(w.Rounds, &record.Round{Name: "c1", Trial: k, Concurrency: 1, Window: 1, Sessions: []record.Session{{Name: "s0-a",
+			End: record.EndNoToolCall, Requests: []record.Request{{Sent: 0, TTFT: 0.01, End: 0.02, PromptTokens: 3, CompletionTokens: 1}}}}})
+	}
+	dir := writeRecording(t, w, nil)
+	for k := 1; k <= 2; k++ { // each trial its own body
+		sd := filepath.Join(dir, "c1", fmt.Sprintf("t%d", k), "s0-a")
+		os.MkdirAll(sd, 0o755)
+		body := fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"trial %d"}],"stream":true}`, k)
+		if err := record.AppendBody(filepath.Join(sd, record.BodiesFile), "/chat/completions", []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tg := Target{Name: "x", Open: func(context.Context) (target.Backend, func(), error) {
+		return target.Backend{URL: srv.URL + "/v1", Model: "m"}, func() {}, nil
+	}}
+	res, err := Replay(context.Background(), ReplayOptions{Dir: dir, Round: "c1", Targets: []Target{tg}, GapScale: 1, Out: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	if len(got.bodies) != 2 || !strings.Contains(got.bodies[0], "trial 1") || !strings.Contains(got.bodies[1], "trial 2") {
+		t.Fatalf("received %q", got.bodies)
+	}
+	if len(res.Rounds) != 2 || res.Rounds[0].Trial != 1 || res.Rounds[1].Trial != 2 || res.Rounds[1].Compare.SameOutput != 1 {
+		t.Fatalf("rounds %+v", res.Rounds)
+	}
+	var text strings.Builder
+	res.Tables[0].Write(&text)
+	tab, ok := report.ParseTable(text.String(), "Replay of")
+	if !ok || len(tab.Rows) != 4 || tab.Rows[0][0] != "c1#1" || tab.Rows[2][0] != "c1#2" || tab.Rows[3][1] != "x" {
+		t.Errorf("table:\n%s", text.String())
+	}
+}
+
 func TestReplayRefusesWhatItCannotReplay(t *testing.T) {
 	w := &record.Work{Version: record.Version, Rounds: []*record.Round{{Name: "c1", Sessions: []record.Session{{Name: "s0-a",
 		Requests: []record.Request{{TTFT: -1}, {TTFT: -1}}}}}}}
