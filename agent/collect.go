@@ -55,7 +55,7 @@ func (r *round) collectSession(ctx context.Context, i int) []error {
 	sr.Time = record.Times(r.walls[i], sr.Requests, r.timed())
 	r.score(ctx, i, final)
 	// The session as ATIF (Harbor's trajectory format), beside its trajectory.
-	in := atif.Info{Round: r.res.Name, Started: r.res.Started, Session: sr}
+	in := atif.Info{Round: r.res.Name, Trial: r.res.Trial, Started: r.res.Started, Session: sr}
 	if len(r.o.Backends) > 0 {
 		in.Model = r.o.Backends[i%len(r.o.Backends)].Model
 	}

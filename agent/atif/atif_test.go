@@ -133,14 +133,14 @@ func TestExternalSession(t *testing.T) {
 		`{"session":"s1","request":{"turn":1,"sent":2,"ttft":0.1,"end":3,"prompt_tokens":50,"completion_tokens":4,"cached_tokens":30,"streamed_tokens":4,"tool_calls":[{"id":"k2","name":"edit","arguments":"{\"path\":\"a","arguments_bytes":40}]},` +
 			`"history_added":[{"role":"assistant","text":"Looking."},{"role":"assistant","tool_calls":[{"id":"k1","name":"read","arguments":"{}","arguments_bytes":2}]},{"role":"tool","text":"package a","tool_call_id":"k1"}]}`,
 	}, "", nil)
-	tr := written(t, dir, Info{Round: "c1", Model: "m", Version: "0.73.1", Session: &record.Session{Name: "s1", Agent: "pi", End: record.EndAgentDone}})
+	tr := written(t, dir, Info{Round: "c1", Trial: 2, Model: "m", Version: "0.73.1", Session: &record.Session{Name: "s1", Agent: "pi", End: record.EndAgentDone}})
 	sameShape(t, shape(tr), []string{
 		"system:Be brief.",
 		"user:Fix it",
 		"agent:Looking. call k1 read{} result k1=package a",
 		`agent: call k2 edit{"raw":"{\"path\":\"a"}`,
 	})
-	if tr.Agent.Name != "pi" || tr.Agent.Version != "0.73.1" || tr.Steps[2].Timestamp != "" || tr.FinalMetrics.TotalPromptTokens != 80 {
+	if tr.SessionID != "c1/s1#2" || tr.Agent.Name != "pi" || tr.Agent.Version != "0.73.1" || tr.Steps[2].Timestamp != "" || tr.FinalMetrics.TotalPromptTokens != 80 {
 		t.Errorf("agent %+v, timestamp %q, final %+v", tr.Agent, tr.Steps[2].Timestamp, tr.FinalMetrics)
 	}
 }

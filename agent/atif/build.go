@@ -17,6 +17,7 @@ import (
 // Info is what the run knows of a session beyond its folder.
 type Info struct {
 	Round   string          // the round's name: the session id is ROUND/SESSION
+	Trial   int             // the round's trial (--trials): K > 1 adds #K to the id
 	Started time.Time       // the round's start, the zero of the requests' times
 	Model   string          // the model the session's requests named
 	Version string          // jspark's version ("dev" when empty)
@@ -116,8 +117,12 @@ func Build(dir string, in Info) (*Trajectory, error) {
 	if s.Agent != "" {
 		name = s.Agent
 	}
+	id := in.Round + "/" + s.Name
+	if in.Trial > 1 {
+		id += fmt.Sprintf("#%d", in.Trial)
+	}
 	b := &builder{in: in, t: &Trajectory{
-		SchemaVersion: Version, SessionID: in.Round + "/" + s.Name,
+		SchemaVersion: Version, SessionID: id,
 		Agent: Agent{Name: name, Version: version, ModelName: in.Model},
 		Notes: "Exported by jspark from the session's trajectory.jsonl: texts are clipped as it clips them (head and tail kept); " +
 			"a call's arguments that are not a JSON object are kept as text under \"raw\". Times in seconds from the round's start.",
