@@ -60,9 +60,13 @@ func tableRow(stdout, round string) bool {
 	return false
 }
 
+// TestWorkC3First needs a first tool call inside the window: each session's
+// first prompt is ~3,000 tokens, which on 2 cores under a load of 10 or more
+// (the suite's other packages) takes the three sessions past 20 s.
 func TestWorkC3First(t *testing.T) {
+	const window = 45
 	out := t.TempDir()
-	stdout, stderr, code := jspark(t, "work", "c3-first", "--window", "20s", "--out", out, "--kv-memory", "256")
+	stdout, stderr, code := jspark(t, "work", "c3-first", "--window", fmt.Sprint(window, "s"), "--out", out, "--kv-memory", "256")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -115,7 +119,7 @@ func TestWorkC3First(t *testing.T) {
 	if !strings.Contains(stdout, "c3-first: session time (mean): wall ") || !strings.Contains(stdout, "s (wall less the engine's queueing, from usage.jspark)") {
 		t.Errorf("no working time line:\n%s", stdout)
 	}
-	if r.Summary.OutputTokens <= 0 || r.Summary.CountedBy != "engine" || r.Summary.BackendTokS != r.Summary.OutputTokens/20 {
+	if r.Summary.OutputTokens <= 0 || r.Summary.CountedBy != "engine" || r.Summary.BackendTokS != r.Summary.OutputTokens/window {
 		t.Errorf("summary %+v", r.Summary)
 	}
 	if b, err := os.ReadFile(filepath.Join(out, "report.html")); err != nil || !strings.Contains(string(b), "<svg") {
