@@ -2,6 +2,7 @@ package record
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,9 +22,9 @@ type Body struct {
 	// Path is the request's path under the base URL (/chat/completions,
 	// /responses, /completions).
 	Path string `json:"path"`
-	// JSON is the body as sent when it is JSON (whitespace aside: the line
-	// holds it compacted); Text is a body that is not, as sent (empty when
-	// none could be read).
+	// JSON is the body as sent when it is JSON, byte for byte (compacted
+	// only where it spans lines); Text is a body that is not, as sent
+	// (empty when none could be read).
 	JSON json.RawMessage `json:"body,omitempty"`
 	Text string          `json:"text,omitempty"`
 }
@@ -37,23 +38,37 @@ func (b *Body) Bytes() []byte {
 }
 
 // AppendBody adds one request's body to the bodies file at file. The file
-// is opened for each append, so nothing stays open between requests.
+// is opened for each append, so nothing stays open between requests. A
+// JSON body goes into the line as it is: one validating pass, no
+// re-encoding (an agent's history makes bodies of megabytes, one per
+// request).
 func AppendBody(file, path string, body []byte) error {
-	line := Body{Path: path}
+	var line bytes.Buffer
 	if json.Valid(body) {
-		line.JSON = body
+		p, _ := json.Marshal(path)
+		line.Grow(len(body) + len(p) + 20)
+		line.WriteString(`{"path":`)
+		line.Write(p)
+		line.WriteString(`,"body":`)
+		if bytes.ContainsAny(body, "\r\n") {
+			json.Compact(&line, body)
+		} else {
+			line.Write(body)
+		}
+		line.WriteByte('}')
 	} else {
-		line.Text = string(body)
+		b, err := json.Marshal(Body{Path: path, Text: string(body)})
+		if err != nil {
+			return err
+		}
+		line.Write(b)
 	}
-	b, err := json.Marshal(line)
-	if err != nil {
-		return err
-	}
+	line.WriteByte('\n')
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(append(b, '\n'))
+	_, err = f.Write(line.Bytes())
 	return errors.Join(err, f.Close())
 }
 
