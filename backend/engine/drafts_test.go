@@ -16,7 +16,7 @@ import (
 // so each request's decode keeps a checkpoint at its last one; the n-gram
 // drafter runs on them too.
 func TestRecurrentDrafts(t *testing.T) {
-	for _, arch := range []string{"qwen35", "qwen3next"} {
+	for _, arch := range []string{"qwen35", "qwen35moe", "qwen3next"} {
 		t.Run(arch, func(t *testing.T) {
 			m := hybridModel(t, arch)
 			var prompts [][]int
