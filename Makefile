@@ -21,7 +21,9 @@ test:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2x $(PKGS)
 
-# jspark against llama.cpp on the same synthetic models (scripts/bench-peer.sh).
+# jspark against ik_llama.cpp (PEER=ik, its best settings) or llama.cpp (PEER=llama) on the
+# same synthetic models; PARTS="dense long avx2 moe", LLAMA_BENCH_AVX2 (a peer built without
+# AVX-512), MODELS, TYPES, DEPTHS, REPEATS: see scripts/bench-peer.sh.
 bench-peer:
 	@test -n "$(LLAMA_BENCH)" || (echo "usage: make bench-peer LLAMA_BENCH=/path/to/llama-bench"; exit 2)
 	scripts/bench-peer.sh $(LLAMA_BENCH)

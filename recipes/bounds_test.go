@@ -118,6 +118,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("tasks:\n  - files: {a: b, a: c}\n")
 	f.Add("rounds: [{name: r, concurrency: 99999}]\n")
 	f.Add("limits: {turns: 3}\ntasks:\n  - {id: a, check: x, tests: {t: y}, solution: {files: {a: b}, script: s}, not_runnable: r}\n")
+	f.Add("system: !file builtin/work.yaml\nnudge: {message: !file ../x}\n" + good)
+	f.Add("tasks:\n  - {id: a, files: {x: &s !file builtin/work/markdown_toc/files/toc.py}, tests: {y: *s}}\n")
 	f.Fuzz(func(t *testing.T, y string) {
 		r, err := Parse("f.yaml", []byte(y))
 		if err == nil {

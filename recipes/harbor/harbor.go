@@ -3,7 +3,7 @@
 // environment), instruction.md (the prompt), environment/Dockerfile (what
 // the task runs in), tests/test.sh (run after the agent stops; it writes a
 // reward, 0 to 1, to /logs/verifier/reward.txt or reward.json) and
-// optionally solution/solve.sh (the oracle). docs/recipe-format.md says how
+// optionally solution/solve.sh (the oracle). docs/recipes.md says how
 // each part maps.
 //
 // Docker cannot run here, so a task is imported as runnable only when its
