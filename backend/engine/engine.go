@@ -41,7 +41,7 @@ type Options struct {
 	MaxSeqs      int   // requests running at once
 	MaxWaiting   int   // requests in flight (queued or running) before Submit says ErrQueueFull
 	MaxContext   int   // tokens per sequence (Auto: the model's, at least 32768)
-	Speculate    int   // n-gram draft tokens per decode step (0: off; always off for a recurrent model)
+	Speculate    int   // n-gram draft tokens per decode step (0: off; a recurrent model drafts within a block: recurrent.go)
 	SpecNgram    int   // longest n-gram the drafter matches
 	// MaxStepMs bounds in time a step that prefills: chunks are sized from
 	// the engine's measured speed so that an arrival waits at most about
@@ -160,6 +160,9 @@ type Engine struct {
 	running []*seq
 	step    int64
 	nextID  atomic.Int64
+	// drafter, set by tests before their first request, replaces the
+	// n-gram drafter (propose) to choose which drafts are accepted.
+	drafter func(*seq) []int
 }
 
 // New starts an engine over m with opt as given (see Options).

@@ -130,8 +130,8 @@ func TestHybridDeterminism(t *testing.T) {
 					checkAlignedChunks(t, log.all(), prompts, reused, e.opt.BlockSize)
 				}
 			}
-			if s := e.Metrics().Snapshot(); recurrent && s.DraftTokens != 0 {
-				t.Errorf("%v draft tokens on a recurrent model", s.DraftTokens)
+			if s := e.Metrics().Snapshot(); s.DraftTokens == 0 {
+				t.Error("no draft tokens: speculation did not run")
 			}
 			waitIdle(t, e)
 		})

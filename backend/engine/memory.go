@@ -125,8 +125,8 @@ func (p memoryPlan) report(w io.Writer, m *model.Model, opt Options) {
 			m.Arch, p.pages*bs, p.pages, bs, mib(int64(p.pages)*p.pageBytes))
 		reportContext(w, m, opt)
 	} else {
-		fmt.Fprintf(w, "jspark engine: %s, KV cache %d pages of %d tokens × %s (%.1f MiB), %d groups",
-			m.Arch, p.pages, bs, plural(p.layout.Tensors, "layer"), mib(int64(p.pages)*p.pageBytes), groups)
+		fmt.Fprintf(w, "jspark engine: %s, KV cache %d pages of %d tokens × %s (%.1f MiB), %s",
+			m.Arch, p.pages, bs, plural(p.layout.Tensors, "layer"), mib(int64(p.pages)*p.pageBytes), plural(groups, "group"))
 		reportContext(w, m, opt)
 		type kind struct {
 			kind   model.LayerKind

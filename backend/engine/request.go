@@ -149,6 +149,10 @@ type seq struct {
 	want      []int       // positions where its prefill stops for a checkpoint (checkpoint.go)
 	ckptAt    int         // where it resumed or last kept a checkpoint
 	roll      *checkpoint // its latest decode checkpoint
+	// redo: a draft was rejected and its state rewound (recurrent.go): the
+	// tokens from computed on, the accepted ones and the new one, run as
+	// its next decode.
+	redo      bool
 	usage     Usage
 	admitted  bool // the first admission happened (usage.CachedTokens set)
 	starved   int  // steps in a row as a prefill candidate without a chunk
@@ -171,8 +175,9 @@ type seq struct {
 // for the next token. A decode is a chunk of one.
 func (s *seq) left() int { return len(s.tokens) - s.computed }
 
-// decoding: past the first output, waiting only for the last sampled token.
-func (s *seq) decoding() bool { return s.generated > 0 && s.left() == 1 }
+// decoding: past the first output, waiting only for the last sampled token
+// (after a rewind, for the tokens since it: redo).
+func (s *seq) decoding() bool { return s.generated > 0 && (s.left() == 1 || s.redo) }
 
 // outbox decouples the engine loop from slow consumers: the loop appends
 // without blocking, a pump goroutine delivers in order. A consumer that

@@ -16,11 +16,12 @@ import (
 // entry is one request's share of a batch.
 type entry struct {
 	s       *seq
-	start   int   // first batch index
-	n       int   // tokens in the batch
-	drafts  []int // speculative tokens after the real one (decode only)
-	logit   int   // index of its first logits row, or -1
-	prefill bool  // a prefill chunk, not a decode
+	start   int       // first batch index
+	n       int       // tokens in the batch
+	drafts  []int     // speculative tokens after the real one (decode only)
+	snap    []BlockID // a recurrent state saved before the drafts (recurrent.go)
+	logit   int       // index of its first logits row, or -1
+	prefill bool      // a prefill chunk, not a decode
 	// The rows of a chunk's positions from promptFrom that score prompt
 	// tokens (promptlogprobs.go): promptN of them from row promptRow.
 	promptRow, promptFrom, promptN int
@@ -84,12 +85,14 @@ func (e *Engine) stepOnce() bool {
 		// The step's requests end with the error; the loop goes on, so a
 		// device that recovers serves the next ones.
 		err = fmt.Errorf("engine: step %d: %w", e.step, err)
+		e.dropSnapshots(p)
 		for _, en := range p.entries {
 			e.finish(en.s, FinishError, err)
 		}
 		return true
 	}
 	e.apply(p, logits)
+	e.dropSnapshots(p)
 	d := e.stepTime().Sub(t0)
 	if len(p.trace.Prefill) > 0 {
 		// NOTE: decode-only steps are mostly fixed overhead; timing them
@@ -130,11 +133,18 @@ func (e *Engine) scheduleDecodes(p *plan) {
 			continue
 		}
 		drafts := e.propose(s)
-		if !e.makeRoom(s, s.computed+1+len(drafts), p) {
+		if !e.makeRoom(s, len(s.tokens)+len(drafts), p) {
 			continue
 		}
-		p.add(s, append([]int{s.tokens[s.computed]}, drafts...), drafts, true, false)
-		p.work += e.clock.work(s.computed, 1+len(drafts))
+		var snap []BlockID
+		if len(drafts) > 0 && e.cache.states != nil {
+			if snap = e.cache.states.snapshot(s, len(e.running)*len(s.tables)); snap == nil {
+				drafts = nil
+			}
+		}
+		p.add(s, append(slices.Clone(s.tokens[s.computed:]), drafts...), drafts, true, false)
+		p.entries[len(p.entries)-1].snap = snap
+		p.work += e.clock.work(s.computed, s.left()+len(drafts))
 		p.trace.Decode++
 		p.trace.Drafts += len(drafts)
 	}
@@ -323,6 +333,7 @@ func (e *Engine) acceptTokens(en *entry, logits []float32, now time.Time) {
 	s, vocab := en.s, e.m.Vocab
 	base := s.computed
 	accepted := 0
+	s.redo = false
 	for j := 0; j <= len(en.drafts); j++ {
 		row := logits[(en.logit+j)*vocab : (en.logit+j+1)*vocab]
 		tok := e.sampleFrom(s, row)
@@ -340,6 +351,9 @@ func (e *Engine) acceptTokens(en *entry, logits []float32, now time.Time) {
 	}
 	e.stats.specAccepted.Add(float64(accepted))
 	e.stats.specDrafted.Add(float64(len(en.drafts)))
+	if en.snap != nil && accepted < len(en.drafts) && s.state != stateDone {
+		e.rewind(s, en.snap, base)
+	}
 }
 
 // sampleFrom applies the request's constraint and samples one token.
@@ -456,7 +470,7 @@ func (e *Engine) requeue(s *seq, preempted bool) {
 		s.clock.preempted(s.computed, time.Now())
 	}
 	e.cache.free(s)
-	s.state = stateWaiting
+	s.state, s.redo = stateWaiting, false
 	if preempted {
 		s.usage.Preemptions++
 		e.stats.preemptions.Inc()
@@ -509,12 +523,16 @@ func (e *Engine) finish(s *seq, reason FinishReason, err error) {
 // propose what followed it.
 func (e *Engine) propose(s *seq) []int {
 	k := e.opt.Speculate
-	if k <= 0 || s.req.Constraint != nil || s.req.TopLogprobs > 0 || e.cache.states != nil {
+	if k <= 0 || s.req.Constraint != nil || s.req.TopLogprobs > 0 || s.redo {
 		return nil
 	}
-	k = min(k, s.req.MaxTokens-s.generated-1, e.opt.MaxContext-len(s.tokens)-1)
+	k = min(k, s.req.MaxTokens-s.generated-1, e.opt.MaxContext-len(s.tokens)-1, e.cache.draftLimit(s))
 	if k <= 0 {
 		return nil
+	}
+	if e.drafter != nil {
+		d := e.drafter(s)
+		return d[:min(k, len(d))]
 	}
 	t := s.tokens
 	for n := min(e.opt.SpecNgram, len(t)-1); n >= 1; n-- {
