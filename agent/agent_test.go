@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	openai "github.com/sashabaranov/go-openai"
 
 	"jspark/agent/record"
@@ -168,6 +169,26 @@ func TestSessionRunsToolsUntilTheCut(t *testing.T) {
 
 	sentAsScripted(t, b.got)
 	trajectoryHasEveryRequest(t, out)
+	bodiesAreWhatWasSent(t, out, b.got)
+}
+
+// bodiesAreWhatWasSent: the session's bodies file holds every request the
+// server got, in order, the cut one too: what a replay re-sends.
+func bodiesAreWhatWasSent(t *testing.T, out string, got []openai.ChatCompletionRequest) {
+	t.Helper()
+	bodies, err := record.ReadBodies(filepath.Join(out, "one", "s0-a", record.BodiesFile))
+	if err != nil || len(bodies) != len(got) {
+		t.Fatalf("%d bodies for %d requests: %v", len(bodies), len(got), err)
+	}
+	for i, b := range bodies {
+		var req openai.ChatCompletionRequest
+		if err := json.Unmarshal(b.Bytes(), &req); err != nil || b.Path != "/chat/completions" {
+			t.Fatalf("body %d: %s %v", i, b.Path, err)
+		}
+		if d := cmp.Diff(got[i], req); d != "" {
+			t.Errorf("body %d is not what the server got (-got +recorded):\n%s", i, d)
+		}
+	}
 }
 
 // sentAsScripted: what the model was sent: the tool result of bash, then the

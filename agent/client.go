@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 
+	"jspark/agent/record"
 	"jspark/agent/target"
 	"jspark/backend/usage"
 
@@ -13,30 +16,44 @@ import (
 )
 
 // sessionClient is a session's client of b: every request names the
-// session (key), each its own Idempotency-Key, responses bounded, and the
-// first request's body kept.
-func sessionClient(b target.Backend, key string) (*openai.Client, *payloadCapture) {
-	capture := &payloadCapture{next: sessionHeader{next: http.DefaultTransport, id: key}}
+// session (key), each its own Idempotency-Key, responses bounded, the
+// first request's body kept and every body appended to bodies (a
+// record.BodiesFile; "" keeps none).
+func sessionClient(b target.Backend, key, bodies string) (*openai.Client, *payloadCapture) {
+	base := ""
+	if u, err := url.Parse(b.URL); err == nil {
+		base = strings.TrimSuffix(u.Path, "/")
+	}
+	capture := &payloadCapture{next: sessionHeader{next: http.DefaultTransport, id: key}, base: base, bodies: bodies}
 	cfg := openai.DefaultConfig(b.APIKey)
 	cfg.BaseURL = b.URL
 	cfg.HTTPClient = &http.Client{Transport: capture}
 	return openai.NewClientWithConfig(cfg), capture
 }
 
-// payloadCapture keeps the body of the first request sent through it.
+// payloadCapture keeps the body of the first request sent through it and
+// appends every body to the session's bodies file, for a replay.
 type payloadCapture struct {
-	next  http.RoundTripper
-	first []byte
+	next   http.RoundTripper
+	base   string // the base URL's path, which recorded paths are under
+	bodies string // the bodies file; "" keeps none
+	first  []byte
+	err    error // the first body that could not be kept
 }
 
 func (p *payloadCapture) RoundTrip(req *http.Request) (*http.Response, error) {
-	if p.first == nil && req.Body != nil {
+	if req.Body != nil && (p.first == nil || p.bodies != "") {
 		b, err := io.ReadAll(req.Body)
 		req.Body.Close()
 		if err != nil {
 			return nil, err
 		}
-		p.first = b
+		if p.first == nil {
+			p.first = b
+		}
+		if p.bodies != "" && p.err == nil {
+			p.err = record.AppendBody(p.bodies, strings.TrimPrefix(req.URL.Path, p.base), b)
+		}
 		req.Body = io.NopCloser(bytes.NewReader(b))
 	}
 	resp, err := p.next.RoundTrip(req)

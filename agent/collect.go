@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"jspark/agent/atif"
 	"jspark/agent/record"
 )
 
@@ -53,6 +54,17 @@ func (r *round) collectSession(ctx context.Context, i int) []error {
 	sr.Tally()
 	sr.Time = record.Times(r.walls[i], sr.Requests, r.timed())
 	r.score(ctx, i, final)
+	// The session as ATIF (Harbor's trajectory format), beside its trajectory.
+	in := atif.Info{Round: r.res.Name, Trial: r.res.Trial, Started: r.res.Started, Session: sr}
+	if len(r.o.Backends) > 0 {
+		in.Model = r.o.Backends[i%len(r.o.Backends)].Model
+	}
+	if r.o.Agent != nil {
+		in.Version = r.o.Agent.Agent.Version
+	}
+	if err := atif.Write(filepath.Join(r.o.Out, sr.Name), in); err != nil {
+		fail(err)
+	}
 	return errs
 }
 

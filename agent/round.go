@@ -209,7 +209,7 @@ func (r *round) openSession(i int, task *recipes.Task, sopt sandbox.Options, ts 
 			Handler: b.Handler, Model: b.Model, Context: b.Context, MaxTokens: o.Recipe.Sampling.MaxTokens})
 		return err
 	}
-	client, capture := sessionClient(b, key)
+	client, capture := sessionClient(b, key, filepath.Join(dir, record.BodiesFile))
 	r.workers[i] = &Session{
 		Name: name, Task: task, Recipe: o.Recipe, Client: client, Model: b.Model, Seed: o.Seed,
 		Tools: ts, Env: &tools.Env{Box: box, Timeout: o.Recipe.Shell.Timeout.D(), OutputLimit: o.Recipe.Shell.OutputLimit},

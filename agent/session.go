@@ -53,11 +53,11 @@ func (s *Session) Begin(_ context.Context, start time.Time, onStep func(*record.
 }
 
 // Finish notes an infrastructure failure in the record and returns the
-// first request's body and the last reply's text; the error is the
-// trajectory's first write error.
+// first request's body and the last reply's text; the error is the first
+// write error of the trajectory or the bodies file.
 func (s *Session) Finish(sr *record.Session) (payload []byte, final string, err error) {
 	sr.Infra = s.infra
-	return s.payload.first, s.final, s.logErr
+	return s.payload.first, s.final, errors.Join(s.logErr, s.payload.err)
 }
 
 // maxConsecutiveErrors ends a session whose backend keeps failing.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"jspark/agent/target"
+	"jspark/backend/usage"
 	"net/http"
 	"strings"
 	"time"
@@ -37,6 +38,9 @@ type Record struct {
 	Finish           string    `json:"finish_reason,omitempty"`
 	Error            string    `json:"error,omitempty"`
 	Cut              bool      `json:"cut,omitempty"` // the bench closed the stream on purpose
+
+	// Timing is usage.jspark.timing, where jspark serve reports it.
+	Timing *usage.Timing `json:"timing,omitempty"`
 
 	Text     string     `json:"text,omitempty"`
 	Pieces   []string   `json:"pieces,omitempty"`    // per-token text from logprobs, where asked
@@ -100,9 +104,19 @@ func (c *client) stream(ctx context.Context, path string, body map[string]any, r
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+path, bytes.NewReader(b))
+	return c.post(ctx, path, b, nil, rec, onEvent)
+}
+
+// post sends body, as it is, to path with the extra headers, and reads the
+// answer into rec as stream does: server-sent events, or one JSON
+// response when the body did not ask for a stream (a replayed request).
+func (c *client) post(ctx context.Context, path string, body []byte, header http.Header, rec *Record, onEvent func(time.Time)) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+path, bytes.NewReader(body))
 	if err != nil {
 		return err
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
 	// Replayable: Go resends a request whose reused keep-alive connection
@@ -128,6 +142,9 @@ func (c *client) stream(ctx context.Context, path string, body map[string]any, r
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return c.fail(ctx, rec, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(msg))))
 	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return c.whole(ctx, resp.Body, sent, rec, onEvent)
+	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	var last time.Time
@@ -146,8 +163,8 @@ func (c *client) stream(ctx context.Context, path string, body map[string]any, r
 		if err := json.Unmarshal([]byte(data), &ch); err != nil {
 			return c.fail(ctx, rec, fmt.Errorf("event %q: %w", data, err))
 		}
-		if ch.Error != nil {
-			return c.fail(ctx, rec, errors.New(ch.Error.Message))
+		if msg, failed := ch.failure(); failed {
+			return c.fail(ctx, rec, errors.New(msg))
 		}
 		if ch.apply(rec, &text) {
 			if rec.TTFT < 0 {
@@ -168,6 +185,40 @@ func (c *client) stream(ctx context.Context, path string, body map[string]any, r
 	return nil
 }
 
+// maxWhole bounds a response that is not a stream.
+const maxWhole = 64 << 20
+
+// whole reads a response that is one JSON body: its output is one event,
+// at its arrival.
+func (c *client) whole(ctx context.Context, body io.Reader, sent time.Time, rec *Record, onEvent func(time.Time)) error {
+	b, err := io.ReadAll(io.LimitReader(body, maxWhole+1))
+	if err == nil && len(b) > maxWhole {
+		err = fmt.Errorf("the response is over %d bytes", maxWhole)
+	}
+	if err != nil {
+		return c.fail(ctx, rec, err)
+	}
+	now := time.Now()
+	var ch chunk
+	if err := json.Unmarshal(b, &ch); err != nil {
+		return c.fail(ctx, rec, fmt.Errorf("response %.200q: %w", b, err))
+	}
+	if msg, failed := ch.failure(); failed {
+		return c.fail(ctx, rec, errors.New(msg))
+	}
+	var text strings.Builder
+	// A whole Responses API answer has its output in items the bench does
+	// not read: its usage says whether there was any.
+	if ch.apply(rec, &text) || rec.CompletionTokens > 0 {
+		rec.TTFT = now.Sub(sent).Seconds()
+		if onEvent != nil {
+			onEvent(now)
+		}
+	}
+	rec.Text = text.String()
+	return nil
+}
+
 func (c *client) fail(ctx context.Context, rec *Record, err error) error {
 	if ctx.Err() != nil {
 		rec.Cut = true
@@ -177,24 +228,14 @@ func (c *client) fail(ctx context.Context, rec *Record, err error) error {
 	return err
 }
 
-// chunk is one streamed chat or completions event: the fields the bench
-// reads, from OpenAI's shape and its common extensions (vLLM's reasoning
-// fields and token_ids).
+// chunk is one streamed chat or completions event, or a whole response:
+// the fields the bench reads, from OpenAI's shapes (chat, completions and
+// the Responses API's events) and their common extensions (vLLM's
+// reasoning fields and token_ids).
 type chunk struct {
 	Choices []struct {
-		Delta struct {
-			Content          string `json:"content"`
-			ReasoningContent string `json:"reasoning_content"`
-			Reasoning        string `json:"reasoning"`
-			ToolCalls        []struct {
-				Index    *int   `json:"index"`
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
+		Delta        delta   `json:"delta"`
+		Message      *delta  `json:"message"` // a whole chat response's
 		Text         string  `json:"text"`
 		FinishReason *string `json:"finish_reason"`
 		Logprobs     *struct {
@@ -205,29 +246,104 @@ type chunk struct {
 		} `json:"logprobs"`
 		TokenIDs []int `json:"token_ids"`
 	} `json:"choices"`
-	Usage *struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	} `json:"usage"`
+	Usage *wireUsage `json:"usage"`
 	Error *struct {
 		Message string `json:"message"`
 	} `json:"error"`
+
+	// A Responses API event: its type, the text of a *.delta event, an
+	// error event's message and the finished response's usage.
+	Type     string          `json:"type"`
+	Delta    json.RawMessage `json:"delta"`
+	Message  string          `json:"message"`
+	Response *struct {
+		Usage *wireUsage `json:"usage"`
+	} `json:"response"`
+}
+
+// delta is a chat chunk's delta, or a whole chat response's message.
+type delta struct {
+	Content          string `json:"content"`
+	ReasoningContent string `json:"reasoning_content"`
+	Reasoning        string `json:"reasoning"`
+	ToolCalls        []struct {
+		Index    *int   `json:"index"`
+		ID       string `json:"id"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+// wireUsage is chat's and completions' usage, or the Responses API's.
+type wireUsage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	InputTokens        int `json:"input_tokens"`
+	OutputTokens       int `json:"output_tokens"`
+	InputTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	Jspark *struct {
+		Timing *usage.Timing `json:"timing"`
+	} `json:"jspark"`
+}
+
+// failure is the error a chunk reports, if any.
+func (ch *chunk) failure() (string, bool) {
+	switch {
+	case ch.Error != nil:
+		return ch.Error.Message, true
+	case ch.Type == "error":
+		return ch.Message, true
+	case ch.Type == "response.failed":
+		return "the response failed", true
+	}
+	return "", false
+}
+
+// count folds a usage into rec.
+func (u *wireUsage) count(rec *Record) {
+	rec.PromptTokens, rec.CompletionTokens = u.PromptTokens+u.InputTokens, u.CompletionTokens+u.OutputTokens
+	if d := u.PromptTokensDetails; d != nil {
+		rec.CachedTokens = d.CachedTokens
+	}
+	if d := u.InputTokensDetails; d != nil {
+		rec.CachedTokens = d.CachedTokens
+	}
+	if j := u.Jspark; j != nil && j.Timing != nil {
+		rec.Timing = j.Timing
+	}
 }
 
 // apply folds the chunk into rec and says whether it carried output.
 func (ch *chunk) apply(rec *Record, text *strings.Builder) bool {
-	if u := ch.Usage; u != nil {
-		rec.PromptTokens, rec.CompletionTokens = u.PromptTokens, u.CompletionTokens
-		if u.PromptTokensDetails != nil {
-			rec.CachedTokens = u.PromptTokensDetails.CachedTokens
-		}
+	if ch.Usage != nil {
+		ch.Usage.count(rec)
 	}
 	out := false
+	if ch.Type != "" { // a Responses API event
+		if r := ch.Response; r != nil && r.Usage != nil {
+			r.Usage.count(rec)
+		}
+		var d string
+		if strings.HasSuffix(ch.Type, ".delta") && json.Unmarshal(ch.Delta, &d) == nil && d != "" {
+			out = true
+			if ch.Type == "response.output_text.delta" {
+				text.WriteString(d)
+			}
+		}
+		return out
+	}
 	for _, c := range ch.Choices {
 		d := c.Delta
+		if c.Message != nil {
+			d = *c.Message
+		}
 		if d.Content != "" || d.ReasoningContent != "" || d.Reasoning != "" || c.Text != "" || len(d.ToolCalls) > 0 {
 			out = true
 		}

@@ -31,6 +31,9 @@ type recorder struct {
 	// key is the session key sent to the engine (X-Session-Id) when the
 	// agent sends none: round/session, as jspark's own loop sends.
 	key string
+	// bodies is the session's record.BodiesFile, which every request body
+	// is appended to ("": none kept).
+	bodies string
 
 	mu     sync.Mutex
 	reqs   []record.Request
@@ -70,7 +73,7 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil && len(body) > maxRecordedBody {
 		err = fmt.Errorf("the request body is over %d bytes", maxRecordedBody)
 	}
-	turn, added := rc.arrive(arrived, body, err)
+	turn, added := rc.arrive(arrived, r.URL.Path, body, err)
 	sw := &statusWriter{ResponseWriter: w}
 	ob := rc.serve(sw, r, body, err)
 	end := time.Now()
@@ -101,7 +104,7 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // arrive records a request's arrival: its turn, and what its history (when
 // its body could be read) says of earlier requests' calls.
-func (rc *recorder) arrive(arrived time.Time, body []byte, bodyErr error) (turn int, added []historyItem) {
+func (rc *recorder) arrive(arrived time.Time, path string, body []byte, bodyErr error) (turn int, added []historyItem) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	turn = len(rc.reqs)
@@ -111,6 +114,11 @@ func (rc *recorder) arrive(arrived time.Time, body []byte, bodyErr error) (turn 
 	}
 	if bodyErr == nil {
 		added = rc.history(turn, body)
+	}
+	// Every request has its line, one refused here too (as far as it was
+	// read), so that line i stays request i.
+	if rc.bodies != "" && rc.logErr == nil {
+		rc.logErr = record.AppendBody(rc.bodies, strings.TrimPrefix(path, "/v1"), body)
 	}
 	return turn, added
 }

@@ -77,7 +77,7 @@ func (in *Installation) NewSession(o SessionOptions) (*Session, error) {
 	x := &Session{name: o.Name, dir: o.Dir, in: in, box: o.Box,
 		run: agentRun{BaseURL: "http://" + ln.Addr().String() + "/v1", Model: o.Model, MaxTokens: o.MaxTokens, Context: o.Context, Prompt: o.Task.Prompt}}
 	x.rec = newRecorder(o.Handler, o.Name, time.Now(), func() bool { return false }, o.Log)
-	x.rec.key = o.Key
+	x.rec.key, x.rec.bodies = o.Key, filepath.Join(o.Dir, record.BodiesFile)
 	x.srv = &http.Server{Handler: x.rec, ReadHeaderTimeout: 30 * time.Second}
 	go x.srv.Serve(ln)
 	return x, nil

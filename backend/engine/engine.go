@@ -248,10 +248,16 @@ func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Event, error) {
 	if len(r.Prompt)+1 > e.CapacityTokens() {
 		return nil, fmt.Errorf("engine: prompt of %d tokens exceeds the KV cache of %d tokens", len(r.Prompt), e.CapacityTokens())
 	}
+	id := e.nextID.Add(1)
+	var prompt []PromptLogprob
+	if r.PromptLogprobs {
+		r.CacheSalt = promptSalt(r.CacheSalt, id)
+		prompt = make([]PromptLogprob, len(r.Prompt))
+	}
 	s := &seq{
 		slot: -1,
-		id:   e.nextID.Add(1), req: r, ctx: ctx, sampler: sample.New(r.Sampling),
-		tokens: append([]int(nil), r.Prompt...), submitted: time.Now(),
+		id:   id, req: r, ctx: ctx, sampler: sample.New(r.Sampling),
+		tokens: append([]int(nil), r.Prompt...), submitted: time.Now(), prompt: prompt,
 	}
 	s.clock = newReqClock(s.submitted)
 	s.usage.PromptTokens, s.usage.Session = len(r.Prompt), r.Session

@@ -20,6 +20,12 @@ type Request struct {
 	IgnoreEOS  bool
 	// TopLogprobs > 0 attaches that many alternatives to each token event.
 	TopLogprobs int
+	// PromptLogprobs asks for the log-probability of each prompt token
+	// given those before it, with the PromptTop most likely tokens at each
+	// position: Event.Prompt carries them (promptlogprobs.go). Such a
+	// request takes nothing from the prefix cache.
+	PromptLogprobs bool
+	PromptTop      int
 	// CacheSalt separates prefix-cache namespaces (tenants, experiments).
 	CacheSalt string
 	// Session names the conversation or agent run the request belongs to
@@ -97,6 +103,10 @@ type Event struct {
 	Finish  FinishReason
 	Err     error
 	Usage   Usage
+	// Prompt, on a request's first token event when it asked
+	// (Request.PromptLogprobs), has one entry per prompt token: the
+	// first's is empty (nothing comes before it).
+	Prompt []PromptLogprob
 }
 
 // Errors returned by Submit.
@@ -153,7 +163,11 @@ type seq struct {
 	clock     reqClock
 
 	logprobs *logprobs // of the token being sampled
-	out      *outbox
+	// prompt is filled as the prefill reads each position's row
+	// (Request.PromptLogprobs; nil otherwise), and sent once.
+	prompt     []PromptLogprob
+	promptSent bool
+	out        *outbox
 }
 
 // left is how many tokens still need their K/V computed. Each step

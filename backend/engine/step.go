@@ -22,6 +22,9 @@ type entry struct {
 	snap    []BlockID // a recurrent state saved before the drafts (recurrent.go)
 	logit   int       // index of its first logits row, or -1
 	prefill bool      // a prefill chunk, not a decode
+	// The rows of a chunk's positions from promptFrom that score prompt
+	// tokens (promptlogprobs.go): promptN of them from row promptRow.
+	promptRow, promptFrom, promptN int
 }
 
 // plan is one step decided: which sequences run which tokens, in one batch.
@@ -187,6 +190,9 @@ func (e *Engine) schedulePrefills(p *plan) {
 		if s.aged && i < len(cands)-1 {
 			limit = max(budget/2, min(budget, e.opt.BlockSize))
 		}
+		if s.wantsPromptRows() {
+			limit = min(limit, e.promptChunk())
+		}
 		admitted := s.state == stateWaiting
 		if admitted {
 			e.admit(s, p)
@@ -203,6 +209,9 @@ func (e *Engine) schedulePrefills(p *plan) {
 		s.clock.chunk(p.now)
 		s.usage.ComputedTokens += n
 		p.add(s, s.tokens[s.computed:s.computed+n], nil, s.computed+n == len(s.tokens), true)
+		if s.wantsPromptRows() {
+			p.promptRows(s, n)
+		}
 		p.trace.Prefill = append(p.trace.Prefill, Chunk{Req: s.id, Tokens: n})
 		p.work += e.clock.work(s.computed, n)
 		budget -= n
@@ -303,6 +312,9 @@ func (e *Engine) apply(p *plan, logits []float32) {
 	now := time.Now()
 	for _, en := range p.entries {
 		s := en.s
+		if en.promptN > 0 {
+			e.promptLogprobs(en, logits)
+		}
 		if en.logit < 0 {
 			s.computed += en.n
 		} else {
@@ -379,6 +391,9 @@ func (e *Engine) appendToken(s *seq, tok int, now time.Time) FinishReason {
 	if s.logprobs != nil {
 		ev.Logprob, ev.Top = s.logprobs.chosen, s.logprobs.top
 		s.logprobs = nil
+	}
+	if s.wantsPromptRows() {
+		ev.Prompt, s.promptSent = s.prompt, true
 	}
 	s.out.push(ev)
 	done := false

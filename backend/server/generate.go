@@ -139,6 +139,10 @@ func bytesOf(s string) []int {
 // nil; finished may not.
 type hooks struct {
 	accepted func() error
+	// prompt, for a job that asked for its prompt's log-probabilities
+	// (engine.Request.PromptLogprobs), gets them once, after accepted and
+	// before the first output.
+	prompt   func([]engine.PromptLogprob) error
 	output   func(output) error
 	finished func(result, error) error
 }
@@ -211,6 +215,11 @@ func (s *Server) generate(ctx context.Context, j job, h hooks) (res result, err 
 				return res, ev.Err
 			}
 			continue
+		}
+		if ev.Prompt != nil && h.prompt != nil && outErr == nil {
+			if outErr = h.prompt(ev.Prompt); outErr != nil {
+				cancel()
+			}
 		}
 		if stopped {
 			continue

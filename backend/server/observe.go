@@ -65,6 +65,7 @@ func observe(ctx context.Context, h hooks) hooks {
 			}
 			return h.accepted()
 		},
+		prompt: h.prompt,
 		output: func(out output) error {
 			if d := out.delta; ob.FirstOutput.IsZero() && (d.Reasoning != "" || d.Content != "" || len(d.Calls) > 0) {
 				ob.FirstOutput = time.Now()

@@ -70,6 +70,7 @@ and report.html (plots) go under --out.`,
 	f.IntVar(&o.IDTokens, "id-tokens", d.IDTokens, "ids: greedy tokens per prompt")
 	f.IntVar(&o.RepeatPairs, "repeat-pairs", d.RepeatPairs, "ids: prompts sent twice")
 	f.StringVar(&o.IDsRef, "ids-ref", "", "ids: reference outputs, JSON lines {prompt|prompt_ids, gen_ids, text} (default: the first target's)")
+	cmd.AddCommand(newReplayCmd(stdout, stderr))
 	return cmd
 }
 
@@ -85,7 +86,7 @@ func runBench(ctx context.Context, o *BenchOptions, stdout, stderr io.Writer) er
 	if o.apiKey, err = o.resolve(os.Getenv); err != nil {
 		return err
 	}
-	targets, err := o.targets(stderr)
+	targets, err := benchTargets(&o.measureFlags, o.apiKey, stderr)
 	if err != nil {
 		return err
 	}
@@ -205,9 +206,9 @@ func lengthFlag(n int) string {
 	return fmt.Sprint(n)
 }
 
-// targets are the boots, in the order given, then the endpoints, each its
-// own column.
-func (o *BenchOptions) targets(log io.Writer) ([]bench.Target, error) {
+// benchTargets are the boots, in the order given, then the endpoints, each
+// its own column; key is the endpoints' resolved key.
+func benchTargets(o *measureFlags, key string, log io.Writer) ([]bench.Target, error) {
 	specs, err := o.specs(false)
 	if err != nil {
 		return nil, err
@@ -221,7 +222,7 @@ func (o *BenchOptions) targets(log io.Writer) ([]bench.Target, error) {
 		} else {
 			u := sp.URLs[0]
 			t.Open = func(ctx context.Context) (target.Backend, func(), error) {
-				b, err := target.Endpoint(ctx, u, o.apiKey, o.ServedModel, io.Discard)
+				b, err := target.Endpoint(ctx, u, key, o.ServedModel, io.Discard)
 				return b, func() {}, err
 			}
 		}

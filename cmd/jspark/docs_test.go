@@ -104,6 +104,7 @@ func TestDocsFlagTables(t *testing.T) {
 		{[]string{"serve"}, "serve.md", "Flags", "engine"},
 		{[]string{"work"}, "work.md", "Flags", "engine"},
 		{[]string{"bench"}, "bench.md", "Flags", "engine"},
+		{[]string{"bench", "replay"}, "bench.md", "jspark bench replay", "engine"},
 		{[]string{"generate"}, "models.md", "jspark generate", "device"},
 		{[]string{"model", "info"}, "models.md", "jspark model info", ""},
 		{[]string{"model", "synth"}, "models.md", "jspark model synth", ""},
