@@ -151,9 +151,10 @@ func TestHugeWriteArgumentIsClippedInRecords(t *testing.T) {
 	content := strings.Repeat("0123456789abcdef", 256<<10)
 	args, _ := json.Marshal(map[string]string{"path": "big.txt", "content": content})
 	b := &scripted{replies: []func(http.ResponseWriter, openai.ChatCompletionRequest){toolCall("write", string(args)), toolCall("bash", `{"command":"wc -c < big.txt"}`)}}
-	// The window leaves time to stream 4 MiB under -race on a loaded
-	// machine (it took over 3 s there); the test ends at the cut.
-	res, out := runOne(t, b, 10*time.Second)
+	// The window leaves time to stream 4 MiB and record both bodies under
+	// -race on a loaded machine (over 3 s and 1 s a body there; 10 s
+	// failed at load 10); the test ends at the cut.
+	res, out := runOne(t, b, 20*time.Second)
 	dir := filepath.Join(out, "one", "s0-a")
 	if got, err := os.ReadFile(filepath.Join(dir, "workspace", "big.txt")); err != nil || string(got) != content {
 		t.Fatalf("the write did not reach the workspace whole: %d bytes, %v", len(got), err)
