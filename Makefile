@@ -44,6 +44,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzValidNeverPanics$$' -fuzztime $(FUZZTIME) ./backend/grammar
 	$(GO) test -run '^$$' -fuzz '^FuzzChatBody$$' -fuzztime $(FUZZTIME) ./backend/server
 	$(GO) test -run '^$$' -fuzz '^FuzzResponsesBody$$' -fuzztime $(FUZZTIME) ./backend/server
+	$(GO) test -run '^$$' -fuzz '^FuzzServeBody$$' -fuzztime $(FUZZTIME) ./backend/server
+	$(GO) test -run '^$$' -fuzz '^FuzzServeTemplate$$' -fuzztime $(FUZZTIME) ./backend/server
 	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZTIME) ./backend/jinja
 
 lint:
