@@ -10,6 +10,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -126,7 +127,8 @@ var serveClient = &http.Client{Timeout: 120 * time.Second}
 
 // send posts body to path and checks the answer and then that the process
 // lives and /health answers: a success, or an OpenAI-style error (never a
-// 500: hostile input is the client's error), and no panic in the log.
+// 500: hostile input is the client's error), never a success for a body
+// that is not one JSON object, and no panic in the log.
 func (s *served) send(t testing.TB, path, body, what string) {
 	t.Helper()
 	resp, err := serveClient.Post(s.url+path, "application/json", strings.NewReader(body))
@@ -143,6 +145,9 @@ func (s *served) send(t testing.TB, path, body, what string) {
 		out, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
 		ok := resp.StatusCode == 200 || resp.StatusCode < 500 && bytes.HasPrefix(out, []byte(`{"error":`))
+		if resp.StatusCode == 200 && !oneObject(body) {
+			t.Fatalf("%s: %s: %d for a body that is not one JSON object: %.300s", what, path, resp.StatusCode, out)
+		}
 		if !ok {
 			t.Fatalf("%s: %s: %d %.300s", what, path, resp.StatusCode, out)
 		}
@@ -167,6 +172,12 @@ func (s *served) alive(t testing.TB, what string) {
 	if log := s.stderr(); strings.Contains(log, "panic") || strings.Contains(log, "fatal error") {
 		t.Fatalf("%s: the log says:\n%s", what, tail(log, 3000))
 	}
+}
+
+// oneObject says whether body is one JSON object and nothing after it but
+// white space.
+func oneObject(body string) bool {
+	return json.Valid([]byte(body)) && strings.TrimLeft(body, " \t\r\n")[0] == '{'
 }
 
 func tail(s string, n int) string { return s[max(0, len(s)-n):] }
