@@ -21,7 +21,9 @@ test:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2x $(PKGS)
 
-# jspark against llama.cpp on the same synthetic models (scripts/bench-peer.sh).
+# jspark against ik_llama.cpp (PEER=ik, its best settings) or llama.cpp (PEER=llama) on the
+# same synthetic models; PARTS="dense long avx2 moe", LLAMA_BENCH_AVX2 (a peer built without
+# AVX-512), MODELS, TYPES, DEPTHS, REPEATS: see scripts/bench-peer.sh.
 bench-peer:
 	@test -n "$(LLAMA_BENCH)" || (echo "usage: make bench-peer LLAMA_BENCH=/path/to/llama-bench"; exit 2)
 	scripts/bench-peer.sh $(LLAMA_BENCH)
@@ -30,6 +32,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./backend/gguf
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFields$$' -fuzztime $(FUZZTIME) ./backend/gguf
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadFields$$' -fuzztime $(FUZZTIME) ./backend/model
+	$(GO) test -run '^$$' -fuzz '^FuzzLoadMoEFields$$' -fuzztime $(FUZZTIME) ./backend/model
 	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./backend/tokenizer
 	$(GO) test -run '^$$' -fuzz '^FuzzFromHF$$' -fuzztime $(FUZZTIME) ./backend/tokenizer
 	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(FUZZTIME) ./backend/chat
@@ -47,6 +50,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzServeBody$$' -fuzztime $(FUZZTIME) ./backend/server
 	$(GO) test -run '^$$' -fuzz '^FuzzServeTemplate$$' -fuzztime $(FUZZTIME) ./backend/server
 	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZTIME) ./backend/jinja
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./recipes
 
 lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo "gofmt: files above need formatting"; exit 1)
@@ -107,6 +111,7 @@ cuda-check: cuda-ptx | $(PTXAS)
 
 # The GPU tests of kernels/cuda without a GPU: the same CUDA C compiled as
 # C++ and run by a host emulator (kernels/cuda/emu.cpp; every GPU thread a
-# fiber), behind the same Go device code. Slow (minutes), so not in make test.
+# fiber), behind the same Go device code. Slow (tens of minutes on 2 cores,
+# past go test's default 10-minute limit), so not in make test.
 cuda-emu:
-	$(GO) test -count=1 -tags cudaemu ./kernels/cuda/
+	$(GO) test -count=1 -timeout 90m -tags cudaemu ./kernels/cuda/

@@ -258,6 +258,9 @@ func usageOf(u engine.Usage) *Usage {
 	if d := u.Divergence; d != nil {
 		j.Divergence = &usage.Divergence{Req: d.Req, Reason: d.Reason, Position: d.Position, Token: d.Token, Was: d.Was, Text: d.Text, WasText: d.WasText}
 	}
+	if c := u.Checkpoint; c != nil {
+		j.Checkpoint = &usage.Checkpoint{Position: c.Position, Cached: c.Cached, Kind: c.Kind, Req: c.Req, At: c.At}
+	}
 	return &Usage{
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
 		PromptTokensDetails: PromptDetails{CachedTokens: u.CachedTokens}, Jspark: j,

@@ -19,7 +19,11 @@ const deviceFlagHelp = "compute device: cpu, or cuda[:N] (GPU N, default 0; need
 func openDevice(spec string, threads int) (kernels.Kernels, func(), error) {
 	switch {
 	case spec == "" || spec == "cpu":
-		return cpu.New(threads), func() {}, nil
+		k, err := cpu.Open(threads) // JSPARK_ISA may force an instruction set
+		if err != nil {
+			return nil, nil, err
+		}
+		return k, func() {}, nil
 	case spec == "cuda" || strings.HasPrefix(spec, "cuda:"):
 		ordinal := 0
 		if s, ok := strings.CutPrefix(spec, "cuda:"); ok {

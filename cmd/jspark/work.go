@@ -185,7 +185,8 @@ func (o *WorkOptions) open(ctx context.Context, sp targetSpec, key string, log i
 }
 
 func newRecipesCmd(stdout io.Writer) *cobra.Command {
-	cmd := &cobra.Command{Use: "recipes", Short: "List and validate workload recipes"}
+	cmd := &cobra.Command{Use: "recipes", Short: "List, validate, check and import workload recipes"}
+	cmd.AddCommand(newRecipesCheckCmd(stdout), newRecipesImportCmd(stdout))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List the built-in recipes and their rounds",

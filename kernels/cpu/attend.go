@@ -14,13 +14,21 @@ import (
 // slots per call), so no score row is materialised. A token's result
 // depends only on its own sequence's keys and values, in position order.
 //
-// A task is one head of a run of up to qBlock consecutive tokens of one
-// sequence (a prefill chunk's): chunk by chunk of keys, every token of the
-// run that sees the chunk takes its step while the chunk's keys and values
-// are in L1, instead of each token streaming the whole context from L3
-// (at 4,000 tokens attention was 64% of a prefill, at 0.5 instructions a
-// cycle). Each token still takes the same steps in the same order, so its
-// bits do not depend on the run it falls in.
+// A task is the query heads of one KV head (its whole group, or a share
+// of it when there are too few tasks for the threads) for a run of up to
+// qBlock consecutive tokens of one sequence (a prefill chunk's, or one
+// decode token): chunk by chunk of keys, every (token, head) of the task
+// that sees the chunk takes its step while the chunk's keys and values
+// are in L1. So a KV head's keys and values are read once per task, not
+// once per query head (grouped-query attention shares them), and not once
+// per token (at 4,000 tokens of prefill attention was 64% of the time, at
+// 0.5 instructions a cycle, when each token streamed the context from
+// L3). Several queries take one step together (the fixed-width steps'
+// "many"): the heads of one token when the run is short (decode), else
+// consecutive tokens of one head; their chains interleave, which is what
+// keeps a one-token decode from waiting on each step's latency. Each
+// query still takes the same steps in the same order, so its bits depend
+// neither on the run it falls in nor on the heads beside it.
 type attend struct {
 	k        *Kernels
 	a        *kernels.Attention
@@ -30,13 +38,14 @@ type attend struct {
 	tables   []int32
 	sinks    []float32 // (heads), nil: none
 	runs     []qrun    // reused across calls
+	per      int       // query heads per task
 }
 
 // qrun is tokens [from, to) of one sequence at consecutive positions.
 type qrun struct{ from, to int32 }
 
 // qBlock is the most tokens of a run: their states and outputs (qBlock ×
-// head_dim floats) stay in L1 beside a chunk's keys and values.
+// head_dim floats a head) stay in L1 beside a chunk's keys and values.
 const qBlock = 32
 
 type (
@@ -55,23 +64,49 @@ type (
 	}
 )
 
+// oneHeadPerTask, set by a benchmark, makes every task one query head
+// (each reads its KV head alone), the shape before heads were grouped.
+var oneHeadPerTask bool
+
+// headsPerTask is the query heads of a task: a KV head's whole group,
+// unless that leaves fewer than two tasks a thread (one sequence's decode
+// over few KV heads), when the group is shared out.
+func headsPerTask(runs, heads, kvHeads, workers int) int {
+	g := heads / kvHeads
+	if oneHeadPerTask {
+		return 1
+	}
+	parts := min(g, max(1, (2*workers+runs*kvHeads-1)/(runs*kvHeads)))
+	return (g + parts - 1) / parts
+}
+
 func (at *attend) task(worker, i int) {
 	a := at.a
 	hd := a.HeadDim
+	g := a.Heads / a.KVHeads
+	parts := (g + at.per - 1) / at.per
+	perRun := a.KVHeads * parts
 	// The heaviest runs (latest positions) first, so that the threads end
 	// together.
-	run, h := at.runs[len(at.runs)-1-i/a.Heads], i%a.Heads
+	run, j := at.runs[len(at.runs)-1-i/perRun], i%perRun
+	kvh, part := j/parts, j%parts
+	h0 := kvh*g + part*at.per
+	nh := min(at.per, g-part*at.per)
 	dim, kvDim := a.Heads*hd, a.KVHeads*hd
-	kvOff := (h / (a.Heads / a.KVHeads)) * hd
+	kvOff := kvh * hd
 	elem := a.K.Type.RowBytes(1)
 	s := &at.k.scratch[worker]
 	nq := int(run.to - run.from)
-	if len(s.o) < qBlock*hd {
-		s.o = make([]float32, qBlock*hd)
+	nQ := nq * nh
+	if len(s.o) < nQ*hd {
+		s.o = make([]float32, nQ*hd)
 	}
-	o := s.o[:nq*hd]
+	if len(s.states) < nQ {
+		s.states = make([][2]float32, nQ)
+	}
+	o := s.o[:nQ*hd]
 	clear(o)
-	states := s.states[:nq] // in scratch: locals would escape to the assembly
+	states := s.states[:nQ] // in scratch: locals would escape to the assembly
 	for t := range states {
 		states[t] = [2]float32{-1e30, 0}
 	}
@@ -84,9 +119,20 @@ func (at *attend) task(worker, i int) {
 	if f16 {
 		generic = attn512F16
 	}
+	// Short runs take steps across heads (one token's heads share its
+	// mask), longer ones across tokens.
+	acrossHeads := fixed && nq < steps.queries && nh > 1
+	// Query (head hh, token t) keeps its state and value sum at index x:
+	// side by side with the queries it takes steps with.
+	x := func(hh, t int) int {
+		if acrossHeads {
+			return t*nh + hh
+		}
+		return hh*nq + t
+	}
 	kb, vb := at.kv[0], at.kv[1]
 	stride := kvDim * elem
-	q := func(t int) *float32 { return &at.q[(first+t)*dim+h*hd] }
+	q := func(t, hh int) *float32 { return &at.q[(first+t)*dim+(h0+hh)*hd] }
 	// lo(t) is the first position token t sees: 0, or its window's start.
 	// Tokens are in position order, so lo and the last position seen both
 	// grow with t.
@@ -99,39 +145,74 @@ func (at *attend) task(worker, i int) {
 			off := ((base+j0)*kvDim + kvOff) * elem
 			k, v := &kb[off], &vb[off]
 			full := min(16, bs-j0) // slots of the chunk a token past it sees
-			for t := 0; t < nq; {
-				n := int(at.pos[first+t]) + 1
-				if c0 >= n {
-					t++
-					continue // the chunk lies past this token
-				}
-				nn := min(16, min(bs, n-p0)-j0)
+			// see says which slots of the chunk token t sees: n of them
+			// and the mask (ok false: none, nor do the later tokens).
+			see := func(t int) (nn int, mask uint16, ok bool) {
+				nn = min(16, min(bs, int(at.pos[first+t])+1-p0)-j0)
 				skip := max(0, lo(t)-c0) // slots before the token's window
 				if skip >= nn {
-					break // the chunk lies before this token's window, and so the later tokens'
+					return 0, 0, false
 				}
-				mask := uint16(1<<nn-1) &^ uint16(1<<skip-1)
-				switch {
-				case !fixed:
-					generic(q(t), k, v, stride, nn, mask, hd, a.Scale, &states[t], &o[t*hd], (*[16]float32)(s.s64[:16]))
-					t++
-				case nn == full && nq-t >= steps.queries && lo(t+steps.queries-1) <= c0:
-					// Tokens are in position order: from here on all see the
-					// whole chunk, and the last of these sees its first slot.
-					steps.many(q(t), dim, k, v, stride, nn, mask, a.Scale, &states[t], &o[t*hd], &s.s64[0])
-					t += steps.queries
-				default:
-					steps.one(q(t), dim, k, v, stride, nn, mask, a.Scale, &states[t], &o[t*hd], &s.s64[0])
-					t++
+				return nn, uint16(1<<nn-1) &^ uint16(1<<skip-1), true
+			}
+			if acrossHeads {
+				for t := 0; t < nq; t++ {
+					if c0 > int(at.pos[first+t]) {
+						continue // the chunk lies past this token
+					}
+					nn, mask, ok := see(t)
+					if !ok {
+						break
+					}
+					for hh := 0; hh < nh; {
+						i := x(hh, t)
+						if nh-hh >= steps.queries {
+							steps.many(q(t, hh), hd, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
+							hh += steps.queries
+							continue
+						}
+						steps.one(q(t, hh), dim, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
+						hh++
+					}
+				}
+				continue
+			}
+			for hh := 0; hh < nh; hh++ {
+				for t := 0; t < nq; {
+					if c0 > int(at.pos[first+t]) {
+						t++
+						continue // the chunk lies past this token
+					}
+					nn, mask, ok := see(t)
+					if !ok {
+						break // the chunk lies before this token's window, and so the later tokens'
+					}
+					i := x(hh, t)
+					switch {
+					case !fixed:
+						generic(q(t, hh), k, v, stride, nn, mask, hd, a.Scale, &states[i], &o[i*hd], (*[16]float32)(s.s64[:16]))
+						t++
+					case nn == full && nq-t >= steps.queries && lo(t+steps.queries-1) <= c0:
+						// Tokens are in position order: from here on all see the
+						// whole chunk, and the last of these sees its first slot.
+						steps.many(q(t, hh), dim, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
+						t += steps.queries
+					default:
+						steps.one(q(t, hh), dim, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
+						t++
+					}
 				}
 			}
 		}
 	}
-	for t := range nq {
-		out := at.out[(first+t)*dim+h*hd:][:hd]
-		scale := sinkScale(&states[t], at.sinks, h)
-		for d, v := range o[t*hd : (t+1)*hd] {
-			out[d] = v * scale
+	for hh := 0; hh < nh; hh++ {
+		for t := range nq {
+			i := x(hh, t)
+			out := at.out[(first+t)*dim+(h0+hh)*hd:][:hd]
+			scale := sinkScale(&states[i], at.sinks, h0+hh)
+			for d, v := range o[i*hd : (i+1)*hd] {
+				out[d] = v * scale
+			}
 		}
 	}
 }
@@ -174,7 +255,10 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 			pos: kernels.HostI32(a.Pos), seq: kernels.HostI32(a.Seq), tables: kernels.HostI32(a.Table),
 			sinks: sinksOf(a), runs: at.runs}
 		at.splitRuns(a.N)
-		k.pool.runSized(len(at.runs)*a.Heads, a.N*a.Heads*a.HeadDim*2*(a.MaxPos+1), at)
+		at.per = headsPerTask(len(at.runs), a.Heads, a.KVHeads, k.pool.workers)
+		g := a.Heads / a.KVHeads
+		tasks := len(at.runs) * a.KVHeads * ((g + at.per - 1) / at.per)
+		k.pool.runSized(tasks, a.N*a.Heads*a.HeadDim*2*(a.MaxPos+1), at)
 		*at = attend{runs: at.runs[:0]}
 		return
 	}

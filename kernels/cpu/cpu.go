@@ -53,17 +53,18 @@ type scratch struct {
 	panel  [rowBlock * kChunk]float32
 	acc    [tokBlock * rowBlock * maxLanes]float32
 	scores []float32
-	o      []float32          // one head's output accumulator
-	s64    [64]float32        // attention scores (16 per query)
-	states [qBlock][2]float32 // attention's running max and sum, a token each
-	rope   []float32          // one token's RoPE cosines and sines
+	o      []float32    // one head's output accumulator
+	s64    [64]float32  // attention scores (16 per query)
+	states [][2]float32 // attention's running max and sum, a query each
+	rope   []float32    // one token's RoPE cosines and sines
 }
 
 var _ kernels.Kernels = (*Kernels)(nil)
 
 // New returns CPU kernels on threads goroutines (0 means GOMAXPROCS), with
-// the best instruction set this CPU has.
-func New(threads int) *Kernels { return newISA(threads, bestISA) }
+// the best instruction set this CPU has, or the one JSPARK_ISA names
+// (ISAEnv; New ignores a value it cannot use, Open reports it).
+func New(threads int) *Kernels { return newISA(threads, envISA) }
 
 func newISA(threads int, i isa) *Kernels {
 	if threads <= 0 {

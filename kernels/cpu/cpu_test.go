@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -173,6 +174,8 @@ func TestAttendMatchesReference(t *testing.T) {
 		for _, c := range []struct{ n, heads, kvHeads, headDim, bs int }{
 			{50, 8, 2, 16, 16}, {77, 8, 8, 8, 16}, {33, 4, 2, 8, 5}, {40, 4, 1, 64, 16},
 			{70, 4, 2, 128, 32}, {21, 2, 2, 64, 7}, {19, 3, 1, 24, 16}, {45, 2, 1, 96, 16}, {38, 2, 2, 32, 24},
+			// grouped queries: 4 and 8 heads a KV head, stepped together
+			{37, 8, 2, 64, 16}, {29, 16, 2, 64, 16}, {35, 8, 2, 128, 16}, {26, 12, 2, 32, 16},
 		} {
 			for _, kv := range []quant.Type{quant.F32, quant.F16} {
 				a := attention(r, c.n, c.heads, c.kvHeads, c.headDim, c.bs)
@@ -200,6 +203,9 @@ func TestAttendBatchInvariant(t *testing.T) {
 	// qBlock; F32 and F16 keys and values.
 	for _, c := range []struct{ n, heads, kvHeads, hd, bs int }{
 		{40, 4, 2, 64, 16}, {77, 2, 1, 128, 24}, {50, 2, 2, 64, 7}, {45, 3, 1, 24, 16}, {33, 2, 2, 8, 16}, {70, 2, 2, 96, 32},
+		// grouped queries, whose heads step together alone (decode) and
+		// one by one in a batch: 4 (of 64 wide), 8, 4 (of 128), 6 (of 32)
+		{40, 8, 2, 64, 16}, {35, 16, 2, 64, 16}, {34, 8, 2, 128, 24}, {34, 12, 2, 32, 16},
 	} {
 		for _, kv := range []quant.Type{quant.F32, quant.F16} {
 			a := attention(r, c.n, c.heads, c.kvHeads, c.hd, c.bs)
@@ -332,10 +338,13 @@ func BenchmarkDecodeBandwidth(b *testing.B) {
 		k := New(0)
 		b.Run(fmt.Sprintf("%v/%dMB", c.typ, len(w.Data)>>20), func(b *testing.B) {
 			k.MatMul(dst, x, 1, w) // packs
+			c0 := cpuTime()
 			for b.Loop() {
 				k.MatMul(dst, x, 1, w)
 			}
-			b.ReportMetric(float64(len(w.Data))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			bytes := float64(len(w.Data)) * float64(b.N)
+			b.ReportMetric(bytes/b.Elapsed().Seconds()/1e9, "GB/s")
+			b.ReportMetric(bytes/(cpuTime()-c0).Seconds()/1e9*float64(k.Threads()), "GB/cpu-s")
 		})
 	}
 }
@@ -407,8 +416,76 @@ func BenchmarkReadBandwidth(b *testing.B) {
 	var sink atomic.Uint32
 	const piece = size / pieces
 	run := funcRunner(func(w, i int) { sink.Add(read512(&buf[i*piece], piece/4, piece/4)) })
+	c0 := cpuTime()
 	for b.Loop() {
 		k.pool.runSized(pieces, size, run)
 	}
 	b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+	b.ReportMetric(float64(size)*float64(b.N)/(cpuTime()-c0).Seconds()/1e9*float64(k.Threads()), "GB/cpu-s")
+}
+
+// BenchmarkAttendDecode: one token's attention over a long context (the
+// 1B shape's 32 query heads of 64 over 8 KV heads), KV F32 and F16, as
+// GB/s of keys and values read; "per-head" reads a KV head once per query
+// head, "grouped" once per KV head.
+func BenchmarkAttendDecode(b *testing.B) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, ctx := range []int{8192, 32768} {
+		for _, kv := range []quant.Type{quant.F32, quant.F16} {
+			a := attention(r, ctx, 32, 8, 64, 16)
+			if kv == quant.F16 {
+				a.K, a.V = toF16(a.K), toF16(a.V)
+			}
+			dim := a.Heads * a.HeadDim
+			one := *a
+			one.N, one.MaxPos = 1, ctx-1
+			one.Q = f32(kernels.HostF32(a.Q)[(ctx-1)*dim:])
+			one.Out = f32(make([]float32, dim))
+			one.Pos, one.Seq = i32([]int32{int32(ctx - 1)}), i32([]int32{0})
+			k := New(0)
+			for _, grouped := range []bool{true, false} {
+				name := "grouped"
+				if !grouped {
+					name = "per-head"
+				}
+				b.Run(fmt.Sprintf("ctx%d/%v/%s", ctx, kv, name), func(b *testing.B) {
+					oneHeadPerTask = !grouped
+					defer func() { oneHeadPerTask = false }()
+					for b.Loop() {
+						k.Attend(&one)
+					}
+					bytes := float64(a.K.Bytes()+a.V.Bytes()) * float64(b.N)
+					b.ReportMetric(bytes/b.Elapsed().Seconds()/1e9, "GB/s")
+				})
+			}
+		}
+	}
+}
+
+// TestParseISA: JSPARK_ISA's values, in any case; a set this CPU lacks or
+// an unknown name is an error that names the variable.
+func TestParseISA(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want isa
+		err  bool
+	}{{"", bestISA, false}, {"go", isaGo, false}, {"GO", isaGo, false}, {"sse4", bestISA, true}} {
+		got, err := parseISA(c.in)
+		if got != c.want || (err != nil) != c.err {
+			t.Errorf("parseISA(%q) = %v, %v; want %v, error %v", c.in, got, err, c.want, c.err)
+		}
+		if err != nil && !strings.Contains(err.Error(), ISAEnv) {
+			t.Errorf("parseISA(%q): %v does not name %s", c.in, err, ISAEnv)
+		}
+	}
+	if bestISA >= isaAVX2 {
+		if got, err := parseISA("avx2"); got != isaAVX2 || err != nil {
+			t.Errorf("parseISA(avx2) = %v, %v", got, err)
+		}
+	}
+	if bestISA < isaAVX512 {
+		if _, err := parseISA("avx512"); err == nil {
+			t.Errorf("parseISA(avx512) on a %v CPU: no error", bestISA)
+		}
+	}
 }

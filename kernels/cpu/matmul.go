@@ -3,8 +3,6 @@ package cpu
 //go:generate sh -c "cd asm && go run . -out ../kernels_amd64.s -stubs ../kernels_amd64.go -pkg cpu"
 
 import (
-	"golang.org/x/sys/cpu"
-
 	"jspark/kernels"
 	"jspark/kernels/quant"
 )
@@ -45,27 +43,6 @@ const (
 	modeContinue = 1 // acc holds the earlier chunks
 	modeLast     = 2 // sum the lanes into dst
 )
-
-// isa is the instruction set the kernels use, chosen once at start.
-type isa int
-
-const (
-	isaGo isa = iota
-	isaAVX2
-	isaAVX512
-)
-
-func (i isa) String() string { return [...]string{"go", "avx2", "avx512"}[i] }
-
-var bestISA = func() isa {
-	switch {
-	case hasAsm && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL:
-		return isaAVX512
-	case hasAsm && cpu.X86.HasAVX2 && cpu.X86.HasFMA:
-		return isaAVX2
-	}
-	return isaGo
-}()
 
 // The unpacked float tiles' shapes, by ISA (AVX2's ymm, else the
 // portable tile): lanes per accumulator, most tokens, most rows.

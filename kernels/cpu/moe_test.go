@@ -33,6 +33,7 @@ func TestAttendWindowSinksMatchReference(t *testing.T) {
 		for _, c := range []struct{ n, heads, kvHeads, hd, bs, window int }{
 			{70, 4, 2, 64, 16, 5}, {70, 4, 2, 64, 16, 20}, {90, 2, 1, 128, 32, 40}, {50, 2, 2, 64, 7, 9},
 			{45, 3, 1, 24, 16, 12}, {33, 2, 2, 8, 16, 3}, {40, 2, 1, 64, 16, 1}, {40, 2, 1, 64, 16, 100},
+			{40, 16, 2, 64, 16, 20}, // gpt-oss's grouping: 8 heads a KV head
 		} {
 			for _, sinks := range []bool{false, true} {
 				for _, kv := range []quant.Type{quant.F32, quant.F16} {
@@ -58,6 +59,7 @@ func TestAttendWindowBatchInvariant(t *testing.T) {
 	r := rand.New(rand.NewPCG(14, 14))
 	for _, c := range []struct{ n, heads, kvHeads, hd, bs, window int }{
 		{70, 4, 2, 64, 16, 20}, {77, 2, 1, 128, 24, 33}, {50, 2, 2, 64, 7, 9}, {45, 3, 1, 24, 16, 12},
+		{40, 16, 2, 64, 16, 20},
 	} {
 		a := windowed(r, attention(r, c.n, c.heads, c.kvHeads, c.hd, c.bs), c.window, true)
 		k := New(2)

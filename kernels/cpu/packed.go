@@ -265,15 +265,26 @@ type (
 	pkIntFn   func(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 )
 
-// pmm is one packed product in flight.
+// pmm is one packed product in flight: tasks quantize its tokens'
+// activations into records (phase 1, integer types), then multiply.
 type pmm struct {
 	k       *Kernels
 	p       *packed
 	dst, x  []float32
+	rec     []byte // the tokens' activation records (integer types)
 	n       int
 	gblocks int // group blocks
 	gper    int // groups per task
 	quant   bool
+}
+
+// plan sets a product of n tokens by p over dst and x (and rec, the
+// tokens' records): its task shape. tasks is its count of tile tasks.
+func (mm *pmm) plan(p *packed, dst, x []float32, rec []byte, n, workers int) (tasks int) {
+	mm.p, mm.dst, mm.x, mm.rec, mm.n = p, dst, x, rec, n
+	mm.gper = groupsPerTask(p.groups, n, workers)
+	mm.gblocks = (p.groups + mm.gper - 1) / mm.gper
+	return mm.gblocks * ((n + tokBlock - 1) / tokBlock)
 }
 
 // groupsPerTask: a one-token product's tasks are ~8 per thread of
@@ -287,19 +298,27 @@ func groupsPerTask(groups, n, workers int) int {
 
 func (k *Kernels) pmatmul(dst, x *kernels.Buffer, n int, p *packed) {
 	mm := &k.pm
-	*mm = pmm{k: k, p: p, dst: kernels.HostF32(dst), x: kernels.HostF32(x), n: n}
-	mm.gper = groupsPerTask(p.groups, n, k.pool.workers)
-	mm.gblocks = (p.groups + mm.gper - 1) / mm.gper
+	var rec []byte
 	if pkIntTiles[p.typ] != nil {
-		nb := p.cols / quant.Q8Block
-		k.xq.ensureRecords(n * nb * recBytes)
-		mm.quant = true
-		k.pool.runSized(n, n*p.cols*8, mm)
-		mm.quant = false
+		rec = k.quantRecords(kernels.HostF32(x), n, p)
 	}
-	tblocks := (n + tokBlock - 1) / tokBlock
-	k.pool.runSized(mm.gblocks*tblocks, n*p.rows*p.cols, mm)
+	*mm = pmm{k: k}
+	tasks := mm.plan(p, kernels.HostF32(dst), kernels.HostF32(x), rec, n, k.pool.workers)
+	k.pool.runSized(tasks, n*p.rows*p.cols, mm)
 	*mm = pmm{}
+}
+
+// quantRecords quantizes n tokens' activations x into records for the
+// integer tiles of p's type (as quant.QuantizeQ8, with the type's offset
+// terms), in parallel, and returns them.
+func (k *Kernels) quantRecords(x []float32, n int, p *packed) []byte {
+	nb := p.cols / quant.Q8Block
+	k.xq.ensureRecords(n * nb * recBytes)
+	mm := &k.pm
+	*mm = pmm{k: k, p: p, x: x, rec: k.xq.rec, quant: true}
+	k.pool.runSized(n, n*p.cols*8, mm)
+	*mm = pmm{}
+	return k.xq.rec[:n*nb*recBytes]
 }
 
 // lastMask is the row mask of group g's store.
@@ -327,7 +346,7 @@ func (mm *pmm) task(worker, i int) {
 	rs := nb * recBytes
 	if mm.quant {
 		o := recordOffsets[p.typ]
-		quant512Q8R(&mm.x[i*K], &mm.k.xq.rec[i*rs], nb, o.c, o.halves)
+		quant512Q8R(&mm.x[i*K], &mm.rec[i*rs], nb, o.c, o.halves)
 		return
 	}
 	gb, tb := i%mm.gblocks, i/mm.gblocks
@@ -335,7 +354,7 @@ func (mm *pmm) task(worker, i int) {
 	t0, t1 := tb*tokBlock, min(mm.n, (tb+1)*tokBlock)
 	R := p.rows
 	if tiles := pkIntTiles[p.typ]; tiles != nil {
-		rec := mm.k.xq.rec
+		rec := mm.rec
 		if t1-t0 == 1 {
 			tiles[1](&p.data[g0*p.groupBytes], &rec[t0*rs], rs, nb, &mm.dst[t0*R+g0*groupRows], R, p.lastMask(g1-1), g1-g0)
 			return
