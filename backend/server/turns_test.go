@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -97,6 +98,17 @@ func replyIDs(tb testing.TB, e *engine.Engine, ids []int, maxTokens int, salt st
 		}
 	}
 	return out
+}
+
+// randomIDs is a prompt of n ids: BOS, then ids drawn from vocab past the
+// first three (the special ones).
+func randomIDs(seed uint64, n, vocab int) []int {
+	r := rand.New(rand.NewPCG(seed, 1))
+	p := []int{1}
+	for len(p) < n {
+		p = append(p, 3+r.IntN(vocab-3))
+	}
+	return p
 }
 
 // agentTurn is a conversation's next prompt: the last prompt, its reply
