@@ -23,7 +23,7 @@ func padded(body string, size int) string {
 // body may take to arrive and gets 429, a small request is served, and
 // once a stream ends a big body is served again.
 func TestManyHugeBodiesAtOnceAreHeldToMaxBigBodies(t *testing.T) {
-	f := start(t, nil, func(o *Options) { o.BodyTimeout = time.Second })
+	f := start(t, nil, func(o *Options) { o.BodyTimeout = 5 * time.Second }) // 4 MiB arrives well within it, even under -race
 	stream := padded(`{"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":30000,"ignore_eos":true,"stream":true}`, bigBody+1000)
 	var held []net.Conn
 	for range MaxBigBodies {
