@@ -48,6 +48,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzChatBody$$' -fuzztime $(FUZZTIME) ./backend/server
 	$(GO) test -run '^$$' -fuzz '^FuzzResponsesBody$$' -fuzztime $(FUZZTIME) ./backend/server
 	$(GO) test -run '^$$' -fuzz '^FuzzCompletionsBody$$' -fuzztime $(FUZZTIME) ./backend/server
+	$(GO) test -run '^$$' -fuzz '^FuzzServeBody$$' -fuzztime $(FUZZTIME) ./backend/server
+	$(GO) test -run '^$$' -fuzz '^FuzzServeTemplate$$' -fuzztime $(FUZZTIME) ./backend/server
 	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZTIME) ./backend/jinja
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./recipes
 	$(GO) test -run '^$$' -fuzz '^FuzzBuild$$' -fuzztime $(FUZZTIME) ./agent/atif

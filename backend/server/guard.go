@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -29,6 +30,15 @@ const DefaultBodyTimeout = 60 * time.Second
 // operating system when it ends: the Go runtime keeps freed heap for reuse,
 // so one huge prompt would otherwise leave the process that large.
 const bigBody = 4 << 20
+
+// MaxBigBodies bounds the requests with a body of bigBody bytes or more in
+// flight at once, from the first byte read to the end of the answer.
+// Decoding and rendering a body costs many times its size (16M numbers in
+// chat_template_kwargs: a 32 MiB body, 1.3 GiB at its peak under a Jinja
+// template), so a handful of such requests at once would exhaust memory;
+// a conversation that fits a context is far smaller than bigBody. Another
+// waits for a slot as long as its body may take to arrive, then gets 429.
+const MaxBigBodies = 2
 
 // DefaultWriteTimeout bounds one write to a client: a stream nobody reads
 // pauses its request (the engine stops decoding it once its events back
@@ -85,10 +95,29 @@ func (s *Server) readBody(next echo.HandlerFunc) echo.HandlerFunc {
 			return tooLarge()
 		}
 		rc := http.NewResponseController(c.Response().Writer)
+		if req.ContentLength >= bigBody {
+			if err := s.takeBig(c); err != nil {
+				return err
+			}
+			defer s.releaseBig()
+		}
 		if s.opt.BodyTimeout > 0 {
 			rc.SetReadDeadline(time.Now().Add(s.opt.BodyTimeout)) // unsupported by test recorders: no deadline there
 		}
-		b, err := io.ReadAll(io.LimitReader(req.Body, MaxBody+1))
+		b, err := io.ReadAll(io.LimitReader(req.Body, bigBody))
+		if err == nil && len(b) == bigBody && req.ContentLength < 0 { // chunked, and big
+			if err := s.takeBig(c); err != nil {
+				return err
+			}
+			defer s.releaseBig()
+			if s.opt.BodyTimeout > 0 {
+				rc.SetReadDeadline(time.Now().Add(s.opt.BodyTimeout))
+			}
+		}
+		if err == nil && len(b) == bigBody {
+			rest, rerr := io.ReadAll(io.LimitReader(req.Body, MaxBody+1-bigBody))
+			b, err = append(b, rest...), rerr
+		}
 		if err != nil || len(b) > MaxBody {
 			// The rest of the body may still be on its way, and net/http
 			// reads it (before the answer, and again when it closes the
@@ -128,6 +157,27 @@ func (s *Server) readBody(next echo.HandlerFunc) echo.HandlerFunc {
 		return next(c)
 	}
 }
+
+// takeBig waits for a big body's slot as long as a body may take to
+// arrive (DefaultBodyTimeout when that is off): a 429 when none came free,
+// and the connection closes, its body unread.
+func (s *Server) takeBig(c echo.Context) error {
+	wait := cmp.Or(max(s.opt.BodyTimeout, 0), DefaultBodyTimeout)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case s.big <- struct{}{}:
+		return nil
+	case <-t.C:
+	case <-c.Request().Context().Done():
+	}
+	http.NewResponseController(c.Response().Writer).SetReadDeadline(time.Unix(1, 0))
+	c.Response().Header().Set("Connection", "close")
+	return &APIError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: strp("too_many_large_bodies"), RetryAfter: 1,
+		Message: fmt.Sprintf("%d requests with a body of %d MiB or more are in flight; retry shortly", MaxBigBodies, bigBody>>20)}
+}
+
+func (s *Server) releaseBig() { <-s.big }
 
 func tooLarge() *APIError {
 	return &APIError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is over %d MiB", MaxBody>>20),

@@ -115,6 +115,7 @@ type Server struct {
 	abort   context.CancelFunc
 	running atomic.Int64
 	idle    idle
+	big     chan struct{} // a slot for each request with a big body in flight (MaxBigBodies)
 }
 
 // ChatTemplateOf takes tokenizer.chat_template out of a GGUF file: the
@@ -140,6 +141,7 @@ func New(e *engine.Engine, opt Options) *Server {
 	tok.MinTokens("") // its tables are made once, here, not in a request
 	s.stop, s.abort = context.WithCancel(context.Background())
 	s.idle.after = opt.IdleFree
+	s.big = make(chan struct{}, MaxBigBodies)
 	s.tpl, s.tplErr = chat.Load(opt.ChatTemplate, chat.Special{BOS: tok.Text(tok.BOS), EOS: tok.Text(tok.EOS)})
 	s.format = s.tpl.Format()
 	if f, err := chat.ParseFormat(opt.ToolFormat); opt.ToolFormat != "" && err == nil {

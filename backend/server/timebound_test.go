@@ -5,7 +5,6 @@ package server
 import (
 	"bufio"
 	"encoding/json"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -42,15 +41,6 @@ func synthModel(t testing.TB, dim, layers int) *jmodel.Model {
 		t.Fatal(err)
 	}
 	return m
-}
-
-func randomIDs(seed uint64, n, vocab int) []int {
-	r := rand.New(rand.NewPCG(seed, 1))
-	p := []int{1}
-	for len(p) < n {
-		p = append(p, 3+r.IntN(vocab-3))
-	}
-	return p
 }
 
 // tokenTimes streams a completion of the prompt ids and returns when each

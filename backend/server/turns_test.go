@@ -100,9 +100,9 @@ func replyIDs(tb testing.TB, e *engine.Engine, ids []int, maxTokens int, salt st
 	return out
 }
 
-// turnIDs is n random token ids after a BOS, seeded (turns_test.go runs
-// under -race too, where timebound_test.go's randomIDs is not built).
-func turnIDs(seed uint64, n, vocab int) []int {
+// randomIDs is a prompt of n ids: BOS, then ids drawn from vocab past the
+// first three (the special ones).
+func randomIDs(seed uint64, n, vocab int) []int {
 	r := rand.New(rand.NewPCG(seed, 1))
 	p := []int{1}
 	for len(p) < n {
@@ -114,7 +114,7 @@ func turnIDs(seed uint64, n, vocab int) []int {
 // agentTurn is a conversation's next prompt: the last prompt, its reply
 // and fresh new tokens (a tool's output).
 func agentTurn(prompt, reply []int, seed uint64, fresh, vocab int) []int {
-	return append(append(slices.Clone(prompt), reply...), turnIDs(seed, fresh+1, vocab)[1:]...)
+	return append(append(slices.Clone(prompt), reply...), randomIDs(seed, fresh+1, vocab)[1:]...)
 }
 
 // TestAgentTurnsResume: over HTTP, an agent's conversation on qwen35 and
@@ -130,7 +130,7 @@ func TestAgentTurnsResume(t *testing.T) {
 			m := hybridSynth(t, arch, 8192)
 			f := startModel(t, m, func(o *engine.Options) { o.MaxStepMs = 0 }, nil)
 			const fresh, reply, bs = 300, 32, 16
-			conv := turnIDs(1, 2000, m.Vocab)
+			conv := randomIDs(1, 2000, m.Vocab)
 			for turn := range 4 {
 				text, j, _ := completeIDs(t, f.srv.URL, conv, reply, "")
 				ids := replyIDs(t, f.e, conv, reply, "")
@@ -167,7 +167,7 @@ func BenchmarkAgentTurn16K(b *testing.B) {
 			m := hybridSynth(b, arch, 1<<15)
 			f := startModel(b, m, func(o *engine.Options) { o.MaxStepMs = 0 }, nil)
 			const fresh, reply = 300, 32
-			conv := turnIDs(2, 16<<10, m.Vocab)
+			conv := randomIDs(2, 16<<10, m.Vocab)
 			completeIDs(b, f.srv.URL, conv, reply, "")
 			ids := replyIDs(b, f.e, conv, reply, "")
 			for _, mode := range []string{"warm", "cold"} {
