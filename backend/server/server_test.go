@@ -602,9 +602,10 @@ func TestDisconnectFreesBlocks(t *testing.T) {
 
 var volatile = regexp.MustCompile(`"(id|created|created_at|item_id|call_id|queued_s|prefill_s|decode_s|preempted_s)":("[^"]*"|[0-9.eE+-]+)`)
 
-// TestGoldenSSE pins the exact stream bytes (ids and times masked).
+// TestGoldenSSE pins the exact stream bytes (ids and times masked). Each
+// case has a server of its own: their usage counts the tokens reused from
+// the prefix cache, which would depend on the cases' (random) order.
 func TestGoldenSSE(t *testing.T) {
-	f := start(t, nil, func(o *Options) { o.ServedName = "stories" })
 	cases := map[string]string{
 		"chat_stream":     `{"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":8,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}`,
 		"completion_stop": `{"prompt":"Once upon a time","max_tokens":30,"temperature":0,"stream":true,"stop":["Lily"]}`,
@@ -614,6 +615,7 @@ func TestGoldenSSE(t *testing.T) {
 		"responses_tool_stream": `{"input":[{"role":"user","content":"List files"}],"tools":[{"type":"function","name":"ls","parameters":{"type":"object","properties":{"dir":{"type":"string","maxLength":6}},"required":["dir"]}}],"tool_choice":"required","max_output_tokens":80,"temperature":0,"stream":true,"cache_salt":"responses"}`,
 	}
 	for name, body := range cases {
+		f := start(t, nil, func(o *Options) { o.ServedName = "stories" })
 		path := "/v1/chat/completions"
 		switch {
 		case strings.HasPrefix(name, "completion"):
