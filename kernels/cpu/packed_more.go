@@ -1,6 +1,12 @@
 package cpu
 
-import "jspark/kernels/quant"
+import (
+	"encoding/binary"
+	"math"
+	"unsafe"
+
+	"jspark/kernels/quant"
+)
 
 // The packed layouts of the types quant/codes.go reads (packed.go states
 // their arithmetic). Every piece is 16 rows side by side, row i's 4 bytes
@@ -113,5 +119,46 @@ func packRowMore(t quant.Type, dst []byte, i int, src []byte, K int) {
 				putNibbles(out[160+256*j:], i, u[32*j:32*j+32])
 			}
 		}
+	}
+}
+
+// The fields of an activation record (asm/packed.go): 32 quants, then
+// these.
+const (
+	recD  = 32 // float32: the block's scale
+	recO0 = 36 // int32: the type's offset term (first half when halves)
+	recO1 = 40 // int32: the second half's offset term
+	recA  = 44 // float32: scale · Σq
+)
+
+// recordsGo writes the activation records quant512Q8R does, in Go, for the
+// tiles of an instruction set without it: per block the 32 quants of
+// quant.QuantizeQ8, its scale, the offset terms and d·Σq.
+func recordsGo(x *float32, r *byte, nb int, c int32, halves bool) {
+	xs := unsafe.Slice(x, nb*quant.Q8Block)
+	rs := unsafe.Slice(r, nb*recBytes)
+	var q [quant.Q8Block]int8
+	var d [1]float32
+	var s [1]int32
+	for b := range nb {
+		quant.QuantizeQ8(xs[b*quant.Q8Block:(b+1)*quant.Q8Block], q[:], d[:], s[:])
+		rec := rs[b*recBytes : (b+1)*recBytes]
+		var s0, s1 int32
+		for e, v := range q {
+			rec[e] = byte(v)
+			if e < quant.Q8Block/2 {
+				s0 += int32(v)
+			} else {
+				s1 += int32(v)
+			}
+		}
+		o0, o1 := c*(s0+s1), int32(0)
+		if halves {
+			o0, o1 = c*s0, c*s1
+		}
+		binary.LittleEndian.PutUint32(rec[recD:], math.Float32bits(d[0]))
+		binary.LittleEndian.PutUint32(rec[recO0:], uint32(o0))
+		binary.LittleEndian.PutUint32(rec[recO1:], uint32(o1))
+		binary.LittleEndian.PutUint32(rec[recA:], math.Float32bits(float32(s0+s1)*d[0]))
 	}
 }

@@ -51,6 +51,7 @@ func main() {
 	quantQ8()
 	siluMul()
 	packedKernels()
+	packed256Kernels()
 	read512()
 	Generate()
 	writeTable()
