@@ -58,6 +58,7 @@ type scratch struct {
 	s64    [64]float32  // attention scores (16 per query)
 	states [][2]float32 // attention's running max and sum, a query each
 	rope   []float32    // one token's RoPE cosines and sines
+	row    []float32    // an F16 key or value row as floats (attendOneF16)
 }
 
 var _ kernels.Kernels = (*Kernels)(nil)

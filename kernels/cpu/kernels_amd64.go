@@ -666,4 +666,6 @@ func pk256Q6Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uin
 
 func pk256Q6Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
+func cvt256F16(dst *float32, src *uint16, n int)
+
 func read512(p *byte, stride int, n int) uint32

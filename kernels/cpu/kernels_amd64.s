@@ -111396,6 +111396,27 @@ pk256Q6Kx2_stored:
 	VZEROUPPER
 	RET
 
+// func cvt256F16(dst *float32, src *uint16, n int)
+// Requires: AVX, F16C
+TEXT ·cvt256F16(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ n+16(FP), DX
+
+cvt_loop:
+	TESTQ     DX, DX
+	JZ        cvt_done
+	VCVTPH2PS (CX), Y0
+	VMOVUPS   Y0, (AX)
+	ADDQ      $0x10, CX
+	ADDQ      $0x20, AX
+	SUBQ      $0x08, DX
+	JMP       cvt_loop
+
+cvt_done:
+	VZEROUPPER
+	RET
+
 // func read512(p *byte, stride int, n int) uint32
 // Requires: AVX, AVX512F
 TEXT ·read512(SB), NOSPLIT, $0-28

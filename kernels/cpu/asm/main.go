@@ -52,6 +52,7 @@ func main() {
 	siluMul()
 	packedKernels()
 	packed256Kernels()
+	cvtHalves()
 	read512()
 	Generate()
 	writeTable()
