@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"sync"
 	"unsafe"
 
@@ -199,19 +200,19 @@ func packRow(t quant.Type, dst []byte, i int, src []byte, K int) {
 	case quant.Q8_0:
 		for b := 0; b < K/32; b++ {
 			blk, out := src[34*b:34*b+34], dst[544*b:]
-			for e := 0; e < 32; e++ {
-				out[64*(e/4)+4*i+e%4] = blk[2+e] ^ 0x80 // int8 w + 128
+			for c := 0; c < 8; c++ { // int8 w + 128, four lanes a word
+				binary.LittleEndian.PutUint32(out[64*c+4*i:], le32(blk[2+4*c:])^0x80808080)
 			}
 			copy(out[512+2*i:][:2], blk[:2])
 		}
 	case quant.Q4_0:
 		for b := 0; b < K/32; b++ {
 			blk, out := src[18*b:18*b+18], dst[288*b:]
-			var q [32]uint8
-			for j := 0; j < 16; j++ {
-				q[j], q[j+16] = blk[2+j]&15, blk[2+j]>>4
+			// element j's nibble is low in byte j, j+16's high: the
+			// packed pairs (c, c+4) are the file's bytes as they are
+			for c := 0; c < 4; c++ {
+				copy(out[64*c+4*i:][:4], blk[2+4*c:][:4])
 			}
-			putNibbles(out, i, q[:])
 			copy(out[256+2*i:][:2], blk[:2])
 		}
 	case quant.Q4_K:
@@ -223,15 +224,7 @@ func packRow(t quant.Type, dst []byte, i int, src []byte, K int) {
 			qs := blk[16:]
 			for j := 0; j < 8; j++ {
 				out[64+16*j+i], out[192+16*j+i] = sc[j], m[j]
-				var q [32]uint8
-				for e := range q {
-					if j%2 == 0 {
-						q[e] = qs[32*(j/2)+e] & 15
-					} else {
-						q[e] = qs[32*(j/2)+e] >> 4
-					}
-				}
-				putNibbles(out[320+256*j:], i, q[:])
+				putNibblesShifted(out[320+256*j:], i, qs[32*(j/2):], uint(4*(j%2)))
 			}
 		}
 	case quant.Q6_K:
@@ -243,19 +236,14 @@ func packRow(t quant.Type, dst []byte, i int, src []byte, K int) {
 			}
 			u := q6Values(blk)
 			for b := 0; b < 8; b++ {
-				var lo [32]uint8
-				for e := range lo {
-					lo[e] = u[32*b+e] & 15
-				}
-				putNibbles(out[288+256*b:], i, lo[:])
+				ub := u[32*b : 32*b+32]
+				putNibbles(out[288+256*b:], i, ub)
 				for h := 0; h < 2; h++ {
-					for e := 0; e < 4; e++ {
-						var v uint8
-						for f := 0; f < 4; f++ {
-							v |= (u[32*b+4*(4*h+f)+e] >> 4) << (2 * f)
-						}
-						out[2336+128*b+64*h+4*i+e] = v
+					var v uint32
+					for f := 0; f < 4; f++ {
+						v |= (le32(ub[4*(4*h+f):]) >> 4 & 0x03030303) << (2 * f)
 					}
+					binary.LittleEndian.PutUint32(out[2336+128*b+64*h+4*i:], v)
 				}
 			}
 		}
@@ -266,13 +254,19 @@ func packRow(t quant.Type, dst []byte, i int, src []byte, K int) {
 
 // putNibbles writes a block's 32 four-bit values for row i: load c (of 4)
 // holds steps c (low nibbles) and c+4 (high).
-func putNibbles(out []byte, i int, q []uint8) {
+func putNibbles(out []byte, i int, q []uint8) { putNibblesShifted(out, i, q, 0) }
+
+// putNibblesShifted is putNibbles of the 4 bits at shift of each byte of
+// q, four lanes a word (packing speed is a model's load time).
+func putNibblesShifted(out []byte, i int, q []uint8, shift uint) {
+	const m = 0x0f0f0f0f
 	for c := 0; c < 4; c++ {
-		for e := 0; e < 4; e++ {
-			out[64*c+4*i+e] = q[4*c+e] | q[16+4*c+e]<<4
-		}
+		lo, hi := le32(q[4*c:]), le32(q[16+4*c:])
+		binary.LittleEndian.PutUint32(out[64*c+4*i:], lo>>shift&m|(hi>>shift&m)<<4)
 	}
 }
+
+func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
 
 // q6Values decodes a Q6_K block's 256 six-bit values (q+32, in 0…63) in
 // element order, as ggml's dequantize_row_q6_K walks them.

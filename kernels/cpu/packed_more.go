@@ -25,25 +25,21 @@ var pkGroupBytes = map[quant.Type]int{
 
 // putBits writes bit `bit` of a block's 32 codes for row i.
 func putBits(out []byte, i int, u []uint8, bit uint) {
-	for e := 0; e < 4; e++ {
-		var v uint8
-		for c := 0; c < 8; c++ {
-			v |= (u[4*c+e] >> bit & 1) << c
-		}
-		out[4*i+e] = v
+	var v uint32 // four lanes (elements 4c+e, e = 0…3) a word
+	for c := 0; c < 8; c++ {
+		v |= (le32(u[4*c:]) >> bit & 0x01010101) << c
 	}
+	binary.LittleEndian.PutUint32(out[4*i:], v)
 }
 
 // putPairs writes the low two bits of a block's 32 codes for row i.
 func putPairs(out []byte, i int, u []uint8) {
 	for h := 0; h < 2; h++ {
-		for e := 0; e < 4; e++ {
-			var v uint8
-			for f := 0; f < 4; f++ {
-				v |= (u[4*(4*h+f)+e] & 3) << (2 * f)
-			}
-			out[64*h+4*i+e] = v
+		var v uint32
+		for f := 0; f < 4; f++ {
+			v |= (le32(u[4*(4*h+f):]) & 0x03030303) << (2 * f)
 		}
+		binary.LittleEndian.PutUint32(out[64*h+4*i:], v)
 	}
 }
 
