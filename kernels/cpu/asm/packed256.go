@@ -314,24 +314,30 @@ func blockLoop(name, tag string, n Register, body func()) {
 	Label(name + "_" + tag + "_end")
 }
 
+// Each block's weights are unpacked once for all the tile's tokens: per
+// half (8 rows), every step's unsigned weight bytes meet each token's
+// broadcast activations in turn.
+
 // pk256Q8: per block and token, Σw·x over its 8 steps (w = stored ^ 0x80),
 // then out = fma(float(i), d_w·d_x, out).
 func pk256Q8(name string, c int256, n Register, nextRec func()) {
 	c80 := bcastByte(0x80)
 	blockLoop(name, "block", n, func() {
-		for t := range c.acc {
-			for h := range 2 {
-				i := YMM()
-				VPXOR(i, i, i)
-				for s := 0; s < 8; s++ {
-					ws, a, x := YMM(), YMM(), YMM()
-					VPXOR(Mem{Base: c.w, Disp: 64*s + 32*h}, c80, ws)
-					VPABSB(ws, a)
+		for h := range 2 {
+			i := zeros(len(c.acc))
+			for s := 0; s < 8; s++ {
+				ws, a := YMM(), YMM()
+				VPXOR(Mem{Base: c.w, Disp: 64*s + 32*h}, c80, ws)
+				VPABSB(ws, a)
+				for t := range c.acc {
+					x := YMM()
 					VPBROADCASTD(c.rec(t, 4*s), x)
 					VPSIGNB(ws, x, x)
-					c.dot(a, x, i)
+					c.dot(a, x, i[t])
 				}
-				scaleInto(i, halfScales(Mem{Base: c.w, Disp: 512 + 16*h}), c.acc[t][h], c.rec(t, recD))
+			}
+			for t := range c.acc {
+				scaleInto(i[t], halfScales(Mem{Base: c.w, Disp: 512 + 16*h}), c.acc[t][h], c.rec(t, recD))
 			}
 		}
 		ADDQ(U32(544), c.w)
@@ -339,19 +345,46 @@ func pk256Q8(name string, c int256, n Register, nextRec func()) {
 	})
 }
 
-// nibbleDots adds into i the 8 steps of a block of nibbles at m (4 loads
-// of 64 bytes: load c holds steps c and c+4), half h, token t's record.
-func nibbleDots(c int256, lo VecVirtual, m Mem, h, t int, i VecVirtual) {
+// zeros is n zeroed ymm.
+func zeros(n int) []VecVirtual {
+	v := make([]VecVirtual, n)
+	for t := range v {
+		v[t] = YMM()
+		VPXOR(v[t], v[t], v[t])
+	}
+	return v
+}
+
+// nibbleDots adds into i[t] token t's dot over the 8 steps of a block of
+// nibbles at m (4 loads of 64 bytes: load c holds steps c and c+4), half
+// h. The 8 steps' pair sums add up in int16 first: each is at most
+// 2·15·127, so 8 of them stay below 2^15.
+func nibbleDots(c int256, lo VecVirtual, m Mem, h int, i []VecVirtual) {
+	s16 := make([]VecVirtual, len(i))
 	for s := 0; s < 4; s++ {
-		v, u, x := YMM(), YMM(), YMM()
+		v, u := YMM(), YMM()
 		VMOVDQU(m.Offset(64*s+32*h), v)
 		VPAND(lo, v, u)
-		VPBROADCASTD(c.rec(t, 4*s), x)
-		c.dot(u, x, i)
 		VPSRLW(U8(4), v, v)
 		VPAND(lo, v, v)
-		VPBROADCASTD(c.rec(t, 4*(s+4)), x)
-		c.dot(v, x, i)
+		for t := range i {
+			x, p := YMM(), YMM()
+			VPBROADCASTD(c.rec(t, 4*s), x)
+			if s == 0 {
+				s16[t] = YMM()
+				VPMADDUBSW(x, u, s16[t])
+			} else {
+				VPMADDUBSW(x, u, p)
+				VPADDW(p, s16[t], s16[t])
+			}
+			VPBROADCASTD(c.rec(t, 4*(s+4)), x)
+			VPMADDUBSW(x, v, p)
+			VPADDW(p, s16[t], s16[t])
+		}
+	}
+	for t := range i {
+		VPMADDWD(c.ones, s16[t], s16[t])
+		VPADDD(s16[t], i[t], i[t])
 	}
 }
 
@@ -359,12 +392,15 @@ func nibbleDots(c int256, lo VecVirtual, m Mem, h, t int, i VecVirtual) {
 func pk256Q4(name string, c int256, n Register, nextRec func()) {
 	lo := bcastByte(0x0f)
 	blockLoop(name, "block", n, func() {
-		for t := range c.acc {
-			for h := range 2 {
-				i := YMM()
-				VPBROADCASTD(c.rec(t, recO0), i)
-				nibbleDots(c, lo, Mem{Base: c.w}, h, t, i)
-				scaleInto(i, halfScales(Mem{Base: c.w, Disp: 256 + 16*h}), c.acc[t][h], c.rec(t, recD))
+		for h := range 2 {
+			i := make([]VecVirtual, len(c.acc))
+			for t := range i {
+				i[t] = YMM()
+				VPBROADCASTD(c.rec(t, recO0), i[t])
+			}
+			nibbleDots(c, lo, Mem{Base: c.w}, h, i)
+			for t := range c.acc {
+				scaleInto(i[t], halfScales(Mem{Base: c.w, Disp: 256 + 16*h}), c.acc[t][h], c.rec(t, recD))
 			}
 		}
 		ADDQ(U32(288), c.w)
@@ -388,13 +424,12 @@ func pk256Q4K(name string, c int256, n Register, nextRec func()) {
 	lo := bcastByte(0x0f)
 	blockLoop(name, "super", n, func() {
 		for j := 0; j < 8; j++ {
-			for t := range c.acc {
-				for h := range 2 {
-					i := YMM()
-					VPXOR(i, i, i)
-					nibbleDots(c, lo, Mem{Base: c.w, Disp: 320 + 256*j}, h, t, i)
+			for h := range 2 {
+				i := zeros(len(c.acc))
+				nibbleDots(c, lo, Mem{Base: c.w, Disp: 320 + 256*j}, h, i)
+				for t := range c.acc {
 					sc := byteScales(Mem{Base: c.w, Disp: 64 + 16*j + 8*h}, Mem{Base: c.w, Disp: 16 * h})
-					scaleInto(i, sc, c.acc[t][h], c.rec(t, recD))
+					scaleInto(i[t], sc, c.acc[t][h], c.rec(t, recD))
 					mn, a := byteScales(Mem{Base: c.w, Disp: 192 + 16*j + 8*h}, Mem{Base: c.w, Disp: 32 + 16*h}), YMM()
 					VBROADCASTSS(c.rec(t, recA), a)
 					VFNMADD231PS(a, mn, c.acc[t][h])
@@ -415,42 +450,48 @@ func pk256Q6K(name string, c int256, n Register, nextRec func()) {
 		for b := 0; b < 8; b++ {
 			ql := Mem{Base: c.w, Disp: 288 + 256*b}
 			qh := Mem{Base: c.w, Disp: 2336 + 128*b}
-			for t := range c.acc {
-				for h := range 2 {
-					ia, ib := YMM(), YMM()
-					VPBROADCASTD(c.rec(t, recO0), ia)
-					VPBROADCASTD(c.rec(t, recO1), ib)
-					for s := 0; s < 8; s++ {
-						u, e, x := YMM(), YMM(), YMM()
-						VMOVDQU(ql.Offset(64*(s%4)+32*h), u)
-						if s >= 4 {
-							VPSRLW(U8(4), u, u)
-						}
-						VPAND(lo, u, u)
-						// step s's highs to bits 4-5: field f = s%4 sits at 2f.
-						VMOVDQU(qh.Offset(64*(s/4)+32*h), e)
-						switch f := s % 4; {
-						case f < 2:
-							VPSLLW(U8(4-2*f), e, e)
-						case f == 3:
-							VPSRLW(U8(2), e, e)
-						}
-						VPAND(hi, e, e)
-						VPOR(e, u, u)
+			for h := range 2 {
+				ia, ib := make([]VecVirtual, len(c.acc)), make([]VecVirtual, len(c.acc))
+				for t := range c.acc {
+					ia[t], ib[t] = YMM(), YMM()
+					VPBROADCASTD(c.rec(t, recO0), ia[t])
+					VPBROADCASTD(c.rec(t, recO1), ib[t])
+				}
+				for s := 0; s < 8; s++ {
+					u, e := YMM(), YMM()
+					VMOVDQU(ql.Offset(64*(s%4)+32*h), u)
+					if s >= 4 {
+						VPSRLW(U8(4), u, u)
+					}
+					VPAND(lo, u, u)
+					// step s's highs to bits 4-5: field f = s%4 sits at 2f.
+					VMOVDQU(qh.Offset(64*(s/4)+32*h), e)
+					switch f := s % 4; {
+					case f < 2:
+						VPSLLW(U8(4-2*f), e, e)
+					case f == 3:
+						VPSRLW(U8(2), e, e)
+					}
+					VPAND(hi, e, e)
+					VPOR(e, u, u)
+					for t := range c.acc {
+						x := YMM()
 						VPBROADCASTD(c.rec(t, 4*s), x)
 						if s < 4 {
-							c.dot(u, x, ia)
+							c.dot(u, x, ia[t])
 						} else {
-							c.dot(u, x, ib)
+							c.dot(u, x, ib[t])
 						}
 					}
+				}
+				for t := range c.acc {
 					sa, sb := YMM(), YMM()
 					VPMOVSXBD(Mem{Base: c.w, Disp: 32 + 16*(2*b) + 8*h}, sa)
 					VPMOVSXBD(Mem{Base: c.w, Disp: 32 + 16*(2*b+1) + 8*h}, sb)
-					VPMULLD(sa, ia, ia)
-					VPMULLD(sb, ib, ib)
-					VPADDD(ib, ia, ia)
-					scaleInto(ia, halfScales(Mem{Base: c.w, Disp: 16 * h}), c.acc[t][h], c.rec(t, recD))
+					VPMULLD(sa, ia[t], ia[t])
+					VPMULLD(sb, ib[t], ib[t])
+					VPADDD(ib[t], ia[t], ia[t])
+					scaleInto(ia[t], halfScales(Mem{Base: c.w, Disp: 16 * h}), c.acc[t][h], c.rec(t, recD))
 				}
 			}
 			nextRec()
