@@ -32,6 +32,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./backend/gguf
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFields$$' -fuzztime $(FUZZTIME) ./backend/gguf
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadFields$$' -fuzztime $(FUZZTIME) ./backend/model
+	$(GO) test -run '^$$' -fuzz '^FuzzLoadMoEFields$$' -fuzztime $(FUZZTIME) ./backend/model
 	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./backend/tokenizer
 	$(GO) test -run '^$$' -fuzz '^FuzzFromHF$$' -fuzztime $(FUZZTIME) ./backend/tokenizer
 	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(FUZZTIME) ./backend/chat
@@ -47,6 +48,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzChatBody$$' -fuzztime $(FUZZTIME) ./backend/server
 	$(GO) test -run '^$$' -fuzz '^FuzzResponsesBody$$' -fuzztime $(FUZZTIME) ./backend/server
 	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZTIME) ./backend/jinja
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./recipes
 
 lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo "gofmt: files above need formatting"; exit 1)
@@ -107,6 +109,7 @@ cuda-check: cuda-ptx | $(PTXAS)
 
 # The GPU tests of kernels/cuda without a GPU: the same CUDA C compiled as
 # C++ and run by a host emulator (kernels/cuda/emu.cpp; every GPU thread a
-# fiber), behind the same Go device code. Slow (minutes), so not in make test.
+# fiber), behind the same Go device code. Slow (tens of minutes on 2 cores,
+# past go test's default 10-minute limit), so not in make test.
 cuda-emu:
-	$(GO) test -count=1 -tags cudaemu ./kernels/cuda/
+	$(GO) test -count=1 -timeout 90m -tags cudaemu ./kernels/cuda/

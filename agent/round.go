@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,6 +28,8 @@ type RoundOptions struct {
 	Sandbox  sandbox.Options
 	Progress Progress               // nil: none
 	Agent    *external.Installation // the round's external agent; nil: jspark's own loop
+	Trial    int                    // which trial this is (0: the first)
+	Seed     *int                   // the sampling seed its requests carry (nil: the recipe's)
 }
 
 // Progress is told about every step and every second.
@@ -65,6 +68,7 @@ type round struct {
 	// the start and the closing count.
 	requests    [][]record.Request
 	ends        []record.End
+	walls       []float64 // seconds from the start to each worker's end
 	first, last record.Sample
 	// What collect leaves beside the record: the initial requests' bodies,
 	// which the record keeps as hashes.
@@ -81,9 +85,15 @@ func RunRound(ctx context.Context, o RoundOptions) (*record.Round, error) {
 	return r.res, err
 }
 
-// runRound is open → sample until the cut → collect.
+// runRound is open → sample until the cut → collect. A round whose
+// sessions could not all be opened (a sandbox that would not start) does
+// not run: its record says why, every session unscored.
 func runRound(ctx context.Context, o RoundOptions) (*round, error) {
 	r, err := openRound(o)
+	var infra *infraError
+	if errors.As(err, &infra) {
+		return unopened(o, err), nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -99,10 +109,9 @@ func openRound(o RoundOptions) (_ *round, err error) {
 	if err != nil {
 		return nil, err
 	}
-	plan := o.Recipe.Plan(o.Round)
+	o, plan := o.seeded(), o.Recipe.Plan(o.Round)
 	r := &round{o: o, plan: plan, workers: make([]worker, len(plan)), boxes: make([]*sandbox.Sandbox, len(plan)), logs: make([]*os.File, len(plan)),
-		res:   &record.Round{Name: o.Round.Name, RepeatOf: o.Round.RepeatOf, Concurrency: len(plan), Window: o.Window.Seconds()},
-		meter: metrics.NewMeter(counters(o.Backends))}
+		res: o.record(len(plan)), meter: metrics.NewMeter(counters(o.Backends))}
 	defer func() {
 		if err != nil {
 			r.close()
@@ -111,10 +120,45 @@ func openRound(o RoundOptions) (_ *round, err error) {
 	sopt := sandboxOptions(o)
 	for i, task := range plan {
 		if err := r.openSession(i, task, sopt, ts); err != nil {
-			return nil, fmt.Errorf("session %s: %w", sessionName(i, task), err)
+			return nil, &infraError{fmt.Errorf("session %s: %w", sessionName(i, task), err)}
 		}
 	}
 	return r, nil
+}
+
+// infraError is a failure of the infrastructure, not of an agent: a
+// sandbox, trajectory or agent that could not be set up.
+type infraError struct{ err error }
+
+func (e *infraError) Error() string { return e.err.Error() }
+func (e *infraError) Unwrap() error { return e.err }
+
+// unopened is the record of a round that could not open: every planned
+// session ended before it began, for err.
+func unopened(o RoundOptions, err error) *round {
+	o, plan := o.seeded(), o.Recipe.Plan(o.Round)
+	res := o.record(len(plan))
+	res.Started, res.Samples = time.Now(), []record.Sample{{}}
+	for i, task := range plan {
+		res.Sessions = append(res.Sessions, record.Session{Name: sessionName(i, task), Task: task.ID, Backend: o.Backends[i%len(o.Backends)].URL,
+			End: record.EndInfra, Infra: "the round could not start: " + err.Error(), FirstOutputPending: true})
+	}
+	res.Summary = record.Summarize(res, res.Samples[0], res.Samples[0], metrics.NewMeter(counters(o.Backends)).Kind())
+	return &round{o: o, plan: plan, res: res, payloads: make([][]byte, len(plan))}
+}
+
+// seeded is o with its seed resolved: the recipe's unless o names one.
+func (o RoundOptions) seeded() RoundOptions {
+	if o.Seed == nil {
+		o.Seed = o.Recipe.Sampling.Seed
+	}
+	return o
+}
+
+// record is the round's record before any session is in it.
+func (o RoundOptions) record(sessions int) *record.Round {
+	return &record.Round{Name: o.Round.Name, RepeatOf: o.Round.RepeatOf, Trial: max(o.Trial, 1), Seed: o.Seed,
+		Concurrency: sessions, Window: o.Window.Seconds()}
 }
 
 func sessionName(i int, task *recipes.Task) string { return fmt.Sprintf("s%d-%s", i, task.ID) }
@@ -167,21 +211,25 @@ func (r *round) openSession(i int, task *recipes.Task, sopt sandbox.Options, ts 
 	}
 	client, capture := sessionClient(b, key)
 	r.workers[i] = &Session{
-		Name: name, Task: task, Recipe: o.Recipe, Client: client, Model: b.Model,
+		Name: name, Task: task, Recipe: o.Recipe, Client: client, Model: b.Model, Seed: o.Seed,
 		Tools: ts, Env: &tools.Env{Box: box, Timeout: o.Recipe.Shell.Timeout.D(), OutputLimit: o.Recipe.Shell.OutputLimit},
 		Log: r.logs[i], payload: capture,
 	}
 	return nil
 }
 
-// close ends every sandbox and trajectory the round opened.
+// close ends every sandbox and trajectory the round opened; a second call
+// does nothing.
 func (r *round) close() {
-	for i := range r.plan {
-		if r.boxes[i] != nil {
-			r.boxes[i].Close()
+	for _, box := range r.boxes {
+		if box != nil {
+			box.Close()
 		}
-		if r.logs[i] != nil {
-			r.logs[i].Close()
+	}
+	for i, f := range r.logs {
+		if f != nil {
+			f.Close()
+			r.logs[i] = nil
 		}
 	}
 }
@@ -235,16 +283,27 @@ func (r *round) sample(ctx context.Context) {
 func (r *round) start(window context.Context, start time.Time) <-chan struct{} {
 	r.requests = make([][]record.Request, len(r.workers))
 	r.ends = make([]record.End, len(r.workers))
+	r.walls = make([]float64, len(r.workers))
 	var wg sync.WaitGroup
+	var limits recipes.Limits
+	if r.o.Recipe != nil {
+		limits = r.o.Recipe.Limits
+	}
 	for i, w := range r.workers {
 		name := r.res.Sessions[i].Name
-		w.Begin(window, start, func(q *record.Request) {
+		lim, ctx := newLimiter(window, r.o.Agent != nil, limits)
+		w.Begin(ctx, start, func(q *record.Request) {
 			r.meter.Streamed(q.OutputTokens())
+			lim.step(q)
 			if r.o.Progress != nil {
 				r.o.Progress.Step(i, name, q)
 			}
 		})
-		wg.Go(func() { r.requests[i], r.ends[i] = w.Run(window) })
+		wg.Go(func() {
+			reqs, end := w.Run(ctx)
+			r.requests[i], r.ends[i] = reqs, lim.ended(window, end)
+			r.walls[i] = time.Since(start).Seconds()
+		})
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

@@ -185,6 +185,7 @@ func TestCollectFillsTheRecords(t *testing.T) {
 			{{TTFT: -1, Cut: true}},
 		},
 		ends:  []record.End{record.EndNoToolCall, record.EndCut},
+		walls: []float64{4, 10},
 		first: record.Sample{Counters: metrics.Counters{Generation: 100}},
 		last:  record.Sample{T: 10, Counters: metrics.Counters{Generation: 150}},
 	}

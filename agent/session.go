@@ -17,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -33,6 +35,7 @@ type Session struct {
 	Recipe  *recipes.Recipe
 	Client  *openai.Client
 	Model   string
+	Seed    *int // the sampling seed every request carries (nil: none)
 	Tools   []*tools.Tool
 	Env     *tools.Env
 	Start   time.Time             // the round's start, the zero of every time
@@ -41,6 +44,7 @@ type Session struct {
 	payload *payloadCapture       // the first request's bytes
 	logErr  error                 // the trajectory's first write error
 	final   string                // the last reply's text
+	infra   string                // why the serving side ended the session, if it did
 }
 
 // Begin sets the round's clock and who hears of each request.
@@ -48,9 +52,11 @@ func (s *Session) Begin(_ context.Context, start time.Time, onStep func(*record.
 	s.Start, s.OnStep = start, onStep
 }
 
-// Finish returns the first request's body and the last reply's text; the
-// error is the trajectory's first write error.
-func (s *Session) Finish(*record.Session) (payload []byte, final string, err error) {
+// Finish notes an infrastructure failure in the record and returns the
+// first request's body and the last reply's text; the error is the
+// trajectory's first write error.
+func (s *Session) Finish(sr *record.Session) (payload []byte, final string, err error) {
+	sr.Infra = s.infra
 	return s.payload.first, s.final, s.logErr
 }
 
@@ -69,6 +75,9 @@ func (s *Session) Run(ctx context.Context) ([]record.Request, record.End) {
 	for turn := 0; ; turn++ {
 		if ctx.Err() != nil {
 			return reqs, record.EndCut
+		}
+		if end, ok := s.limited(reqs); ok {
+			return reqs, end
 		}
 		r, reply := s.send(ctx, turn, msgs)
 		reqs = append(reqs, r)
@@ -89,6 +98,9 @@ func (s *Session) Run(ctx context.Context) ([]record.Request, record.End) {
 		case r.Error != "":
 			s.write(&reqs[len(reqs)-1], nil, nil)
 			if errs++; errs >= maxConsecutiveErrors {
+				if servingFault(reply.err) {
+					s.infra = fmt.Sprintf("the backend failed %d requests in a row: %s", errs, r.Error)
+				}
 				return reqs, record.EndAPIErrors
 			}
 			select { // a full queue says retry shortly; so does anything else
@@ -109,27 +121,89 @@ func (s *Session) Run(ctx context.Context) ([]record.Request, record.End) {
 			continue
 		}
 		nudges = 0
-		var results []openai.ChatCompletionMessage
-		cut := false
-		toolsStart := time.Now()
-		for i, tc := range reply.message.ToolCalls {
-			out := s.call(ctx, tc, &reqs[len(reqs)-1].Calls[i])
-			if out.Err != nil {
-				cut = true
-				break
-			}
-			results = append(results, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: tc.ID, Content: out.Output})
-		}
-		reqs[len(reqs)-1].ToolsSec = time.Since(toolsStart).Seconds()
+		results, end := s.runTools(ctx, reply.message.ToolCalls, reqs)
 		msgs = append(msgs, results...)
 		s.write(&reqs[len(reqs)-1], &reply.message, results)
-		if cut {
-			return reqs, record.EndCut
+		if end != "" {
+			return reqs, end
 		}
 	}
 }
 
+// runTools runs a reply's tool calls (the last of reqs), within what is
+// left of the recipe's tool time; end is why the session stops ("": it
+// goes on): the cut, or the tool time spent.
+func (s *Session) runTools(ctx context.Context, calls []openai.ToolCall, reqs []record.Request) (results []openai.ChatCompletionMessage, end record.End) {
+	q := &reqs[len(reqs)-1]
+	tctx := ctx
+	if limit := s.Recipe.Limits.ToolTime(); limit > 0 {
+		var cancel context.CancelFunc
+		tctx, cancel = context.WithTimeout(ctx, limit-toolTime(reqs))
+		defer cancel()
+	}
+	start := time.Now()
+	defer func() { q.ToolsSec = time.Since(start).Seconds() }()
+	for i, tc := range calls {
+		out := s.call(tctx, tc, &q.Calls[i])
+		if out.Err != nil {
+			if ctx.Err() == nil {
+				return results, record.EndToolSeconds
+			}
+			return results, record.EndCut
+		}
+		results = append(results, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: tc.ID, Content: out.Output})
+	}
+	return results, ""
+}
+
+// limited says whether the session has reached one of the recipe's limits
+// (budgets beyond the window), before it sends another request: as many
+// requests as limits.turns, completions of limits.output_tokens, tools
+// that ran limits.tool_seconds.
+func (s *Session) limited(reqs []record.Request) (record.End, bool) {
+	l := s.Recipe.Limits
+	out := 0
+	for _, q := range reqs {
+		out += q.OutputTokens()
+	}
+	switch {
+	case l.Turns > 0 && len(reqs) >= l.Turns:
+		return record.EndTurns, true
+	case l.OutputTokens > 0 && out >= l.OutputTokens:
+		return record.EndOutputTokens, true
+	case l.ToolSeconds > 0 && toolTime(reqs) >= l.ToolTime():
+		return record.EndToolSeconds, true
+	}
+	return "", false
+}
+
+// toolTime is how long the tools of reqs ran together.
+func toolTime(reqs []record.Request) time.Duration {
+	t := 0.0
+	for _, q := range reqs {
+		t += q.ToolsSec
+	}
+	return time.Duration(t * float64(time.Second))
+}
+
 func (s *Session) since(t time.Time) float64 { return t.Sub(s.Start).Seconds() }
+
+// servingFault reports whether a request failed for the serving side
+// rather than for what the agent sent or the model said: no HTTP answer at
+// all (the backend unreachable), a 5xx, or a 429 (its queue full). A
+// session that such failures end is not scored.
+func servingFault(err error) bool {
+	var re *openai.RequestError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode >= 500 || re.HTTPStatusCode == http.StatusTooManyRequests
+	}
+	var ae *openai.APIError
+	if errors.As(err, &ae) {
+		return ae.HTTPStatusCode >= 500 || ae.HTTPStatusCode == http.StatusTooManyRequests
+	}
+	var ue *url.Error
+	return errors.As(err, &ue)
+}
 
 type reply struct {
 	message openai.ChatCompletionMessage
@@ -223,7 +297,7 @@ func (s *Session) request(msgs []openai.ChatCompletionMessage) openai.ChatComple
 		MaxTokens:     sp.MaxTokens,
 		Stream:        true,
 		StreamOptions: &openai.StreamOptions{IncludeUsage: true},
-		Seed:          sp.Seed,
+		Seed:          s.Seed,
 	}
 	if sp.Temperature != nil {
 		req.Temperature = float32(*sp.Temperature)

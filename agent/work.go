@@ -3,15 +3,13 @@ package agent
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"jspark/agent/external"
-	"jspark/agent/metrics"
 	"jspark/agent/record"
 	"jspark/agent/report"
 	"jspark/agent/target"
@@ -25,7 +23,11 @@ type WorkOptions struct {
 	Round    string // a round's name or "all"
 	Backends []target.Backend
 	Window   time.Duration // 0: the recipe's
+	Trials   int           // times each round runs, each trial seeded apart (0: once)
 	Out      string
+	// Resume finishes the run that Out holds: the round trials it
+	// finished are kept as they are, the others run (see resume.go).
+	Resume   bool
 	Sandbox  sandbox.Options
 	Progress func(round string, sessions int) Progress // nil: none
 	// AgentCache is where external agents are installed ("":
@@ -69,17 +71,21 @@ func Rounds(r *recipes.Recipe, name string) ([]*recipes.Round, error) {
 	return out, nil
 }
 
-// Work runs the rounds and writes results.json and report.html under Out.
+// Work runs the rounds, each --trials times (trials outer: a repeat round
+// follows its first round of the same trial), and writes results.json and
+// report.html under Out after every round's trial, so an interrupted run
+// has the record of what finished; with Resume it finishes a run that Out
+// holds (see resume.go).
 func Work(ctx context.Context, o WorkOptions) (*record.Work, error) {
 	rounds, err := Rounds(o.Recipe, o.Round)
 	if err != nil {
 		return nil, err
 	}
-	window := o.Window
-	if window == 0 {
-		window = o.Recipe.Window.D()
+	if o.Window == 0 {
+		o.Window = o.Recipe.Window.D()
 	}
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+	o.Trials = max(o.Trials, 1)
+	if err := startRun(o); err != nil {
 		return nil, err
 	}
 	// External agents are installed before the first round: npm's time is
@@ -88,35 +94,39 @@ func Work(ctx context.Context, o WorkOptions) (*record.Work, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &record.Work{Version: record.Version, Recipe: o.Recipe.File, Window: window.Seconds()}
+	res := &record.Work{Version: record.Version, Recipe: o.Recipe.File, Window: o.Window.Seconds(), Trials: o.Trials}
 	for _, b := range o.Backends {
 		res.Backends = append(res.Backends, b.URL)
 	}
-	ran := map[string]*round{}
-	for _, rd := range rounds {
-		metrics.Settle(ctx, counters(o.Backends)...)
-		ro := RoundOptions{Recipe: o.Recipe, Round: rd, Backends: o.Backends, Window: window, Out: filepath.Join(o.Out, rd.Name), Sandbox: o.Sandbox,
-			Agent: agents[o.Recipe.AgentOf(rd)]}
-		if o.Progress != nil {
-			ro.Progress = o.Progress(rd.Name, len(o.Recipe.Plan(rd)))
+	w := &work{o: o, rounds: rounds, agents: agents}
+	for trial := 1; trial <= o.Trials; trial++ {
+		payloads := map[string][][]byte{} // this trial's rounds' first requests
+		for _, rd := range rounds {
+			rec, sent, err := w.trial(ctx, rd, trial)
+			if err == nil && ctx.Err() != nil {
+				err = fmt.Errorf("interrupted in round %s, trial %d of %d: %w (`--out %s --resume` finishes the run)", rd.Name, trial, o.Trials, ctx.Err(), o.Out)
+			}
+			if err != nil {
+				return nil, errors.Join(err, save(o.Out, res))
+			}
+			res.Rounds = append(res.Rounds, rec)
+			if first, ok := payloads[rd.RepeatOf]; ok {
+				repeatPairs(&res.RepeatPairs, sent, first)
+			}
+			payloads[rd.Name] = sent
+			if err := save(o.Out, res); err != nil {
+				return nil, err
+			}
 		}
-		r, err := runRound(ctx, ro)
-		if err != nil {
-			return nil, fmt.Errorf("round %s: %w", rd.Name, err)
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		ran[rd.Name] = r
-		res.Rounds = append(res.Rounds, r.res)
-		if first := ran[rd.RepeatOf]; first != nil {
-			repeatPairs(&res.RepeatPairs, r.payloads, first.payloads)
-		}
-	}
-	if err := report.Save(o.Out, res, report.WorkHTML(res)); err != nil {
-		return nil, err
 	}
 	return res, nil
+}
+
+// save writes results.json, with the pass rates of the rounds so far, and
+// report.html.
+func save(out string, res *record.Work) error {
+	res.PassRates = record.Rates(res)
+	return report.Save(out, res, report.WorkHTML(res, out))
 }
 
 // repeatPairs counts a repeat round's sessions, and those that sent exactly

@@ -26,7 +26,8 @@ const (
 	// maxEntries bounds one mapping's keys or one list's items: the
 	// decoder's duplicate check is quadratic in it.
 	maxEntries = 4096
-	// maxSeedFiles bounds the seed files of all tasks together.
+	// maxSeedFiles bounds the seed, hidden test and solution files of all
+	// tasks together.
 	maxSeedFiles = 10_000
 	// maxDepth bounds nesting (a recipe is five levels deep).
 	maxDepth = 32
@@ -72,9 +73,9 @@ func bounds(file string, root *yaml.Node) Errors {
 		entries, what := len(n.Content), "items"
 		if n.Kind == yaml.MappingNode {
 			entries, what = entries/2, "keys"
-			if strings.HasPrefix(at, "tasks[") && strings.HasSuffix(at, "].files") {
+			if taskFiles(at) {
 				if seeds += entries; seeds > maxSeedFiles {
-					es.add(&Error{File: file, Line: line, Field: at, Msg: fmt.Sprintf("more than %d seed files in the recipe", maxSeedFiles)})
+					es.add(&Error{File: file, Line: line, Field: at, Msg: fmt.Sprintf("more than %d seed, test and solution files in the recipe", maxSeedFiles)})
 					return false
 				}
 			}
@@ -125,6 +126,14 @@ func bounds(file string, root *yaml.Node) Errors {
 		walk(doc, "", doc.Line, 0)
 	}
 	return es.list()
+}
+
+// taskFiles reports whether at is one of a task's mappings of files.
+func taskFiles(at string) bool {
+	if !strings.HasPrefix(at, "tasks[") {
+		return false
+	}
+	return strings.HasSuffix(at, "].files") || strings.HasSuffix(at, "].tests") || strings.HasSuffix(at, "].solution.files")
 }
 
 // errorList keeps the first maxErrors errors and counts the rest.

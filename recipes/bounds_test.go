@@ -48,7 +48,7 @@ func TestRecipeWith120kSeedFiles(t *testing.T) {
 	}
 	y := strings.Replace(good, "    prompt: do it\n", "    prompt: do it\n    files:\n"+b.String(), 1)
 	es := parseErrors(t, y)
-	if got, want := es.Error(), "big.yaml:9: tasks[0].files: more than 10000 seed files in the recipe"; got != want {
+	if got, want := es.Error(), "big.yaml:9: tasks[0].files: more than 10000 seed, test and solution files in the recipe"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
@@ -117,6 +117,9 @@ func FuzzParse(f *testing.F) {
 	f.Add("x: &a [1, 2]\ny: [*a, *a, *a]\n" + good)
 	f.Add("tasks:\n  - files: {a: b, a: c}\n")
 	f.Add("rounds: [{name: r, concurrency: 99999}]\n")
+	f.Add("limits: {turns: 3}\ntasks:\n  - {id: a, check: x, tests: {t: y}, solution: {files: {a: b}, script: s}, not_runnable: r}\n")
+	f.Add("system: !file builtin/work.yaml\nnudge: {message: !file ../x}\n" + good)
+	f.Add("tasks:\n  - {id: a, files: {x: &s !file builtin/work/markdown_toc/files/toc.py}, tests: {y: *s}}\n")
 	f.Fuzz(func(t *testing.T, y string) {
 		r, err := Parse("f.yaml", []byte(y))
 		if err == nil {

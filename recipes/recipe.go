@@ -1,6 +1,7 @@
 // Package recipes owns the recipe format (YAML: a system prompt, tools,
-// sampling, tasks with seed files and checks, and rounds of concurrent
-// sessions), its validation with file:line messages, and the built-in recipes.
+// sampling, per-session limits, tasks with seed files, checks, hidden tests
+// and solutions, and rounds of concurrent sessions), its validation with
+// file:line messages, and the built-in recipes.
 package recipes
 
 import (
@@ -8,12 +9,15 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -31,6 +35,7 @@ type Recipe struct {
 	Shell    Shell    `yaml:"shell" json:"shell"`
 	Context  Context  `yaml:"context" json:"context"`
 	Agent    Agent    `yaml:"agent" json:"agent"`
+	Limits   Limits   `yaml:"limits" json:"limits"`
 	Tasks    []Task   `yaml:"tasks" json:"tasks"`
 	Rounds   []Round  `yaml:"rounds" json:"rounds"`
 
@@ -90,6 +95,18 @@ type Task struct {
 	// Expect is text the session's final reply must contain (checked with
 	// Check: an external agent's answer is not in its workspace).
 	Expect string `yaml:"expect" json:"expect,omitempty"`
+	// Tests are hidden test files (relative path → content): the session
+	// never sees them; they are copied in after its cut, over whatever the
+	// agent wrote at their paths, and Check runs on the result.
+	Tests map[string]string `yaml:"tests" json:"tests,omitempty"`
+	// Solution solves the task (the oracle); nil: the task has none.
+	Solution *Solution `yaml:"solution" json:"solution,omitempty"`
+	// CheckTimeout bounds one run of Check (default: shell.timeout).
+	CheckTimeout Duration `yaml:"check_timeout" json:"check_timeout"`
+	// NotRunnable says why the task cannot run here (an imported task that
+	// needs its own Docker image); empty: it can. No round may name such a
+	// task, and `recipes check` lists it with the reason.
+	NotRunnable string `yaml:"not_runnable" json:"not_runnable,omitempty"`
 }
 
 // Round is a set of sessions started together: session i works on
@@ -169,7 +186,10 @@ func (r *Recipe) Plan(rd *Round) []*Task {
 	return out
 }
 
-//go:embed builtin/*.yaml
+// builtin holds the embedded recipes (builtin/NAME.yaml) and the files
+// their !file values name (builtin/NAME/…).
+//
+//go:embed builtin
 var builtin embed.FS
 
 // Builtin lists the embedded recipes' names.
@@ -177,7 +197,9 @@ func Builtin() []string {
 	ents, _ := builtin.ReadDir("builtin")
 	var out []string
 	for _, e := range ents {
-		out = append(out, strings.TrimSuffix(e.Name(), ".yaml"))
+		if name, ok := strings.CutSuffix(e.Name(), ".yaml"); ok && !e.IsDir() {
+			out = append(out, name)
+		}
 	}
 	sort.Strings(out)
 	return out
@@ -185,8 +207,9 @@ func Builtin() []string {
 
 // Load reads a recipe by built-in name or file path.
 func Load(nameOrFile string) (*Recipe, error) {
-	if b, err := builtin.ReadFile("builtin/" + nameOrFile + ".yaml"); err == nil {
-		return Parse("builtin:"+nameOrFile, b)
+	if b, err := builtin.ReadFile("builtin/" + nameOrFile + ".yaml"); err == nil && !strings.ContainsAny(nameOrFile, "/.") {
+		dir, _ := fs.Sub(builtin, "builtin")
+		return parse("builtin:"+nameOrFile, b, dir)
 	}
 	b, err := readBounded(nameOrFile)
 	if err != nil {
@@ -232,7 +255,29 @@ var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 // Parse decodes and validates a recipe; every error names file:line. A
 // recipe over the bounds (bounds.go) is refused before it is decoded, and
 // at most the first maxErrors errors are listed, then a count of the rest.
+// Its !file values are read from file's folder (include.go), never from
+// outside it.
 func Parse(file string, data []byte) (*Recipe, error) {
+	return parse(file, data, rootDir(filepath.Dir(file)))
+}
+
+// rootDir is a folder whose files are opened through os.Root, so that no
+// symlink or ".." leads out of it.
+type rootDir string
+
+// Open opens without blocking: a FIFO named by a !file opens at once (and
+// is refused as no regular file) instead of waiting for a writer.
+func (d rootDir) Open(name string) (fs.File, error) {
+	r, err := os.OpenRoot(string(d))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close() // a file opened through r outlives it
+	return r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
+// parse is Parse reading !file values from dir.
+func parse(file string, data []byte, dir fs.FS) (*Recipe, error) {
 	if len(data) > MaxBytes {
 		return nil, Errors{{File: file, Line: 1, Msg: fmt.Sprintf("over %d bytes: a recipe is a few hundred KB at most", MaxBytes)}}
 	}
@@ -267,6 +312,16 @@ func Parse(file string, data []byte) (*Recipe, error) {
 		}
 		return nil, es.list()
 	}
+	if replaced, es := include(file, &root, dir, MaxBytes-len(data)); len(es) > 0 {
+		return nil, es
+	} else if replaced {
+		// The decoder above saw the !file values as their paths and checked
+		// every field; the document now holds their text.
+		r = Recipe{}
+		if err := root.Decode(&r); err != nil {
+			return nil, Errors{yamlError(file, err.Error())}
+		}
+	}
 	r.File = file
 	if es := r.validate(file, lines); len(es) > 0 {
 		return nil, capErrors(es)
@@ -286,7 +341,7 @@ func yamlError(file, msg string) *Error {
 
 var (
 	yamlUnknown = regexp.MustCompile("^field (\\S+) not found in type \\S+$")
-	yamlType    = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (\\S+)$")
+	yamlType    = regexp.MustCompile("^cannot unmarshal (!!?\\w+)(?: `(.*)`)? into (\\S+)$")
 )
 
 // fieldOf names the field of a decoding error by its line (the decoder
@@ -309,10 +364,12 @@ func fieldOf(e *Error, lines map[string]int) *Error {
 			parent = e.Field[:i]
 		}
 		e.Msg = fmt.Sprintf("not a field of %s", parent)
-	} else if m := yamlType.FindStringSubmatch(e.Msg); m != nil {
+	} else if m := yamlType.FindStringSubmatch(e.Msg); m != nil && m[1] == fileTag {
+		e.Msg = fileTagMisplaced
+	} else if m != nil {
 		what := m[2]
 		if what == "" {
-			what = map[string]string{"seq": "a list", "map": "a mapping"}[m[1]]
+			what = map[string]string{"!!seq": "a list", "!!map": "a mapping"}[m[1]]
 			if what == "" {
 				what = "this value"
 			}
@@ -385,6 +442,11 @@ func (r *Recipe) defaults() {
 	}
 	if r.Agent.Kind == "" {
 		r.Agent.Kind = "jspark"
+	}
+	for i := range r.Tasks {
+		if t := &r.Tasks[i]; t.CheckTimeout == 0 {
+			t.CheckTimeout = r.Shell.Timeout
+		}
 	}
 	for i := range r.Rounds {
 		if rd := &r.Rounds[i]; rd.RepeatOf != "" {

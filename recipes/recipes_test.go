@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +89,18 @@ func TestBadRecipes(t *testing.T) {
 		{"jspark version", "agent: {kind: jspark, version: 1.0.0}\n" + good, "bad.yaml:1: agent.version: jspark's own loop has no version; leave it out"},
 		{"duplicate round", good + "  - name: r1\n    concurrency: 1\n    tasks: [a]\n", `bad.yaml:13: rounds[1].name: "r1" is used by an earlier round`},
 		{"empty", "", "bad.yaml:1: empty recipe"},
+		{"tests without check", strings.Replace(good, "    prompt: do it\n", "    prompt: do it\n    tests: {t.py: x}\n", 1), "bad.yaml:9: tasks[0].tests: hidden tests need a check to run them: give the task a check"},
+		{"test path", strings.Replace(good, "    prompt: do it\n", "    prompt: do it\n    check: 'true'\n    tests:\n      /etc/t.py: x\n", 1), "bad.yaml:11: tasks[0].tests./etc/t.py: test file paths must be relative and stay inside the workspace"},
+		{"empty solution", strings.Replace(good, "    prompt: do it\n", "    prompt: do it\n    check: 'true'\n    solution: {}\n", 1), "bad.yaml:10: tasks[0].solution: give the solution's files, a script or both"},
+		{"solution without check", strings.Replace(good, "    prompt: do it\n", "    prompt: do it\n    solution: {script: 'true'}\n", 1), "bad.yaml:9: tasks[0].solution: a solution is proved by the task's check: give the task a check"},
+		{"solution path", strings.Replace(good, "    prompt: do it\n", "    prompt: do it\n    check: 'true'\n    solution:\n      files: {../a.py: x}\n", 1), "bad.yaml:11: tasks[0].solution.files.../a.py: solution file paths must be relative and stay inside the workspace"},
+		{"solution script type", strings.Replace(good, "    prompt: do it\n", "    prompt: do it\n    check: 'true'\n    solution:\n      script: [a]\n", 1), "bad.yaml:11: tasks[0].solution.script: a list is not text"},
+		{"check timeout", strings.Replace(good, "    prompt: do it\n", "    prompt: do it\n    check: 'true'\n    check_timeout: -5s\n", 1), "bad.yaml:10: tasks[0].check_timeout: must be positive"},
+		{"not runnable in a round", strings.Replace(good, "    prompt: do it\n", "    prompt: do it\n    not_runnable: needs its Docker image\n", 1), `bad.yaml:13: rounds[0].tasks[0]: task "a" is not runnable here (needs its Docker image)`},
+		{"limits zero", good + "limits: {turns: 0}\n", "bad.yaml:13: limits.turns: 0: must be positive (leave it out for no limit)"},
+		{"limits negative", good + "limits:\n  output_tokens: -1\n", "bad.yaml:14: limits.output_tokens: -1: must be positive (leave it out for no limit)"},
+		{"limits seconds as duration", good + "limits:\n  tool_seconds: 2m\n", `bad.yaml:14: limits.tool_seconds: "2m" is not a whole number`},
+		{"limits unknown", good + "limits:\n  tokens: 5\n", "bad.yaml:14: limits.tokens: not a field of limits"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -136,5 +149,80 @@ func TestLoadUnknown(t *testing.T) {
 	_, err := Load("nosuch")
 	if err == nil || err.Error() != `no recipe "nosuch": not a built-in (work) nor a file` {
 		t.Errorf("%v", err)
+	}
+}
+
+// Hidden tests, a solution, a check timeout and limits, as a recipe gives
+// them and as the runner reads them.
+func TestTestsSolutionAndLimits(t *testing.T) {
+	y := strings.Replace(good, "    prompt: do it\n", `    prompt: do it
+    files: {a.py: stub, test_a.py: visible}
+    check: python3 -m unittest -q
+    check_timeout: 45s
+    tests: {test_a.py: visible, z/test_hidden.py: hidden}
+    solution:
+      files: {a.py: real}
+      script: python3 -c 'print(1)'
+`, 1)
+	y = strings.Replace(y, "rounds:", "  - {id: b, kind: code, prompt: p, check: 'true'}\nrounds:", 1)
+	y += "limits: {turns: 40, output_tokens: 20000, tool_seconds: 90}\nshell: {timeout: 7s}\n"
+	r, err := Parse("t.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := r.Task("a"), r.Task("b")
+	want := []File{{"test_a.py", "visible"}, {"z/test_hidden.py", "hidden"}}
+	if got := a.HiddenTests(); !slices.Equal(got, want) {
+		t.Errorf("hidden tests %v, want %v", got, want)
+	}
+	if got := a.SolutionFiles(); !slices.Equal(got, []File{{"a.py", "real"}}) || a.Solution.Script != "python3 -c 'print(1)'" {
+		t.Errorf("solution %+v", a.Solution)
+	}
+	if a.CheckTimeout.D() != 45*time.Second || b.CheckTimeout.D() != 7*time.Second {
+		t.Errorf("check timeouts %v, %v (b takes shell.timeout)", a.CheckTimeout.D(), b.CheckTimeout.D())
+	}
+	if r.Limits != (Limits{Turns: 40, OutputTokens: 20000, ToolSeconds: 90}) || r.Limits.ToolTime() != 90*time.Second || r.Limits.None() {
+		t.Errorf("limits %+v", r.Limits)
+	}
+	if ok, _ := a.Runnable(); !ok || b.Solution != nil || b.HiddenTests() == nil || len(b.HiddenTests()) != 0 {
+		t.Errorf("b: %+v", b)
+	}
+	plain, _ := Parse("good.yaml", []byte(good))
+	if !plain.Limits.None() {
+		t.Errorf("a recipe without limits has %+v", plain.Limits)
+	}
+}
+
+// A task that cannot run here may stand in a recipe no round runs it from.
+func TestNotRunnableTask(t *testing.T) {
+	y := strings.Replace(good, "rounds:", "  - {id: d, kind: code, prompt: p, check: 'true', not_runnable: needs its image}\nrounds:", 1)
+	r, err := Parse("t.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := r.Task("d").Runnable(); ok || why != "needs its image" {
+		t.Errorf("runnable %v, %q", ok, why)
+	}
+}
+
+// Every code task of the built-in recipe has hidden tests that restore its
+// visible test file as seeded, and a solution (recipes/check proves them).
+func TestBuiltinHiddenTests(t *testing.T) {
+	r, err := Load("work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range r.Tasks {
+		if task.Kind != "code" {
+			continue
+		}
+		if task.Solution == nil || len(task.Solution.Files) == 0 || len(task.Tests) < 2 {
+			t.Errorf("%s: solution %v, %d hidden tests", task.ID, task.Solution, len(task.Tests))
+		}
+		for p, c := range task.Files {
+			if strings.HasPrefix(p, "test_") && task.Tests[p] != c {
+				t.Errorf("%s: the hidden tests do not restore %s as seeded", task.ID, p)
+			}
+		}
 	}
 }

@@ -90,7 +90,8 @@ func (r *Recipe) validate(file string, lines map[string]int) Errors {
 	if len(r.Tasks) == 0 {
 		bad("tasks", "list at least one task")
 	}
-	ids := map[string]bool{}
+	r.validateLimits(lines, bad)
+	ids, runnable := map[string]bool{}, map[string]bool{}
 	for i, t := range r.Tasks {
 		at := fmt.Sprintf("tasks[%d]", i)
 		switch {
@@ -118,6 +119,8 @@ func (r *Recipe) validate(file string, lines map[string]int) Errors {
 				bad(at+".files."+n, "seed file paths must be relative and stay inside the workspace")
 			}
 		}
+		r.validateTask(at, &t, bad)
+		runnable[t.ID] = t.NotRunnable == ""
 	}
 
 	if len(r.Rounds) == 0 {
@@ -169,11 +172,54 @@ func (r *Recipe) validate(file string, lines map[string]int) Errors {
 		for j, id := range rd.Tasks {
 			if !ids[id] {
 				bad(fmt.Sprintf("%s.tasks[%d]", at, j), "no task has id %q", id)
+			} else if !runnable[id] {
+				bad(fmt.Sprintf("%s.tasks[%d]", at, j), "task %q is not runnable here (%s)", id, r.Task(id).NotRunnable)
 			}
 		}
 	}
 	sort.SliceStable(es, func(i, j int) bool { return es[i].Line < es[j].Line })
 	return es
+}
+
+// validateTask checks a task's hidden tests, solution and check timeout.
+func (r *Recipe) validateTask(at string, t *Task, bad func(field, format string, args ...any)) {
+	if len(t.Tests) > 0 && t.Check == "" {
+		bad(at+".tests", "hidden tests need a check to run them: give the task a check")
+	}
+	for _, f := range t.HiddenTests() {
+		if !cleanRel(f.Path) {
+			bad(at+".tests."+f.Path, "test file paths must be relative and stay inside the workspace")
+		}
+	}
+	if s := t.Solution; s != nil {
+		if len(s.Files) == 0 && strings.TrimSpace(s.Script) == "" {
+			bad(at+".solution", "give the solution's files, a script or both")
+		}
+		if t.Check == "" {
+			bad(at+".solution", "a solution is proved by the task's check: give the task a check")
+		}
+		for _, f := range t.SolutionFiles() {
+			if !cleanRel(f.Path) {
+				bad(at+".solution.files."+f.Path, "solution file paths must be relative and stay inside the workspace")
+			}
+		}
+	}
+	if t.CheckTimeout < 0 {
+		bad(at+".check_timeout", "must be positive")
+	}
+}
+
+// validateLimits checks the per-session limits: each one given is positive.
+func (r *Recipe) validateLimits(lines map[string]int, bad func(field, format string, args ...any)) {
+	for _, l := range []struct {
+		field string
+		v     int
+	}{{"turns", r.Limits.Turns}, {"output_tokens", r.Limits.OutputTokens}, {"tool_seconds", r.Limits.ToolSeconds}} {
+		_, given := lines["limits."+l.field]
+		if l.v < 0 || given && l.v == 0 {
+			bad("limits."+l.field, "%d: must be positive (leave it out for no limit)", l.v)
+		}
+	}
 }
 
 // exactVersion is an npm version without ranges or tags: the same recipe

@@ -33,7 +33,8 @@
 // still has its workspaces where its results are, and the next run's first
 // sandbox removes the cgroups and kills the processes that the killed run's
 // sandboxes left, by the records in their uid locks (reap.go). ClaimOut and
-// NewOut give each run an output folder no other run has (out.go).
+// NewOut give each run an output folder no other run has, and ResumeOut
+// gives a stopped run's folder back to the run that resumes it (out.go).
 //
 // # Commands end, whatever they do
 //

@@ -6,7 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A run's output folder (--out) holds its results and its sessions'
@@ -30,8 +33,9 @@ var ErrOutTaken = errors.New("holds another run's results: choose a new --out fo
 // run's results, or its mark: a run in progress or killed) is refused with
 // ErrOutTaken.
 //
-// NOTE: resuming a run (issue 27's --resume) is to take a folder that holds
-// the run it resumes; it needs its own check, not this one.
+// The claim holds its mark locked (flock) while this process lives, so a
+// resume (ResumeOut) can tell a run that still runs from one that was
+// killed.
 func ClaimOut(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -45,7 +49,8 @@ func ClaimOut(dir string) error {
 		return err
 	}
 	fmt.Fprintf(f, "pid %d\nstarted %s\n", os.Getpid(), time.Now().UTC().Format(time.RFC3339Nano))
-	if err := f.Close(); err != nil {
+	if err := hold(dir, f); err != nil {
+		f.Close()
 		os.Remove(mark)
 		return err
 	}
@@ -69,6 +74,50 @@ func ClaimOut(dir string) error {
 			return fmt.Errorf("%s %w (it has %s)", dir, ErrOutTaken, n)
 		}
 	}
+	return nil
+}
+
+// ErrOutRunning is the error of resuming a folder whose run still runs.
+var ErrOutRunning = errors.New("is held by a run that is still running")
+
+// held are the marks this process holds locked, by folder: its claims and
+// its resumes. The lock goes with the process, however it ends.
+var held sync.Map
+
+// hold locks a folder's mark for this process's life.
+func hold(dir string, f *os.File) error {
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("%s %w (another jspark has it)", dir, ErrOutRunning)
+		}
+		return fmt.Errorf("%s: lock %s: %w", dir, outMark, err)
+	}
+	held.Store(filepath.Clean(dir), f)
+	return nil
+}
+
+// ResumeOut takes back dir for a run that resumes the one it holds
+// (`jspark work --resume`): dir must be a run's folder (ClaimOut's mark in
+// it) whose run no longer runs (no live process holds its mark: the run
+// that claimed it, or another resume). The mark notes the resume.
+// Whether dir holds the run the caller resumes is the caller's to check.
+func ResumeOut(dir string) error {
+	if _, ok := held.Load(filepath.Clean(dir)); ok {
+		return nil
+	}
+	mark := filepath.Join(dir, outMark)
+	f, err := os.OpenFile(mark, os.O_WRONLY|os.O_APPEND, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s is not a run's output folder (no %s): nothing to resume", dir, outMark)
+	}
+	if err != nil {
+		return err
+	}
+	if err := hold(dir, f); err != nil {
+		f.Close()
+		return err
+	}
+	fmt.Fprintf(f, "resumed by pid %d at %s\n", os.Getpid(), time.Now().UTC().Format(time.RFC3339Nano))
 	return nil
 }
 

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // A run given an --out that holds another run's results is refused: its
@@ -88,5 +91,47 @@ func TestRunsStartedTogetherGetTheirOwnFolders(t *testing.T) {
 	}
 	if ok != 1 {
 		t.Errorf("%d runs claimed one folder", ok)
+	}
+}
+
+// --resume takes back a run's folder once its run has stopped: a folder no
+// run claimed is refused, and so is one whose run still holds it (here a
+// lock on its mark taken as another process's claim would).
+func TestResumeOutTakesBackAStoppedRunsFolder(t *testing.T) {
+	base := t.TempDir()
+	if err := ResumeOut(base); err == nil {
+		t.Error("a folder without a run's mark was resumed")
+	}
+	dir := filepath.Join(base, "run")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, outMark), []byte("pid 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other, err := os.Open(filepath.Join(dir, outMark))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(other.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if err := ResumeOut(dir); !errors.Is(err, ErrOutRunning) {
+		t.Errorf("a folder whose run still runs: %v", err)
+	}
+	other.Close() // that run ends: its lock goes with it
+	if err := ResumeOut(dir); err != nil {
+		t.Fatalf("a stopped run's folder: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, outMark)); !strings.Contains(string(b), "resumed by pid") {
+		t.Errorf("mark %q", b)
+	}
+	// This process's own claims and resumes are its own to resume.
+	mine := filepath.Join(base, "mine")
+	if err := ClaimOut(mine); err != nil {
+		t.Fatal(err)
+	}
+	if err := ResumeOut(mine); err != nil || ResumeOut(dir) != nil {
+		t.Errorf("resuming what this process holds: %v", err)
 	}
 }

@@ -323,6 +323,18 @@ func (s *Sandbox) Close() error {
 	return err
 }
 
+// Restart ends the shell and every process of the sandbox; the next command
+// starts a fresh shell in the workspace, with none of the old one's
+// functions, variables or cwd (a task's check must not run through what the
+// session defined).
+func (s *Sandbox) Restart() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.stopShell()
+	}
+}
+
 func (s *Sandbox) stopShell() {
 	if s.sh == nil {
 		return

@@ -18,17 +18,10 @@ prompt cache), and asks /v1/completions for 32 greedy tokens of each
 prompt (token ids, EOS ignored) with n_probs 5 (log-probabilities of the
 raw logits, before sampling).
 """
-import hashlib
-import json
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
-import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import ikrefs
+
 SHAPE = ["--heads", "4", "--kv-heads", "2", "--vocab-text", "--ctx", "1024"]
 MODELS = {
     # F32: ids must equal ours (near-ties excepted). gemma3's six layers
@@ -56,70 +49,10 @@ PROMPTS = [
     "A recurrent layer keeps a state of fixed size for each sequence: a short convolution's last inputs "
     "and one matrix per head, which every token decays, corrects by the delta rule and reads.",
 ]
-N_PREDICT = 32
-
-
-def ids_of(text):
-    """BOS, then one byte token per byte (the synthetic vocabulary's)."""
-    return [1] + [3 + b for b in text.encode()]
-
-
-def post(url, body):
-    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=600) as r:
-            return json.load(r)
-    except urllib.error.HTTPError as e:
-        sys.exit(f"{url}: {e.code} {e.read().decode(errors='replace')}")
 
 
 def main():
-    server = sys.argv[1]
-    out_dir = os.path.join(ROOT, "testdata", "refs")
-    tmp = tempfile.mkdtemp()
-    jspark = os.path.join(tmp, "jspark")
-    subprocess.run(["go", "build", "-o", jspark, "./cmd/jspark"], cwd=ROOT, check=True)
-    for name, flags in MODELS.items():
-        path = os.path.join(tmp, name + ".gguf")
-        synth = ["model", "synth", *SHAPE, *flags, "--out", path]
-        subprocess.run([jspark, *synth], check=True, stdout=subprocess.DEVNULL)
-        sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
-        port = 18720 + list(MODELS).index(name)
-        proc = subprocess.Popen([server, "-m", path, "--host", "127.0.0.1", "--port", str(port), "-c", "1024",
-                                 "-np", "1", "-t", "2"],
-                                stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, name + ".log"), "w"))
-        try:
-            base = f"http://127.0.0.1:{port}"
-            for _ in range(600):
-                if proc.poll() is not None:
-                    sys.exit(f"{name}: llama-server exited {proc.returncode}; see {tmp}/{name}.log")
-                try:
-                    with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except Exception:
-                    time.sleep(0.2)
-            lines = []
-            for text in PROMPTS:
-                ids = ids_of(text)
-                r = post(base + "/v1/completions", {"prompt": ids, "max_tokens": N_PREDICT, "temperature": 0, "top_k": 1,
-                                                    "n_probs": 5, "cache_prompt": False, "ignore_eos": True})
-                probs = r["choices"][0]["logprobs"]["content"]
-                if len(probs) != N_PREDICT:
-                    sys.exit(f"{name}: {len(probs)} tokens of {N_PREDICT}")
-                lines.append({
-                    "model": name, "synth": synth[2:-2], "sha256": sha, "prompt": text, "prompt_ids": ids,
-                    "gen_ids": [p["id"] for p in probs],
-                    "top5": [[[q["id"], q["logprob"]] for q in p["top_logprobs"]] for p in probs],
-                })
-            with open(os.path.join(out_dir, f"hybrid-{name}.jsonl"), "w") as f:
-                for line in lines:
-                    f.write(json.dumps(line) + "\n")
-            print(f"{name}: {len(lines)} prompts")
-        finally:
-            proc.terminate()
-            proc.wait()
-    shutil.rmtree(tmp)  # kept when a server failed: its log is there
+    ikrefs.record(sys.argv[1], "hybrid", 18720, SHAPE, MODELS, PROMPTS, {"n_probs": 5}, {})
 
 
 if __name__ == "__main__":

@@ -21,16 +21,10 @@ those beyond the top n_probs (get_token_probabilities in
 examples/server/server-common.cpp adds the tail twice): the test computes
 ours the same way (measured: within 5e-4 nats on the F32 files).
 """
-import hashlib
-import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
-import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import ikrefs
+
 ALL4 = ["--experts", "4", "--experts-used", "4"]
 SHAPE = ["--layers", "3", "--heads", "4", "--kv-heads", "2", "--vocab-bytes", "--ctx", "1024"]
 MODELS = {
@@ -53,7 +47,6 @@ PROMPTS = [
     "In the mixture of experts each token is routed to a few of many feed-forward networks; "
     "the router scores every expert, keeps the best, and weighs their outputs.",
 ]
-N_PREDICT = 32
 # The continuation never takes a byte token of 0x80-0xff: the server cannot
 # put a lone one into its JSON (nlohmann refuses invalid UTF-8). The bias
 # acts in sampling only; the log-probabilities are of the raw logits.
@@ -61,64 +54,11 @@ HIGH_BYTES_BANNED = [[3 + b, False] for b in range(0x80, 0x100)]
 EOS = 2
 
 
-def ids_of(text):
-    """BOS, then one byte token per byte (the synthetic vocabulary's)."""
-    return [1] + [3 + b for b in text.encode()]
-
-
-def post(url, body):
-    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=600) as r:
-        return json.load(r)
-
-
 def main():
-    server = sys.argv[1]
-    out_dir = os.path.join(ROOT, "testdata", "refs")
-    tmp = tempfile.mkdtemp()
-    jspark = os.path.join(tmp, "jspark")
-    subprocess.run(["go", "build", "-o", jspark, "./cmd/jspark"], cwd=ROOT, check=True)
-    for name, flags in MODELS.items():
-        path = os.path.join(tmp, name + ".gguf")
-        synth = ["model", "synth", *SHAPE, *flags, "--out", path]
-        subprocess.run([jspark, *synth], check=True, stdout=subprocess.DEVNULL)
-        sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
-        port = 18700 + list(MODELS).index(name)
-        proc = subprocess.Popen([server, "-m", path, "--host", "127.0.0.1", "--port", str(port), "-c", "1024",
-                                 "-np", "1", "-t", "2"],
-                                stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, name + ".log"), "w"))
-        try:
-            base = f"http://127.0.0.1:{port}"
-            for _ in range(600):
-                try:
-                    with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except Exception:
-                    time.sleep(0.2)
-            lines = []
-            for text in PROMPTS:
-                ids = ids_of(text)
-                r = post(base + "/v1/completions", {"prompt": ids, "max_tokens": N_PREDICT, "temperature": 0, "top_k": 1,
-                                                    "logprobs": 5, "cache_prompt": False, "ignore_eos": True,
-                                                    "logit_bias": HIGH_BYTES_BANNED})
-                if r["usage"]["prompt_tokens"] != len(ids):
-                    sys.exit(f"{name}: ik read {r['usage']['prompt_tokens']} prompt tokens of {len(ids)}")
-                probs = r["choices"][0]["logprobs"]["content"]
-                lines.append({
-                    "model": name, "synth": synth[2:-2], "sha256": sha, "prompt": text, "prompt_ids": ids,
-                    # what ik's reported log-probabilities leave out: EOS (ignore_eos) and the banned bytes
-                    "banned": [EOS] + [b[0] for b in HIGH_BYTES_BANNED],
-                    "gen_ids": [p["id"] for p in probs],
-                    "top5": [[[q["id"], q["logprob"]] for q in p["top_logprobs"]] for p in probs],
-                })
-            with open(os.path.join(out_dir, f"moe-{name}.jsonl"), "w") as f:
-                for line in lines:
-                    f.write(json.dumps(line) + "\n")
-            print(f"{name}: {len(lines)} prompts")
-        finally:
-            proc.terminate()
-            proc.wait()
+    ikrefs.record(sys.argv[1], "moe", 18700, SHAPE, MODELS, PROMPTS,
+                  {"logprobs": 5, "logit_bias": HIGH_BYTES_BANNED},
+                  # what ik's reported log-probabilities leave out: EOS (ignore_eos) and the banned bytes
+                  {"banned": [EOS] + [b[0] for b in HIGH_BYTES_BANNED]})
 
 
 if __name__ == "__main__":

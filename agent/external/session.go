@@ -137,6 +137,7 @@ func (x *Session) Finish(sr *record.Session) (payload []byte, final string, err 
 	}
 	if x.err != nil {
 		sr.AgentError = x.err.Error()
+		sr.Infra = "the agent could not run: " + sr.AgentError
 	}
 	sr.AgentOutput = record.Clip(strings.TrimSpace(x.output))
 	var errs []error

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"jspark/backend/usage"
 )
 
 // TestUnmeasuredTTFTIsNull: a request with no first output writes "ttft":
@@ -47,4 +49,23 @@ func TestClipKeepsHeadAndTail(t *testing.T) {
 func mustJSON(s string) []byte {
 	b, _ := json.Marshal(s)
 	return b
+}
+
+// A session's working time is its wall time less its requests' engine
+// queueing; without any timing from its backend it is not knowable, and a
+// request cut before its usage came is counted, its queueing not.
+func TestTimesTakeQueueingOut(t *testing.T) {
+	reqs := []Request{{Timing: &usage.Timing{QueuedSec: 30, PrefillSec: 2}}, {Timing: &usage.Timing{QueuedSec: 12.5}}, {Cut: true}}
+	got := Times(180, reqs, false)
+	if got.WallSec != 180 || got.QueuedSec == nil || *got.QueuedSec != 42.5 || *got.WorkingSec != 137.5 || got.Unreported != 1 {
+		t.Errorf("times %+v", got)
+	}
+	if got := Times(180, []Request{{}, {Cut: true}}, false); got.QueuedSec != nil || got.WorkingSec != nil || got.Unreported != 2 {
+		t.Errorf("an endpoint without timing: %+v", got)
+	}
+	// Its one request cut before any usage, on a backend that reports
+	// timings: working time is the wall time, an upper bound.
+	if got := Times(20, []Request{{Cut: true}}, true); got.QueuedSec == nil || *got.QueuedSec != 0 || *got.WorkingSec != 20 || got.Unreported != 1 {
+		t.Errorf("a session cut in its only request: %+v", got)
+	}
 }

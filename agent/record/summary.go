@@ -23,8 +23,15 @@ type Summary struct {
 	Preemptions     float64      `json:"preemptions"`
 	PrefixHits      float64      `json:"prefix_hits"` // the counter's delta: prompt tokens the prefix cache served
 	CountedBy       metrics.Kind `json:"counted_by"`
-	ChecksPassed    int          `json:"checks_passed"`
-	Checks          int          `json:"checks"`
+	// The pass column: sessions that passed of those scored (an
+	// infrastructure failure is not scored: InfraFailures counts them).
+	ChecksPassed  int `json:"checks_passed"`
+	Checks        int `json:"checks"`
+	InfraFailures int `json:"infra_failures"`
+	// Mean session times (see SessionTime): working is nil where the
+	// backend reported no timing.
+	WallSec    float64  `json:"session_wall_s"`
+	WorkingSec *float64 `json:"session_working_s"`
 	// WindowUse is where the window went, summed over the round's
 	// requests; nil when the backend reported no request's timing.
 	WindowUse *WindowUse `json:"window_use"`
@@ -54,7 +61,7 @@ func Summarize(r *Round, first, last Sample, kind metrics.Kind) Summary {
 		s.WaitingMax = max(s.WaitingMax, x.Waiting)
 		s.RunningMax = max(s.RunningMax, x.Running)
 	}
-	var initial, later []float64
+	var initial, later, wall, working []float64
 	for _, sr := range r.Sessions {
 		s.ToolCalls += sr.ToolCalls
 		s.NonzeroExits += sr.NonzeroExits
@@ -72,14 +79,27 @@ func Summarize(r *Round, first, last Sample, kind metrics.Kind) Summary {
 				later = append(later, q.TTFT)
 			}
 		}
-		// A task's check passes when its command exits 0 and its final
-		// reply holds the expected text, each where the task has one.
-		if sr.CheckExit != nil || sr.ExpectMet != nil {
+		if sr.Passed != nil {
 			s.Checks++
-			if (sr.CheckExit == nil || *sr.CheckExit == 0) && (sr.ExpectMet == nil || *sr.ExpectMet) {
+			if *sr.Passed {
 				s.ChecksPassed++
 			}
 		}
+		if sr.Infra != "" {
+			s.InfraFailures++
+		}
+		wall = append(wall, sr.Time.WallSec)
+		if sr.Time.WorkingSec != nil {
+			working = append(working, *sr.Time.WorkingSec)
+		}
+	}
+	if m := mean(wall); m != nil {
+		s.WallSec = *m
+	}
+	// Working time is the backend's to report: a mean over some sessions
+	// only would not be the round's.
+	if len(working) == len(r.Sessions) {
+		s.WorkingSec = mean(working)
 	}
 	s.InitialTTFT = mean(initial)
 	s.LaterMedianTTFT = median(later)

@@ -28,7 +28,7 @@ func TestSummaryWithoutFirstOutputSaysSo(t *testing.T) {
 	if !strings.Contains(table.String(), "c3-first           0.00                –                     –      0") {
 		t.Errorf("table:\n%s", table.String())
 	}
-	if html := WorkHTML(&record.Work{Window: 10, Rounds: []*record.Round{r}}); !strings.Contains(html, "<td>c3-first</td><td>0.00</td><td>–</td><td>–</td>") {
+	if html := WorkHTML(&record.Work{Window: 10, Rounds: []*record.Round{r}}, t.TempDir()); !strings.Contains(html, "<td>c3-first</td><td>0.00</td><td>–</td><td>–</td>") {
 		t.Errorf("report row missing")
 	}
 }

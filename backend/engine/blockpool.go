@@ -41,7 +41,21 @@ type block struct {
 	session    string    // set while it waits in the kept queue
 	prev, next BlockID   // free queue links, -1 at the ends
 	queued     bool
+	kind       pageKind // what its holder keeps in it, for InUse
 }
+
+// pageKind is what a page holds: a block of a full-attention or of a
+// sliding-window KV group, or part of a recurrent state checkpoint.
+type pageKind uint8
+
+const (
+	pageFull pageKind = iota
+	pageSliding
+	pageState
+	pageKinds
+)
+
+func (k pageKind) String() string { return [...]string{"full", "sliding", "state"}[k] }
 
 // queue is a doubly linked list of blocks, threaded through their links.
 type queue struct{ head, tail BlockID }
@@ -65,16 +79,24 @@ type queue struct{ head, tail BlockID }
 // A request's last, partial block can be cached too (a tail): it is found
 // by its parent's chain and its tokens, and only ever read (a request that
 // extends it copies it first), so it too stays valid until reused.
+//
+// A block is a page of the store (model.KVLayout): whichever KV group, or
+// recurrent state checkpoint, holds it, all take from the one free queue
+// in the one order above, so a checkpoint is evicted as a block released
+// when it was stored (or last taken, or its sequence ended) would be.
 type BlockPool struct {
 	blocks []block
 	lru    queue // the free queue
 	kept   queue // free blocks of sessions, reused last
 	free   int
+	inUse  [pageKinds]int // referenced blocks, by kind
 	cached map[BlockHash]BlockID
 	tails  map[BlockHash][]BlockID // tail key → partial blocks under that parent
 	// Idle reports that a session's kept blocks may rejoin the free queue
 	// (nil: every session is idle).
 	Idle func(session string) bool
+	// OnEvict, when set, hears of each cache entry that Allocate evicts.
+	OnEvict func(id BlockID, h BlockHash)
 }
 
 // NewBlockPool makes a pool of n free blocks.
@@ -96,6 +118,9 @@ func (p *BlockPool) Free() int { return p.free }
 
 // CachedBlocks is the number of blocks findable by hash.
 func (p *BlockPool) CachedBlocks() int { return len(p.cached) }
+
+// InUse is the number of referenced blocks of a kind.
+func (p *BlockPool) InUse(k pageKind) int { return p.inUse[k] }
 
 // Kept reports whether a block waits, unreferenced, in the kept queue.
 func (p *BlockPool) Kept(id BlockID) bool { b := &p.blocks[id]; return b.queued && b.session != "" }
@@ -160,13 +185,18 @@ func (p *BlockPool) Ref(id BlockID) {
 		p.unlink(id)
 		b.session = ""
 	}
+	if b.ref == 0 {
+		p.inUse[b.kind]++
+	}
 	b.ref++
 }
 
 // Allocate takes n blocks from the head of the free queue, evicting their
 // cache entries; past its end, idle sessions' blocks rejoin it, then kept
 // ones are taken too. It takes nothing when fewer than n are free.
-func (p *BlockPool) Allocate(n int) ([]BlockID, bool) {
+func (p *BlockPool) Allocate(n int) ([]BlockID, bool) { return p.allocate(n, pageFull) }
+
+func (p *BlockPool) allocate(n int, kind pageKind) ([]BlockID, bool) {
 	if n > p.free {
 		return nil, false
 	}
@@ -187,11 +217,15 @@ func (p *BlockPool) Allocate(n int) ([]BlockID, bool) {
 		if b.hashed {
 			if p.cached[b.hash] == id {
 				delete(p.cached, b.hash)
+				if p.OnEvict != nil {
+					p.OnEvict(id, b.hash)
+				}
 			}
 			b.hashed = false
 		}
 		p.dropTail(id)
-		b.ref = 1
+		b.ref, b.kind = 1, kind
+		p.inUse[kind]++
 		ids[i] = id
 	}
 	return ids, true
@@ -224,10 +258,31 @@ func (p *BlockPool) ReleaseFor(ids []BlockID, session string) {
 		}
 		b.ref--
 		if b.ref == 0 {
+			p.inUse[b.kind]--
 			b.session = session
 			p.pushTail(ids[i])
 		}
 	}
+}
+
+// Discard drops a block's cache entry and, when nothing references it,
+// puts it at the head of the free queue: it is reused first.
+func (p *BlockPool) Discard(id BlockID) {
+	p.Uncommit(id)
+	if b := &p.blocks[id]; b.ref == 0 && b.queued {
+		p.unlink(id)
+		b.session = ""
+		p.pushHead(id)
+	}
+}
+
+// Uncommit drops a block's cache entry (no OnEvict: its holder asked).
+func (p *BlockPool) Uncommit(id BlockID) {
+	b := &p.blocks[id]
+	if b.hashed && p.cached[b.hash] == id {
+		delete(p.cached, b.hash)
+	}
+	b.hashed = false
 }
 
 // Commit makes a full, computed block findable by hash. When another block

@@ -1,7 +1,10 @@
 // Package engine runs many generation requests over one model: a paged KV
 // cache with a block prefix cache (full blocks by chain hash, a request's
 // last partial block as a copy-on-take tail, an active session's blocks
-// kept ahead of others), continuous batching where each step is one batch
+// kept ahead of others; for hybrid models a block table per KV group, the
+// sliding-window layers' blocks freed behind each window, and recurrent
+// state checkpoints at block boundaries in the same pages), continuous
+// batching where each step is one batch
 // (decode tokens first, then prefill chunks, shortest remaining first with
 // aging, under the solo and mixed budgets and, with MaxStepMs, in time),
 // preemption by recomputation, n-gram speculation, per-request timing and
@@ -18,15 +21,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"jspark/backend/model"
 	"jspark/backend/sample"
-	"jspark/kernels"
 )
 
 // Options configure an engine. New takes them exactly as given: start from
@@ -35,13 +35,13 @@ import (
 type Options struct {
 	BlockSize    int   // tokens per KV block
 	KVMemory     int64 // bytes of KV cache (Auto: a fifth of available memory, at most 4 GiB)
-	KVBlocks     int   // an exact block count, overriding KVMemory (0: none, KVMemory decides)
+	KVBlocks     int   // an exact count of blocks of every layer, overriding KVMemory (0: none, KVMemory decides)
 	PrefillSolo  int   // prefill tokens per step when nothing else runs
 	PrefillMixed int   // prefill tokens per step, all prefills together, otherwise
 	MaxSeqs      int   // requests running at once
 	MaxWaiting   int   // requests in flight (queued or running) before Submit says ErrQueueFull
 	MaxContext   int   // tokens per sequence (Auto: the model's, at least 32768)
-	Speculate    int   // n-gram draft tokens per decode step (0: off)
+	Speculate    int   // n-gram draft tokens per decode step (0: off; always off for a recurrent model)
 	SpecNgram    int   // longest n-gram the drafter matches
 	// MaxStepMs bounds in time a step that prefills: chunks are sized from
 	// the engine's measured speed so that an arrival waits at most about
@@ -124,7 +124,7 @@ type StepTrace struct {
 	// Diverged explains the requests admitted this step that reused less
 	// than earlier requests had committed.
 	Diverged    []Divergence `json:"diverged,omitempty"`
-	FreeBlocks  int          `json:"free_blocks"`
+	FreeBlocks  int          `json:"free_blocks"` // free pages (model.KVLayout): blocks of one group, or parts of checkpoints
 	Solo        bool         `json:"solo"`
 	DurationSec float64      `json:"duration_s"`
 }
@@ -141,7 +141,7 @@ type Engine struct {
 	m     *model.Model
 	opt   Options
 	kv    *model.Pool
-	slots *stateSlots // free recurrent state slots; nil for a model without them
+	mem   memoryPlan
 	cache *kvCache
 	pool  *BlockPool // the cache's, read for load and by tests
 	stats *Metrics
@@ -176,80 +176,40 @@ func New(m *model.Model, opt Options) (*Engine, error) {
 	if opt.ModelName == "" {
 		opt.ModelName = m.Name
 	}
-	perBlock := int64(m.KVBytesPerToken(m.KVType) * opt.BlockSize)
-	// A model with recurrent layers keeps a state per running sequence,
-	// from the same memory.
-	stateMem := int64(m.StateBytes()) * int64(opt.MaxSeqs)
-	blocks := opt.KVBlocks
-	if blocks == 0 {
-		if opt.KVMemory == Auto {
-			opt.KVMemory = min(availableMemory()/5, 4<<30)
-		}
-		blocks = int((opt.KVMemory - stateMem) / perBlock)
+	if b := min(opt.PrefillSolo, opt.PrefillMixed); m.RecurrentLayers() > 0 && b < opt.BlockSize {
+		// A recurrent model's prefill chunks end at block boundaries
+		// (model.StateStore): a budget under a block would never prefill.
+		return nil, fmt.Errorf("engine: Options.PrefillSolo %d and PrefillMixed %d: %s has recurrent layers, whose prefill goes a block (BlockSize %d) at a time; want at least a block",
+			opt.PrefillSolo, opt.PrefillMixed, m.Arch, opt.BlockSize)
 	}
-	if blocks < 2 {
-		return nil, fmt.Errorf("engine: KV memory holds %d blocks of %d tokens; need at least 2", blocks, opt.BlockSize)
+	mem, err := planMemory(m, opt)
+	if err != nil {
+		return nil, err
+	}
+	if opt.KVBlocks == 0 {
+		opt.KVMemory = mem.budget
 	}
 	e := &Engine{
-		m: m, opt: opt,
-		kv:    model.NewStatePool(m.Config, blocks, opt.BlockSize, m.KVType, opt.MaxSeqs),
+		m: m, opt: opt, mem: mem,
+		kv:    model.NewPagedPool(m.Config, mem.pages, opt.BlockSize, m.KVType, mem.slots),
 		clock: newStepClock(m.Config),
 		wake:  make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
-	e.stats = newMetrics(opt.ModelName, blocks*opt.BlockSize)
-	e.cache = newKVCache(blocks, opt.BlockSize, e.copyBlock)
+	e.stats = newMetrics(opt.ModelName, mem, opt.BlockSize)
+	e.cache = newKVCache(mem.pages, opt.BlockSize, mem.layout.Groups, e.copyBlock)
 	if m.RecurrentLayers() > 0 {
-		e.slots = newStateSlots(opt.MaxSeqs)
-		e.cache.copy, e.cache.noReuse = nil, true
+		st := newStateCache(e.cache.pool, opt.BlockSize, mem.slots, e.kv.StatePages())
+		st.save, st.load, st.session = e.saveState, e.loadState, e.cache.session
+		st.stored, st.taken = &e.stats.checkpointsStored, &e.stats.checkpointsTaken
+		e.cache.states, e.cache.copy = st, nil
 	}
 	e.cache.retain = opt.SessionRetain
 	e.cache.keptHits = &e.stats.sessionKeptHits
 	e.pool = e.cache.pool
 	e.setLoad()
-	fmt.Fprintf(opt.Log, "jspark engine: %s, KV cache %d tokens (%d blocks of %d, %.1f MiB), context %d",
-		m.Arch, blocks*opt.BlockSize, blocks, opt.BlockSize, float64(int64(blocks)*perBlock)/(1<<20), opt.MaxContext)
-	if opt.MaxContext > m.Context {
-		fmt.Fprintf(opt.Log, " (the model states %d; running beyond it)", m.Context)
-	}
-	if e.slots != nil {
-		fmt.Fprintf(opt.Log, "; recurrent states for %d sequences (%.1f MiB), no prefix reuse", opt.MaxSeqs, float64(stateMem)/(1<<20))
-	}
-	fmt.Fprintln(opt.Log)
+	mem.report(opt.Log, m, opt)
 	go e.loop()
 	return e, nil
-}
-
-// copyBlock copies the keys and values of the first n slots of block src
-// into block dst, in every layer.
-func (e *Engine) copyBlock(dst, src BlockID, n int) {
-	keys, values, err := e.kv.Buffers(e.m.K)
-	if err != nil {
-		panic("engine: a cached block without a KV store: " + err.Error())
-	}
-	width, bs := e.m.KVDim(), e.opt.BlockSize
-	buf := make([]byte, e.kv.Type.RowBytes(width)*n)
-	for l := range keys {
-		for _, b := range []*kernels.Buffer{keys[l], values[l]} {
-			e.m.K.Read(buf, b, int(src)*bs*width)
-			e.m.K.Write(b, int(dst)*bs*width, buf)
-		}
-	}
-}
-
-// availableMemory reads MemAvailable from /proc/meminfo (1 GiB if unknown).
-func availableMemory() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
-				f := strings.Fields(rest)
-				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-					return kb << 10
-				}
-			}
-		}
-	}
-	return 1 << 30
 }
 
 // Model is the engine's model.
@@ -261,8 +221,9 @@ func (e *Engine) Options() Options { return e.opt }
 // Metrics is the engine's metric set.
 func (e *Engine) Metrics() *Metrics { return e.stats }
 
-// CapacityTokens is the KV cache size in tokens.
-func (e *Engine) CapacityTokens() int { return e.pool.Capacity() * e.opt.BlockSize }
+// CapacityTokens is the KV cache size in tokens: the longest sequence its
+// pages hold, running alone.
+func (e *Engine) CapacityTokens() int { return e.mem.capacity }
 
 // Submit queues a request. Events arrive on the returned channel until a
 // finish event; cancelling ctx aborts the request at the next step.

@@ -1,21 +1,37 @@
 package engine
 
-import "time"
+import (
+	"time"
 
-// kvCache is the engine's cache manager: it owns the block pool, the chain
-// hashes of each sequence's blocks and the reuse bound. The scheduler sees
-// it only through computedPrefix, take, grow, commit and free, and never
-// touches a block id itself.
+	"jspark/backend/model"
+)
+
+// kvCache is the engine's cache manager: it owns the page pool, the chain
+// hashes of each sequence's blocks, the reuse bound and, for a model with
+// recurrent layers, the state slots and checkpoints (checkpoint.go). The
+// scheduler sees it only through computedPrefix, take, align, grow, room,
+// commit and free, and never touches a page id or a slot itself.
+//
+// A sequence holds a block table per KV group of the store
+// (model.KVLayout), all as long as its blocks: a full-attention group
+// keeps every block; a sliding-window group frees each block once it lies
+// wholly before the window of the sequence's next token (trim), so its
+// table starts with -1s. Each group caches its blocks under their chain
+// hash (pageKey), so a prompt resumes after b blocks when every full
+// group holds its first b blocks, every sliding group the blocks of the
+// last window before b, and, for recurrent layers, a checkpoint holds the
+// state after them (resumable).
 type kvCache struct {
-	pool *BlockPool
-	bs   int
-	ever *reuseBound
+	pool   *BlockPool
+	bs     int
+	groups []model.KVGroup
+	full   int // how many groups are full-attention ones
+	ever   *reuseBound
 	// copy copies the K/V of the first n slots of block src into dst
-	// (every layer); nil turns tail reuse off.
-	copy func(dst, src BlockID, n int)
-	// noReuse: no request takes cached blocks (a model whose recurrent
-	// state the blocks do not hold; recurrent.go).
-	noReuse bool
+	// (every layer); nil turns tail reuse off (a store of several groups,
+	// or a recurrent model).
+	copy   func(dst, src BlockID, n int)
+	states *stateCache // nil for a model without recurrent layers
 
 	// Session retention: blocks released by a session active within
 	// retain are evicted after all others (retain ≤ 0: off).
@@ -32,13 +48,40 @@ type kvCache struct {
 // reuse bound remembers beyond what the pool caches.
 const reuseMemory = 4
 
-func newKVCache(blocks, blockSize int, copy func(dst, src BlockID, n int)) *kvCache {
-	pool := NewBlockPool(blocks)
-	c := &kvCache{pool: pool, bs: blockSize, ever: newReuseBound(pool, reuseMemory*blocks), copy: copy,
+// newKVCache makes a cache of pages pages for a store of the given KV
+// groups (at least one).
+func newKVCache(pages, blockSize int, groups []model.KVGroup, copy func(dst, src BlockID, n int)) *kvCache {
+	pool := NewBlockPool(pages)
+	c := &kvCache{pool: pool, bs: blockSize, groups: groups, ever: newReuseBound(pool, reuseMemory*pages), copy: copy,
 		sessions: map[string]time.Time{}, now: time.Now}
+	for _, g := range groups {
+		if g.Kind == model.FullAttention {
+			c.full++
+		}
+	}
+	if len(groups) > 1 {
+		c.copy = nil
+	}
 	pool.Idle = c.idle
 	return c
 }
+
+// pageKey is the cache key of group g's block with chain hash h (h itself
+// for group 0's), or of part part of the state checkpoint after it (g =
+// stateGroup). NOTE: chain hashes are SHA-256: two differ in only these
+// few bytes by chance alone.
+func pageKey(h BlockHash, g, part int) BlockHash {
+	h[31] ^= byte(g)
+	h[30] ^= byte(g >> 8)
+	h[29] ^= byte(part)
+	h[28] ^= byte(part >> 8)
+	h[27] ^= byte(part >> 16)
+	return h
+}
+
+// hybrid: some group is not a full-attention one, or the model has
+// recurrent layers: cached blocks alone do not make a prefix.
+func (c *kvCache) hybrid() bool { return c.full < len(c.groups) || c.states != nil }
 
 // idle reports that a session was not active within the retention time; it
 // forgets such sessions.
@@ -56,6 +99,15 @@ func (c *kvCache) touch(s *seq) {
 	if c.retain > 0 && s.req.Session != "" {
 		c.sessions[s.req.Session] = c.now()
 	}
+}
+
+// session is what s's released blocks are kept under: its session while
+// retention is on, else none.
+func (c *kvCache) session(s *seq) string {
+	if c.retain > 0 {
+		return s.req.Session
+	}
+	return ""
 }
 
 // tailKey is where the partial blocks after s's first full blocks are found.
@@ -79,64 +131,287 @@ func (c *kvCache) hashUpTo(s *seq, blocks int) {
 	}
 }
 
+// cached is how many leading full blocks of s's tokens every full group
+// holds (all of them, for a store of sliding groups only: resumable
+// decides).
+func (c *kvCache) cached(s *seq) int {
+	full := len(s.tokens) / c.bs
+	c.hashUpTo(s, full)
+	for n := 0; n < full; n++ {
+		for g, grp := range c.groups {
+			if grp.Kind != model.FullAttention {
+				continue
+			}
+			if _, ok := c.pool.Lookup(pageKey(s.hashes[n], g, 0)); !ok {
+				return n
+			}
+		}
+	}
+	return full
+}
+
+// resumable is the most blocks b ≤ n of s's prompt, whose first n blocks
+// the full groups hold, that it can resume after: every sliding group
+// holds the blocks of the last window before b, and a recurrent model has
+// a checkpoint after block b. Then b stays short of the prompt's end: the
+// state after its last token is never needed (that token is recomputed
+// for its logits).
+func (c *kvCache) resumable(s *seq, n int) int {
+	if !c.hybrid() {
+		return n
+	}
+	for b := min(n, (len(s.tokens)-1)/c.bs); b > 0; b-- {
+		if (c.states == nil || c.states.find(s.hashes[b-1]) != nil) && c.windowsHeld(s, b) {
+			return b
+		}
+	}
+	return 0
+}
+
+// windowsHeld: every sliding group holds the blocks of s that the window
+// of position b·bs reaches.
+func (c *kvCache) windowsHeld(s *seq, b int) bool {
+	for g, grp := range c.groups {
+		if grp.Kind != model.SlidingWindow {
+			continue
+		}
+		for e := c.windowStart(grp, b*c.bs); e < b; e++ {
+			if _, ok := c.pool.Lookup(pageKey(s.hashes[e], g, 0)); !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// windowStart is the first block a sliding group's token at pos reads.
+func (c *kvCache) windowStart(grp model.KVGroup, pos int) int {
+	return max(0, pos-grp.Window+1) / c.bs
+}
+
 // computedPrefix is how many of a waiting request's tokens the cache holds
 // (the last token is always left to compute, for its logits).
 func (c *kvCache) computedPrefix(s *seq) int {
-	if c.noReuse {
-		return 0
-	}
-	full := len(s.tokens) / c.bs
-	c.hashUpTo(s, full)
-	n := 0
-	for n < full {
-		if _, ok := c.pool.Lookup(s.hashes[n]); !ok {
-			break
-		}
-		n++
-	}
-	hit := n * c.bs
+	n := c.cached(s)
+	b := c.resumable(s, n)
+	hit := b * c.bs
 	if c.copy != nil && hit < len(s.tokens) {
-		_, k := c.pool.LookupTail(c.tailKey(s, n), s.tokens[hit:])
+		_, k := c.pool.LookupTail(c.tailKey(s, b), s.tokens[hit:])
 		hit += k
 	}
 	return min(hit, len(s.tokens)-1)
 }
 
 // take gives a request with no blocks its cached prefix: references on the
-// cached full blocks, then a copy of the cached partial block that shares
-// most of its next tokens, and s.computed past them. It returns the tokens
-// found in full blocks (hit), those copied from a partial one (tail), and
-// the reuse bound (tokens of full blocks earlier requests committed) with,
-// when it reused less than that or left a predecessor's path, the reason.
-func (c *kvCache) take(s *seq) (hit, tail, bound int, div *Divergence) {
+// cached blocks of every group (a sliding group's from its last window
+// on), for a recurrent model a state slot with the checkpoint's state,
+// then a copy of the cached partial block that shares most of its next
+// tokens, and s.computed past them. It returns the tokens found in full
+// blocks (hit), those copied from a partial one (tail), and the reuse
+// bound (tokens of full blocks earlier requests committed) with, when it
+// reused less than that or left a predecessor's path, the reason; and,
+// for a hybrid model, where it resumed.
+func (c *kvCache) take(s *seq) (hit, tail, bound int, div *Divergence, ck *Checkpoint) {
 	full := len(s.tokens) / c.bs
 	c.hashUpTo(s, full)
 	c.touch(s)
-	n := 0
-	for n < full && !c.noReuse {
-		id, ok := c.pool.Lookup(s.hashes[n])
-		if !ok {
-			break
-		}
-		if c.pool.Kept(id) && c.keptHits != nil {
-			c.keptHits.Add(float64(c.bs))
-		}
-		c.pool.Ref(id)
-		s.table = append(s.table, id)
-		n++
+	n := c.cached(s)
+	b := c.resumable(s, n)
+	if c.states != nil {
+		ck, b = c.states.take(s, b, n)
 	}
-	s.committed = n
+	if c.hybrid() && n > 0 {
+		if ck == nil {
+			ck = &Checkpoint{Kind: "window"}
+			if c.states != nil {
+				ck.Kind = "state" // none kept short of the prompt's end: Position 0
+			}
+		}
+		ck.Position, ck.Cached = b*c.bs, n*c.bs
+	}
+	if s.tables == nil {
+		s.tables, s.trimmed = make([][]BlockID, len(c.groups)), make([]int, len(c.groups))
+	}
+	for g, grp := range c.groups {
+		lo := 0
+		if grp.Kind == model.SlidingWindow {
+			lo = c.windowStart(grp, b*c.bs)
+		}
+		for e := range b {
+			if e < lo {
+				s.tables[g] = append(s.tables[g], -1)
+				continue
+			}
+			id, _ := c.pool.Lookup(pageKey(s.hashes[e], g, 0))
+			if g == 0 && c.pool.Kept(id) && c.keptHits != nil {
+				c.keptHits.Add(float64(c.bs))
+			}
+			c.pool.Ref(id)
+			s.tables[g] = append(s.tables[g], id)
+		}
+		s.trimmed[g] = lo
+	}
+	s.committed = b
 	// With every token cached, the last is still recomputed for its logits.
-	s.computed = min(n*c.bs, len(s.tokens)-1)
-	tail = c.takeTail(s, n)
-	b := 0
-	for b < full && c.ever.has(s.hashes[b]) {
-		b++
+	s.computed = min(b*c.bs, len(s.tokens)-1)
+	if b == n {
+		tail = c.takeTail(s, n)
 	}
-	if c.noReuse {
-		return 0, 0, b * c.bs, nil
+	m := 0
+	for m < full && c.ever.has(s.hashes[m]) {
+		m++
 	}
-	return n * c.bs, tail, b * c.bs, c.diverged(s, n, b)
+	return b * c.bs, tail, m * c.bs, c.diverged(s, n, m), ck
+}
+
+// takeTail copies the best cached partial block after s's first full
+// blocks into a block of s's own (copy on write: the cached one is never
+// written), leaving the last token to compute. It returns the tokens taken.
+func (c *kvCache) takeTail(s *seq, full int) int {
+	at := full * c.bs
+	if c.copy == nil || at >= len(s.tokens)-1 {
+		return 0
+	}
+	src, k := c.pool.LookupTail(c.tailKey(s, full), s.tokens[at:])
+	if k = min(k, len(s.tokens)-1-at); k <= 0 {
+		return 0
+	}
+	sess := c.pool.blocks[src].session
+	c.pool.Ref(src) // held, so that allocating the copy cannot evict it
+	defer c.pool.ReleaseFor([]BlockID{src}, sess)
+	ids, ok := c.pool.Allocate(1)
+	if !ok {
+		return 0
+	}
+	c.copy(ids[0], src, k)
+	s.tables[0] = append(s.tables[0], ids[0])
+	s.computed = at + k
+	return k
+}
+
+// grow makes s's block tables hold n tokens, a page per group per new
+// block (after trimming what the windows left behind); it takes nothing
+// when the pool has too few free pages.
+func (c *kvCache) grow(s *seq, n int) bool {
+	c.trim(s)
+	need := (n+c.bs-1)/c.bs - len(s.tables[0])
+	if need <= 0 {
+		return true
+	}
+	if need*len(c.groups) > c.pool.Free() {
+		return false
+	}
+	for g, grp := range c.groups {
+		kind := pageFull
+		if grp.Kind == model.SlidingWindow {
+			kind = pageSliding
+		}
+		ids, _ := c.pool.allocate(need, kind)
+		s.tables[g] = append(s.tables[g], ids...)
+	}
+	return true
+}
+
+// room is how many tokens s could hold, counting every free page.
+func (c *kvCache) room(s *seq) int {
+	return (len(s.tables[0]) + c.pool.Free()/len(c.groups)) * c.bs
+}
+
+// trim frees each sliding group's blocks of s that lie wholly before the
+// window of its next token (position s.computed) and are committed: they
+// stay cached for a request that resumes where they are in its window.
+// NOTE: released with no session: mid-sequence blocks serve only a
+// resumption there, so they go before a session's last window.
+func (c *kvCache) trim(s *seq) {
+	for g, grp := range c.groups {
+		if grp.Kind != model.SlidingWindow {
+			continue
+		}
+		lo := min(c.windowStart(grp, s.computed), s.committed)
+		t := s.tables[g]
+		for e := s.trimmed[g]; e < lo; e++ {
+			if t[e] >= 0 {
+				c.pool.Release(t[e : e+1])
+				t[e] = -1
+			}
+		}
+		s.trimmed[g] = max(s.trimmed[g], lo)
+	}
+}
+
+// commit registers every newly full, computed block of s in the cache,
+// frees what the windows left behind and, for a recurrent model, keeps a
+// checkpoint where s stands, if it wants one there (checkpoint.go).
+// prefill says whether s's last step was a prefill chunk.
+func (c *kvCache) commit(s *seq, prefill bool) {
+	if full := s.computed / c.bs; full > s.committed {
+		c.hashUpTo(s, full)
+		for b := s.committed; b < full; b++ {
+			for g := range c.groups {
+				if id := s.tables[g][b]; id >= 0 {
+					c.pool.Commit(id, pageKey(s.hashes[b], g, 0))
+				}
+			}
+			c.ever.commit(s.hashes[b], c.tailKey(s, b), s.tokens[b*c.bs:(b+1)*c.bs])
+		}
+		s.committed = full
+	}
+	c.trim(s)
+	if c.states != nil {
+		c.states.checkpoint(s, prefill)
+	}
+}
+
+// free returns s's blocks to the pool, later blocks first: committed ones
+// stay cached, and so does its last, partial block as a tail (over its
+// computed tokens); a recurrent model's slot goes back.
+//
+// For a recurrent model, s's last checkpoint is released again between
+// the blocks past it and those before it: its blocks past it serve no
+// resumption (none resumes without a checkpoint there) and are evicted
+// first, then the checkpoint, then the blocks it needs, which earlier
+// checkpoints may still use. Released when stored, the checkpoint would
+// go before them all and leave them cached for nothing.
+func (c *kvCache) free(s *seq) {
+	if f := s.computed / c.bs; c.copy != nil && s.computed%c.bs != 0 && f < len(s.tables[0]) && s.committed == f {
+		c.pool.CommitTail(s.tables[0][f], c.tailKey(s, f), s.tokens[f*c.bs:s.computed])
+	}
+	c.touch(s)
+	session := c.session(s)
+	var ck *checkpoint
+	if c.states != nil && s.ckptAt > 0 {
+		ck = c.states.find(s.hashes[s.ckptAt/c.bs-1])
+	}
+	if len(s.tables) > 0 {
+		at := 0
+		if ck != nil {
+			at = min(ck.pos/c.bs, len(s.tables[0]))
+		}
+		c.release(s, at, len(s.tables[0]), session)
+		if ck != nil {
+			c.states.touch(ck, session)
+		}
+		c.release(s, 0, at, session)
+	}
+	if c.states != nil {
+		c.states.release(s)
+	}
+	for g := range s.tables {
+		s.tables[g], s.trimmed[g] = s.tables[g][:0], 0
+	}
+	s.computed, s.committed = 0, 0
+}
+
+// release gives back s's blocks lo to hi-1 in every group, later ones
+// first.
+func (c *kvCache) release(s *seq, lo, hi int, session string) {
+	for e := hi - 1; e >= lo; e-- {
+		for _, t := range s.tables {
+			if e < len(t) && t[e] >= 0 {
+				c.pool.ReleaseFor(t[e:e+1], session)
+			}
+		}
+	}
 }
 
 // diverged explains a prompt whose first n full blocks were cached and
@@ -169,76 +444,4 @@ func (c *kvCache) diverged(s *seq, n, b int) *Divergence {
 		}
 	}
 	return nil
-}
-
-// takeTail copies the best cached partial block after s's first full
-// blocks into a block of s's own (copy on write: the cached one is never
-// written), leaving the last token to compute. It returns the tokens taken.
-func (c *kvCache) takeTail(s *seq, full int) int {
-	at := full * c.bs
-	if c.copy == nil || at >= len(s.tokens)-1 {
-		return 0
-	}
-	src, k := c.pool.LookupTail(c.tailKey(s, full), s.tokens[at:])
-	if k = min(k, len(s.tokens)-1-at); k <= 0 {
-		return 0
-	}
-	sess := c.pool.blocks[src].session
-	c.pool.Ref(src) // held, so that allocating the copy cannot evict it
-	defer c.pool.ReleaseFor([]BlockID{src}, sess)
-	ids, ok := c.pool.Allocate(1)
-	if !ok {
-		return 0
-	}
-	c.copy(ids[0], src, k)
-	s.table = append(s.table, ids[0])
-	s.computed = at + k
-	return k
-}
-
-// grow makes s's block table hold n tokens; it takes nothing when the pool
-// has too few free blocks.
-func (c *kvCache) grow(s *seq, n int) bool {
-	need := (n+c.bs-1)/c.bs - len(s.table)
-	if need <= 0 {
-		return true
-	}
-	ids, ok := c.pool.Allocate(need)
-	if !ok {
-		return false
-	}
-	s.table = append(s.table, ids...)
-	return true
-}
-
-// room is how many tokens s could hold, counting every free block.
-func (c *kvCache) room(s *seq) int { return (len(s.table) + c.pool.Free()) * c.bs }
-
-// commit registers every newly full, computed block of s in the cache.
-func (c *kvCache) commit(s *seq) {
-	full := s.computed / c.bs
-	if full <= s.committed {
-		return
-	}
-	c.hashUpTo(s, full)
-	for b := s.committed; b < full; b++ {
-		c.pool.Commit(s.table[b], s.hashes[b])
-		c.ever.commit(s.hashes[b], c.tailKey(s, b), s.tokens[b*c.bs:(b+1)*c.bs])
-	}
-	s.committed = full
-}
-
-// free returns s's blocks to the pool: committed ones stay cached, and so
-// does its last, partial block as a tail (over its computed tokens).
-func (c *kvCache) free(s *seq) {
-	if f := s.computed / c.bs; c.copy != nil && s.computed%c.bs != 0 && f < len(s.table) && s.committed == f {
-		c.pool.CommitTail(s.table[f], c.tailKey(s, f), s.tokens[f*c.bs:s.computed])
-	}
-	session := ""
-	if c.retain > 0 {
-		session = s.req.Session
-		c.touch(s)
-	}
-	c.pool.ReleaseFor(s.table, session)
-	s.table, s.computed, s.committed = nil, 0, 0
 }

@@ -66,6 +66,9 @@ type Usage struct {
 	// Divergence, when set, says where and why the prompt reused less than
 	// earlier requests had committed.
 	Divergence *Divergence `json:"divergence,omitempty"`
+	// Checkpoint, for a model with recurrent or sliding-window layers, says
+	// where the prompt resumed and from what.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 	// ComputedTokens counts the tokens prefilled for this request,
 	// recomputations after preemption included (decode tokens are not).
 	ComputedTokens int `json:"computed_tokens"`
@@ -127,11 +130,15 @@ type seq struct {
 
 	tokens    []int // prompt + generated
 	generated int
-	computed  int // tokens whose K/V are valid in the blocks
-	table     []BlockID
+	computed  int         // tokens whose K/V are valid in the blocks
+	tables    [][]BlockID // a block table per KV group (kvcache.go)
+	trimmed   []int       // per group: leading blocks a sliding window freed
 	hashes    []BlockHash // chain hashes of the full blocks of tokens
 	committed int         // leading blocks registered in the cache
-	slot      int         // its recurrent state slot, -1 when none (recurrent.go)
+	slot      int         // its recurrent state slot, -1 when none
+	want      []int       // positions where its prefill stops for a checkpoint (checkpoint.go)
+	ckptAt    int         // where it resumed or last kept a checkpoint
+	roll      *checkpoint // its latest decode checkpoint
 	usage     Usage
 	admitted  bool // the first admission happened (usage.CachedTokens set)
 	starved   int  // steps in a row as a prefill candidate without a chunk

@@ -15,11 +15,12 @@ import (
 
 // entry is one request's share of a batch.
 type entry struct {
-	s      *seq
-	start  int   // first batch index
-	n      int   // tokens in the batch
-	drafts []int // speculative tokens after the real one (decode only)
-	logit  int   // index of its first logits row, or -1
+	s       *seq
+	start   int   // first batch index
+	n       int   // tokens in the batch
+	drafts  []int // speculative tokens after the real one (decode only)
+	logit   int   // index of its first logits row, or -1
+	prefill bool  // a prefill chunk, not a decode
 }
 
 // plan is one step decided: which sequences run which tokens, in one batch.
@@ -34,13 +35,19 @@ type plan struct {
 }
 
 // add appends tokens of s, at its next positions, to the batch.
-func (p *plan) add(s *seq, tokens []int, drafts []int, wantLogits bool) {
+func (p *plan) add(s *seq, tokens []int, drafts []int, wantLogits, prefill bool) {
 	b := &p.batch
-	en := &entry{s: s, start: len(b.Tokens), n: len(tokens), drafts: drafts, logit: -1}
+	en := &entry{s: s, start: len(b.Tokens), n: len(tokens), drafts: drafts, logit: -1, prefill: prefill}
+	for len(b.Groups) < len(s.tables)-1 {
+		b.Groups = append(b.Groups, nil)
+	}
 	for i, t := range tokens {
 		b.Tokens = append(b.Tokens, t)
 		b.Pos = append(b.Pos, s.computed+i)
-		b.Table = append(b.Table, s.table)
+		b.Table = append(b.Table, s.tables[0])
+		for g := range b.Groups {
+			b.Groups[g] = append(b.Groups[g], s.tables[g+1])
+		}
 		b.Slot = append(b.Slot, s.slot)
 	}
 	if wantLogits {
@@ -123,7 +130,7 @@ func (e *Engine) scheduleDecodes(p *plan) {
 		if !e.makeRoom(s, s.computed+1+len(drafts), p) {
 			continue
 		}
-		p.add(s, append([]int{s.tokens[s.computed]}, drafts...), drafts, true)
+		p.add(s, append([]int{s.tokens[s.computed]}, drafts...), drafts, true, false)
 		p.work += e.clock.work(s.computed, 1+len(drafts))
 		p.trace.Decode++
 		p.trace.Drafts += len(drafts)
@@ -185,7 +192,7 @@ func (e *Engine) schedulePrefills(p *plan) {
 		s.starved = 0
 		s.clock.chunk(p.now)
 		s.usage.ComputedTokens += n
-		p.add(s, s.tokens[s.computed:s.computed+n], nil, s.computed+n == len(s.tokens))
+		p.add(s, s.tokens[s.computed:s.computed+n], nil, s.computed+n == len(s.tokens), true)
 		p.trace.Prefill = append(p.trace.Prefill, Chunk{Req: s.id, Tokens: n})
 		p.work += e.clock.work(s.computed, n)
 		budget -= n
@@ -216,7 +223,7 @@ func (e *Engine) prefillOrder() []*seq {
 			cands = append(cands, s)
 		}
 	}
-	room := e.opt.MaxSeqs - len(e.running)
+	room := e.mem.running(e.opt) - len(e.running)
 	for _, s := range e.waiting {
 		if room <= 0 {
 			break
@@ -252,9 +259,9 @@ func (e *Engine) chunk(s *seq, budget int, p *plan) int {
 	if e.opt.MaxStepMs > 0 {
 		n = e.timeBound(s, n, p.work, len(p.trace.Prefill) == 0)
 	}
-	n = e.alignChunk(s, n)
+	n = e.cache.align(s, n)
 	if n > 0 && !e.cache.grow(s, s.computed+n) {
-		n = e.alignChunk(s, min(n, e.cache.room(s)-s.computed))
+		n = e.cache.align(s, min(n, e.cache.room(s)-s.computed))
 		if n <= 0 || !e.cache.grow(s, s.computed+n) {
 			return 0
 		}
@@ -292,7 +299,7 @@ func (e *Engine) apply(p *plan, logits []float32) {
 			e.acceptTokens(en, logits, now)
 		}
 		if s.state != stateDone {
-			e.cache.commit(s)
+			e.cache.commit(s, en.prefill)
 			s.clock.progress(s.computed, now)
 		}
 	}
@@ -309,7 +316,7 @@ func (e *Engine) acceptTokens(en *entry, logits []float32, now time.Time) {
 		tok := e.sampleFrom(s, row)
 		s.computed = base + en.n - len(en.drafts) + j
 		if reason := e.appendToken(s, tok, now); reason != "" {
-			e.cache.commit(s)
+			e.cache.commit(s, en.prefill)
 			e.finish(s, reason, nil)
 			break
 		}
@@ -400,7 +407,7 @@ func (e *Engine) piece(id int) string { return string(e.m.Tok.AppendPiece(nil, i
 
 // admit moves a waiting request to running, taking its cached prefix.
 func (e *Engine) admit(s *seq, p *plan) {
-	hit, _, bound, div := e.cache.take(s)
+	hit, _, bound, div, ck := e.cache.take(s)
 	if !s.admitted {
 		s.admitted = true
 		if div != nil {
@@ -413,6 +420,7 @@ func (e *Engine) admit(s *seq, p *plan) {
 			p.trace.Diverged = append(p.trace.Diverged, d)
 		}
 		s.usage.CachedTokens = hit
+		s.usage.Checkpoint = ck
 		s.usage.ReusedTokens = s.computed
 		s.usage.CommittedTokens = bound
 		e.stats.prompt.Add(float64(len(s.tokens)))
@@ -420,7 +428,6 @@ func (e *Engine) admit(s *seq, p *plan) {
 		e.stats.cacheHits.Add(float64(hit))
 	}
 	s.state = stateRunning
-	e.takeSlot(s)
 	e.waiting = slices.DeleteFunc(e.waiting, func(x *seq) bool { return x == s })
 	e.running = append(e.running, s)
 	e.stats.waiting.Dec()
@@ -434,7 +441,6 @@ func (e *Engine) requeue(s *seq, preempted bool) {
 		s.clock.preempted(s.computed, time.Now())
 	}
 	e.cache.free(s)
-	e.releaseSlot(s)
 	s.state = stateWaiting
 	if preempted {
 		s.usage.Preemptions++
@@ -471,7 +477,6 @@ func (e *Engine) finish(s *seq, reason FinishReason, err error) {
 		e.stats.waiting.Dec()
 	}
 	e.cache.free(s)
-	e.releaseSlot(s)
 	s.state = stateDone
 	e.running = slices.DeleteFunc(e.running, func(x *seq) bool { return x == s })
 	e.waiting = slices.DeleteFunc(e.waiting, func(x *seq) bool { return x == s })
@@ -489,7 +494,7 @@ func (e *Engine) finish(s *seq, reason FinishReason, err error) {
 // propose what followed it.
 func (e *Engine) propose(s *seq) []int {
 	k := e.opt.Speculate
-	if k <= 0 || s.req.Constraint != nil || s.req.TopLogprobs > 0 || e.slots != nil {
+	if k <= 0 || s.req.Constraint != nil || s.req.TopLogprobs > 0 || e.cache.states != nil {
 		return nil
 	}
 	k = min(k, s.req.MaxTokens-s.generated-1, e.opt.MaxContext-len(s.tokens)-1)
@@ -509,5 +514,5 @@ func (e *Engine) propose(s *seq) []int {
 }
 
 func (e *Engine) setLoad() {
-	e.stats.setLoad(len(e.running), e.pool.Free(), 1-float64(e.pool.Free())/float64(e.pool.Capacity()))
+	e.stats.setLoad(len(e.running), e.pool)
 }

@@ -169,6 +169,20 @@ func (f *File) Tensor(name string) (*TensorInfo, bool) {
 	return &f.Tensors[i], true
 }
 
+// Take returns the metadata value for key and removes it from f, so that f
+// no longer holds it: a user that keeps only what it makes of a large
+// value (a chat template, compiled) lets it go.
+func (f *File) Take(key string) (any, bool) {
+	i, ok := f.kv[key]
+	if !ok {
+		return nil, false
+	}
+	v := f.KVs[i].Value
+	f.KVs = slices.Delete(f.KVs, i, i+1)
+	f.index()
+	return v, true
+}
+
 // String returns a string value, or "" and false.
 func (f *File) String(key string) (string, bool) {
 	v, ok := f.Value(key)

@@ -13,6 +13,10 @@ import (
 // fault in every page of the weights inside the first request's time.
 const mmapFlags = syscall.MAP_SHARED | syscall.MAP_POPULATE
 
+// release lets the kernel drop b's pages from memory (they fault in again
+// from the file if read).
+func release(b []byte) { syscall.Madvise(b, syscall.MADV_DONTNEED) }
+
 // resident is the bytes of the mapping b counted in the process's
 // resident set: its Rss in /proc/self/smaps. (mincore would count the
 // file's pages in the page cache, mapped here or not.)

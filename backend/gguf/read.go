@@ -27,6 +27,17 @@ func (e *Error) Error() string {
 // maxDims bounds a tensor's rank (ggml's GGML_MAX_DIMS).
 const maxDims = 4
 
+// The GGUF specification's bounds on names: a metadata key is at most
+// 65,535 bytes and a tensor name at most 64 (ggml's GGML_MAX_NAME; llama.cpp
+// refuses longer ones). A value string is bounded by the file alone: real
+// files carry chat templates of tens of KiB and, rarely, a whole
+// tokenizer.json of tens of MiB; a reader that must not keep a large one
+// takes it out (Take).
+const (
+	maxKeyLen        = 1<<16 - 1
+	maxTensorNameLen = 64
+)
+
 // Open memory-maps and parses the file at path.
 func Open(path string) (*File, error) {
 	fd, err := os.Open(path)
@@ -56,6 +67,11 @@ func Open(path string) (*File, error) {
 	}
 	f.mapped = data
 	f.closer = func() error { f.mapped = nil; return syscall.Munmap(data) }
+	// The metadata and tensor infos are copied out: the pages they fill
+	// (a 50 MB chat template's) need not stay resident beside the copy.
+	if n := int(f.DataOffset) &^ (os.Getpagesize() - 1); n > 0 {
+		release(data[:n])
+	}
 	return f, nil
 }
 
@@ -96,7 +112,7 @@ func Parse(name string, data []byte) (*File, error) {
 	seen := map[string]bool{}
 	for i := uint64(0); i < nKV; i++ {
 		at := r.off
-		key, err := r.str(fmt.Sprintf("metadata[%d].key", i))
+		key, err := r.name(fmt.Sprintf("metadata[%d].key", i), maxKeyLen)
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +144,7 @@ func Parse(name string, data []byte) (*File, error) {
 	for i := uint64(0); i < nTensors; i++ {
 		at := r.off
 		field := fmt.Sprintf("tensor[%d]", i)
-		name, err := r.str(field + ".name")
+		name, err := r.name(field+".name", maxTensorNameLen)
 		if err != nil {
 			return nil, err
 		}
@@ -256,6 +272,21 @@ func (r *reader) str(field string) (string, error) {
 	}
 	b, _ := r.need(field, int(n))
 	return string(b), nil
+}
+
+// name reads a key or a tensor name, refusing one over max bytes before
+// it is copied.
+func (r *reader) name(field string, max int) (string, error) {
+	at := r.off
+	n, err := r.u64(field + ".length")
+	if err != nil {
+		return "", err
+	}
+	r.off = at
+	if n > uint64(max) {
+		return "", r.errAt(field, at, fmt.Sprintf("%d bytes, over the %d a name may have", n, max))
+	}
+	return r.str(field)
 }
 
 // elemSize is the encoded size of a fixed-size value type, 0 otherwise.

@@ -20,6 +20,9 @@ const (
 	maxDepth         = 4       // nesting of values a schema leaves open ({} or true)
 	maxNesting       = 32      // nesting of schema objects
 	maxCount         = 1 << 14 // the most characters or items a bound may ask for
+	// maxJSONDepth bounds the document's JSON nesting (a const or enum
+	// value nests inside its schema), checked before it is decoded.
+	maxJSONDepth = 128
 )
 
 // Grammar is a compiled constraint root.
@@ -43,6 +46,9 @@ func compileDoc(schema []byte, b *budget) (*node, error) {
 	if len(bytes.TrimSpace(schema)) == 0 {
 		v = map[string]any{}
 	} else {
+		if at := nestedPast(schema, maxJSONDepth); at >= 0 {
+			return nil, &SchemaError{"#", "", fmt.Sprintf("JSON nested more than %d deep (at byte %d)", maxJSONDepth, at)}
+		}
 		dec := json.NewDecoder(bytes.NewReader(schema))
 		dec.UseNumber()
 		if err := dec.Decode(&v); err != nil {
@@ -51,6 +57,28 @@ func compileDoc(schema []byte, b *budget) (*node, error) {
 	}
 	c := &compiler{root: v, refs: map[string]*node{}, pending: map[*node]bool{}, b: b}
 	return c.compile(v, "#", 0)
+}
+
+// nestedPast is where b's brackets, outside strings, first nest past max,
+// or -1.
+func nestedPast(b []byte, max int) int {
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '[' || c == '{':
+			if depth++; depth > max {
+				return i
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return -1
 }
 
 // compiler turns one schema document into grammar nodes. A reference

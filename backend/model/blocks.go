@@ -20,6 +20,7 @@ type step struct {
 	keys, values []*kernels.Buffer
 	states       []*kernels.Buffer // recurrent layers' (StateStore), nil for others
 	chunk        int               // the recurrent layers' chunk: the store's block size
+	group        []int             // each layer's KV group (KVLayout)
 }
 
 // norm sets h = rms(x)·w.
@@ -97,16 +98,19 @@ func (s *step) rope(r kernels.Rope) {
 	s.k.RoPE(s.d.k, s.d.pos, s.n, s.c.KVHeads, s.c.HeadDim, r)
 }
 
-// attend stores k and v in the layer's KV pool and sets attn to causal
-// attention of q over each token's sequence: over its last window
-// positions when window > 0, with per-head sink logits when sinks is not
-// nil.
+// attend stores k and v in the layer's KV pool, through its KV group's
+// block table, and sets attn to causal attention of q over each token's
+// sequence: over its last window positions when window > 0, with per-head
+// sink logits when sinks is not nil.
 func (s *step) attend(window int, sinks *Vec) {
 	k, d := s.k, s.d
 	kvDim := s.c.KVDim()
-	k.Scatter(s.keys[s.layer], d.k, d.slots, s.n, kvDim)
-	k.Scatter(s.values[s.layer], d.v, d.slots, s.n, kvDim)
-	a := &d.att
+	slots, a := d.slots, &d.att
+	if g := s.group[s.layer]; g > 0 {
+		slots, a = d.groups[g-1].slots, &d.groups[g-1].att
+	}
+	k.Scatter(s.keys[s.layer], d.k, slots, s.n, kvDim)
+	k.Scatter(s.values[s.layer], d.v, slots, s.n, kvDim)
 	a.K, a.V = s.keys[s.layer], s.values[s.layer]
 	a.Window, a.Sinks = window, nil
 	if sinks != nil {

@@ -25,6 +25,8 @@ type device struct {
 	table                     *kernels.Buffer             // I32 (tableLen) block tables, one row a sequence
 	moe                       moeBufs                     // the routed experts' (moe.go)
 	hyb                       hybridBufs                  // the recurrent and gated layers' (hybrid.go)
+	groups                    []groupBufs                 // KV groups 1, 2, …'s (layout.go)
+	single                    *KVLayout                   // the layout of a store that states none
 
 	att        kernels.Attention
 	step       step         // the step in flight (forward.go)
@@ -37,6 +39,7 @@ type device struct {
 	hIDs, hPos, hSeq, hSlots, hRows, hTable []int32
 	hLogits                                 []float32
 	seqTables                               [][]int32 // distinct tables of the step
+	seqFirst                                []int     // the first token of each
 }
 
 // The matrices that read the same input run as one: a decode step's cost is
@@ -282,7 +285,7 @@ func partRows(k kernels.Kernels, alloc func(**kernels.Buffer, quant.Type, int), 
 func (d *device) stage(k kernels.Kernels, b *Batch, bs int) (stride int) {
 	n := len(b.Tokens)
 	d.hIDs, d.hPos, d.hSeq, d.hSlots = d.hIDs[:0], d.hPos[:0], d.hSeq[:0], d.hSlots[:0]
-	d.seqTables = d.seqTables[:0]
+	d.seqTables, d.seqFirst = d.seqTables[:0], d.seqFirst[:0]
 	for i := 0; i < n; i++ {
 		t := b.Table[i]
 		s := len(d.seqTables) - 1
@@ -291,6 +294,7 @@ func (d *device) stage(k kernels.Kernels, b *Batch, bs int) (stride int) {
 			}
 			if s == len(d.seqTables) {
 				d.seqTables = append(d.seqTables, t)
+				d.seqFirst = append(d.seqFirst, i)
 				stride = max(stride, len(t))
 			}
 		}

@@ -25,6 +25,11 @@ type Batch struct {
 	Tokens []int     // (n)
 	Pos    []int     // (n) position of each token in its sequence
 	Table  [][]int32 // (n) block table of each token's sequence; shared slices are fine
+	// Groups holds the block tables of KV groups 1, 2, … (KVLayout), each
+	// (n) as Table is group 0's, for a store of several groups; nil for
+	// one. A sliding-window group's entries before every window of its
+	// sequence in the batch may be -1 (freed).
+	Groups [][][]int32
 	// Slot is each token's recurrent state slot (StateStore), for a model
 	// with recurrent layers; nil gives the batch's sequences (its tables
 	// of distinct contents) slots 0, 1, … in order of appearance.
@@ -67,6 +72,10 @@ func (m *Model) Forward(b *Batch, kv KVStore) ([]float32, error) {
 			return nil, fmt.Errorf("batch: token id %d outside the vocabulary of %d", t, m.Vocab)
 		}
 	}
+	lay := m.dev.layoutOf(kv, m.Config)
+	if err := b.checkGroups(lay, kv.BlockSize()); err != nil {
+		return nil, err
+	}
 	keys, values, err := kv.Buffers(m.K)
 	if err != nil {
 		return nil, err
@@ -103,8 +112,11 @@ func (m *Model) Forward(b *Batch, kv KVStore) ([]float32, error) {
 		Out: d.attn, Q: d.q, Pos: d.pos, Seq: d.seq, Table: d.table, TableStride: stride, MaxPos: maxPos,
 		BlockSize: kv.BlockSize(), Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Scale: c.AttnScale(), N: n,
 	}
+	if err := d.stageGroups(k, b, lay, kv.BlockSize()); err != nil {
+		return nil, err
+	}
 	s := &d.step // kept in the device: a block's forward takes it through an interface
-	*s = step{m: m, k: k, d: d, c: &m.Config, n: n, keys: keys, values: values, states: states, chunk: kv.BlockSize()}
+	*s = step{m: m, k: k, d: d, c: &m.Config, n: n, keys: keys, values: values, states: states, chunk: kv.BlockSize(), group: lay.Group}
 	k.Embed(d.x, m.TokenEmbd, d.ids, n)
 	if c.EmbedScale != 0 {
 		k.Scale(d.x, n*c.Dim, c.EmbedScale)
@@ -129,21 +141,23 @@ func (m *Model) Forward(b *Batch, kv KVStore) ([]float32, error) {
 	return out, nil
 }
 
-// Pool is a plain store: Blocks blocks of BlockSize slots per attention
-// layer, of element type Type (F32 or F16), and the recurrent layers'
-// states of Slots() sequences (StateStore), allocated on the device of the
-// first model that runs with it. The engine's paged cache hands out its
-// block ids and state slots; simple callers use Contiguous to get a table
-// over all blocks, and slot 0.
+// Pool is a store of keys and values of type Type (F32 or F16), in Blocks
+// pages of BlockSize slots laid out by its KVLayout, and of the recurrent
+// layers' states of Slots() sequences (StateStore), allocated on the
+// device of the first model that runs with it. The engine's paged cache
+// hands out its page ids and state slots; simple callers use Contiguous
+// to get a table over all blocks, and slot 0.
 type Pool struct {
 	Type      quant.Type
 	Blocks    int
 	blockSize int
 	kvDim     int
 	layers    []LayerState
+	layout    KVLayout
 	slots     int
-	k         kernels.Kernels // the device holding keys and values
-	keys      []*kernels.Buffer
+	k         kernels.Kernels   // the device holding keys and values
+	kt, vt    []*kernels.Buffer // the layout's key and value buffers
+	keys      []*kernels.Buffer // each layer's (of kt), nil for a recurrent layer
 	values    []*kernels.Buffer
 	states    []*kernels.Buffer
 	scratch   []byte // CopyState's
@@ -160,22 +174,44 @@ func NewTypedPool(c Config, blocks, blockSize int, t quant.Type) *Pool {
 	return NewStatePool(c, blocks, blockSize, t, 1)
 }
 
-// NewStatePool describes a store of keys and values of type t and, for a
-// model with recurrent layers, slots recurrent states.
+// NewStatePool describes a store of keys and values of type t, one group
+// of every attention layer (one block table), and, for a model with
+// recurrent layers, slots recurrent states.
 func NewStatePool(c Config, blocks, blockSize int, t quant.Type, slots int) *Pool {
-	layers := c.States
-	if len(layers) != c.Layers { // a Config not read from a file: all attention
-		layers = make([]LayerState, c.Layers)
-	}
-	return &Pool{Type: t, Blocks: blocks, blockSize: blockSize, kvDim: c.KVDim(), layers: layers, slots: slots,
+	return newPool(c, c.singleLayout(), blocks, blockSize, t, slots)
+}
+
+// NewPagedPool describes a store of pages pages in the model's
+// PagedLayout: a block table per KV group (Batch.Groups), the groups'
+// blocks drawn from the one set of pages.
+func NewPagedPool(c Config, pages, blockSize int, t quant.Type, slots int) *Pool {
+	return newPool(c, c.PagedLayout(), pages, blockSize, t, slots)
+}
+
+func newPool(c Config, lay KVLayout, blocks, blockSize int, t quant.Type, slots int) *Pool {
+	return &Pool{Type: t, Blocks: blocks, blockSize: blockSize, kvDim: c.KVDim(), layers: c.states(), layout: lay, slots: slots,
+		kt: make([]*kernels.Buffer, lay.Tensors), vt: make([]*kernels.Buffer, lay.Tensors),
 		keys: make([]*kernels.Buffer, c.Layers), values: make([]*kernels.Buffer, c.Layers), states: make([]*kernels.Buffer, c.Layers)}
 }
+
+// Layout is how the pool keeps the attention layers.
+func (p *Pool) Layout() *KVLayout { return &p.layout }
 
 func (p *Pool) Buffers(k kernels.Kernels) (keys, values []*kernels.Buffer, err error) {
 	if err := p.alloc(k); err != nil {
 		return nil, nil, err
 	}
 	return p.keys, p.values, nil
+}
+
+// Tensors returns the layout's key and value buffers on k's device, each
+// (Blocks·BlockSize(), kv_dim): a page's slots in buffer j are layer j's
+// of whichever group holds the page.
+func (p *Pool) Tensors(k kernels.Kernels) (keys, values []*kernels.Buffer, err error) {
+	if err := p.alloc(k); err != nil {
+		return nil, nil, err
+	}
+	return p.kt, p.vt, nil
 }
 
 func (p *Pool) States(k kernels.Kernels) ([]*kernels.Buffer, error) {
@@ -198,20 +234,27 @@ func (p *Pool) alloc(k kernels.Kernels) (err error) {
 	if p.Type != quant.F32 && p.Type != quant.F16 {
 		return fmt.Errorf("kv pool: element type %v (want F32 or F16)", p.Type)
 	}
+	p.k = k
 	slots := p.Blocks * p.blockSize * p.kvDim
-	for l, ls := range p.layers {
-		if ls.Kind == Recurrent {
-			p.states[l], err = k.Alloc(quant.F32, p.slots*ls.StateFloats)
-		} else if p.keys[l], err = k.Alloc(p.Type, slots); err == nil {
-			p.values[l], err = k.Alloc(p.Type, slots)
+	for j := range p.kt {
+		if p.kt[j], err = k.Alloc(p.Type, slots); err == nil {
+			p.vt[j], err = k.Alloc(p.Type, slots)
 		}
 		if err != nil {
-			p.k = k
 			p.Free()
 			return fmt.Errorf("kv pool: %w", err)
 		}
 	}
-	p.k = k
+	for l, ls := range p.layers {
+		if ls.Kind == Recurrent {
+			if p.states[l], err = k.Alloc(quant.F32, p.slots*ls.StateFloats); err != nil {
+				p.Free()
+				return fmt.Errorf("kv pool: %w", err)
+			}
+		} else if j := p.layout.Tensor[l]; j >= 0 {
+			p.keys[l], p.values[l] = p.kt[j], p.vt[j]
+		}
+	}
 	return nil
 }
 
@@ -222,14 +265,16 @@ func (p *Pool) Free() {
 	if p.k == nil {
 		return
 	}
-	for l := range p.keys {
-		for _, b := range []*kernels.Buffer{p.keys[l], p.values[l], p.states[l]} {
+	for _, bs := range [][]*kernels.Buffer{p.kt, p.vt, p.states} {
+		for i, b := range bs {
 			if b != nil {
 				p.k.Free(b)
 			}
+			bs[i] = nil
 		}
-		p.keys[l], p.values[l], p.states[l] = nil, nil, nil
 	}
+	clear(p.keys)
+	clear(p.values)
 	p.k = nil
 }
 

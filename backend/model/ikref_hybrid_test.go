@@ -1,93 +1,14 @@
 package model
 
 import (
-	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"flag"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"testing"
 
-	"jspark/backend/gguf"
 	"jspark/backend/sample"
-	"jspark/kernels/cpu"
 	"jspark/kernels/quant"
 )
-
-// hybridRef is one prompt's record of scripts/record-hybrid-refs.py:
-// ik_llama.cpp's greedy continuation of prompt_ids on the model `jspark
-// model synth <synth>` writes, and at each generated position its five
-// likeliest tokens with their log-probabilities.
-type hybridRef struct {
-	Model     string        `json:"model"`
-	Synth     []string      `json:"synth"`
-	SHA256    string        `json:"sha256"`
-	Prompt    string        `json:"prompt"`
-	PromptIDs []int         `json:"prompt_ids"`
-	GenIDs    []int         `json:"gen_ids"`
-	Top5      [][][]float64 `json:"top5"` // (position, rank, [id, logprob])
-}
-
-// hybridSynthFlags reads the synth command's flags as the CLI does (the
-// ones the script uses; those not given take DefaultMoE's).
-func hybridSynthFlags(args []string) (SynthOptions, error) {
-	var o SynthOptions
-	var typ string
-	var bytesVocab bool
-	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
-	fs.StringVar(&o.Arch, "arch", "llama", "")
-	fs.IntVar(&o.Layers, "layers", 2, "")
-	fs.IntVar(&o.Dim, "dim", 256, "")
-	fs.IntVar(&o.Heads, "heads", 4, "")
-	fs.IntVar(&o.KVHeads, "kv-heads", 0, "")
-	fs.IntVar(&o.FF, "ff", 512, "")
-	fs.IntVar(&o.Context, "ctx", 4096, "")
-	fs.StringVar(&typ, "type", "f32", "")
-	fs.Uint64Var(&o.Seed, "seed", 1, "")
-	fs.BoolVar(&bytesVocab, "vocab-bytes", false, "")
-	fs.BoolVar(&o.TextVocab, "vocab-text", false, "")
-	window := fs.Int("sliding-window", 0, "")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	t, err := quant.ParseType(typ)
-	if err != nil {
-		return o, err
-	}
-	o.Type = t
-	DefaultMoE(&o)
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "sliding-window" {
-			o.SlidingWindow = *window
-		}
-	})
-	return o, nil
-}
-
-func readHybridRefs(t *testing.T, path string) []hybridRef {
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var refs []hybridRef
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var r hybridRef
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		refs = append(refs, r)
-	}
-	return refs
-}
 
 // forcedLogprobs runs prompt + gen through the model as one prefill (its
 // whole blocks in the DeltaNet's chunked form) and returns the
@@ -130,34 +51,9 @@ func forcedLogprobs(t *testing.T, m *Model, prompt, gen []int) [][]float64 {
 // the recurrent states it keeps in F32, as we do. Its log-probabilities
 // are corrected for a miscount first (ikTrueLogprobs).
 func TestHybridMatchesIkLlama(t *testing.T) {
-	files, _ := filepath.Glob("../../testdata/refs/hybrid-*.jsonl")
-	if len(files) == 0 {
-		t.Fatal("no testdata/refs/hybrid-*.jsonl (scripts/record-hybrid-refs.py makes them)")
-	}
-	for _, path := range files {
-		refs := readHybridRefs(t, path)
-		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "hybrid-"), ".jsonl")
+	for name, path := range ikRefFiles(t, "hybrid", "scripts/record-hybrid-refs.py") {
 		t.Run(name, func(t *testing.T) {
-			o, err := hybridSynthFlags(refs[0].Synth)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w, err := Synth(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, _ := w.Bytes()
-			if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != refs[0].SHA256 {
-				t.Fatalf("jspark model synth %s no longer writes the file ik was run on: run scripts/record-hybrid-refs.py", strings.Join(refs[0].Synth, " "))
-			}
-			f, err := gguf.Parse(name+".gguf", data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := Load(f, cpu.New(2))
-			if err != nil {
-				t.Fatal(err)
-			}
+			refs, o, m := loadIkRefs(t, path, "scripts/record-hybrid-refs.py")
 			quantized := o.Type != quant.F32
 			bound := hybridQuantBounds[o.Arch]
 			var worst float64

@@ -19,10 +19,10 @@ import (
 	"jspark/kernels/quant"
 )
 
-// ikRef is one prompt's record of scripts/record-moe-refs.py: ik_llama.cpp's
-// greedy continuation of prompt_ids on the model `jspark model synth
-// <synth>` writes, and at each generated position its five likeliest
-// tokens with their log-probabilities.
+// ikRef is one prompt's record of scripts/record-moe-refs.py or
+// record-hybrid-refs.py: ik_llama.cpp's greedy continuation of prompt_ids
+// on the model `jspark model synth <synth>` writes, and at each generated
+// position its five likeliest tokens with their log-probabilities.
 type ikRef struct {
 	Model     string        `json:"model"`
 	Synth     []string      `json:"synth"`
@@ -34,8 +34,12 @@ type ikRef struct {
 	Top5      [][][]float64 `json:"top5"`   // (position, rank, [id, logprob])
 }
 
-// synthFlags reads the synth command's flags as the CLI does (the flags
-// the script uses; the expert flags not given take DefaultMoE's).
+// archFlags are the synth flags whose defaults depend on --arch
+// (DefaultMoE): one not given takes its architecture's.
+var archFlags = []string{"experts", "experts-used", "expert-ff", "shared-experts", "dense-layers", "sliding-window", "full-attention-interval"}
+
+// synthFlags reads the synth command's flags as the CLI does (the ones
+// the scripts use).
 func synthFlags(args []string) (SynthOptions, error) {
 	var o SynthOptions
 	var typ string
@@ -51,9 +55,10 @@ func synthFlags(args []string) (SynthOptions, error) {
 	fs.StringVar(&typ, "type", "f32", "")
 	fs.Uint64Var(&o.Seed, "seed", 1, "")
 	fs.BoolVar(&bytesVocab, "vocab-bytes", false, "")
-	moe := map[string]*int{}
-	for _, name := range []string{"experts", "experts-used", "expert-ff", "shared-experts", "dense-layers", "sliding-window"} {
-		moe[name] = fs.Int(name, 0, "")
+	fs.BoolVar(&o.TextVocab, "vocab-text", false, "")
+	given := map[string]*int{}
+	for _, name := range archFlags {
+		given[name] = fs.Int(name, 0, "")
 	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -64,17 +69,35 @@ func synthFlags(args []string) (SynthOptions, error) {
 	}
 	o.Type = t
 	DefaultMoE(&o)
+	dst := map[string]*int{"experts": &o.Experts, "experts-used": &o.ExpertsUsed, "expert-ff": &o.ExpertFF,
+		"shared-experts": &o.SharedExperts, "dense-layers": &o.DenseLayers, "sliding-window": &o.SlidingWindow,
+		"full-attention-interval": &o.FullAttnInterval}
 	fs.Visit(func(f *flag.Flag) {
-		dst := map[string]*int{"experts": &o.Experts, "experts-used": &o.ExpertsUsed, "expert-ff": &o.ExpertFF,
-			"shared-experts": &o.SharedExperts, "dense-layers": &o.DenseLayers, "sliding-window": &o.SlidingWindow}[f.Name]
-		if dst != nil {
-			*dst = *moe[f.Name]
+		if d := dst[f.Name]; d != nil {
+			*d = *given[f.Name]
 		}
 	})
 	return o, nil
 }
 
-func readIkRefs(t *testing.T, path string) []ikRef {
+// ikRefFiles are the reference files testdata/refs/<prefix>-*.jsonl,
+// keyed by the name after the prefix.
+func ikRefFiles(t *testing.T, prefix, script string) map[string]string {
+	files, _ := filepath.Glob("../../testdata/refs/" + prefix + "-*.jsonl")
+	if len(files) == 0 {
+		t.Fatalf("no testdata/refs/%s-*.jsonl (%s makes them)", prefix, script)
+	}
+	out := map[string]string{}
+	for _, path := range files {
+		out[strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), prefix+"-"), ".jsonl")] = path
+	}
+	return out
+}
+
+// loadIkRefs reads a reference file and loads, on the CPU device, the
+// model its records were made on, failing where synth no longer writes
+// the bytes ik ran (script records them again).
+func loadIkRefs(t *testing.T, path, script string) ([]ikRef, SynthOptions, *Model) {
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -86,11 +109,34 @@ func readIkRefs(t *testing.T, path string) []ikRef {
 	for sc.Scan() {
 		var r ikRef
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", path, err)
 		}
 		refs = append(refs, r)
 	}
-	return refs
+	if len(refs) == 0 {
+		t.Fatalf("%s: no records", path)
+	}
+	o, err := synthFlags(refs[0].Synth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := Synth(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := w.Bytes()
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != refs[0].SHA256 {
+		t.Fatalf("jspark model synth %s no longer writes the file ik was run on: run %s", strings.Join(refs[0].Synth, " "), script)
+	}
+	g, err := gguf.Parse(strings.TrimSuffix(filepath.Base(path), ".jsonl")+".gguf", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(g, cpu.New(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return refs, o, m
 }
 
 // teacherForced runs prompt + gen through the model as one prefill (keys
@@ -181,34 +227,9 @@ func ikLogProbs(logits []float32, banned map[int]bool, n int) ([]float64, int) {
 // are exact; with every expert used, none, mean 0.03-0.05 nats, as a
 // dense qwen3 of the same shape (0.033).
 func TestMoEMatchesIkLlama(t *testing.T) {
-	files, _ := filepath.Glob("../../testdata/refs/moe-*.jsonl")
-	if len(files) == 0 {
-		t.Fatal("no testdata/refs/moe-*.jsonl (scripts/record-moe-refs.py makes them)")
-	}
-	for _, path := range files {
-		refs := readIkRefs(t, path)
-		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "moe-"), ".jsonl")
+	for name, path := range ikRefFiles(t, "moe", "scripts/record-moe-refs.py") {
 		t.Run(name, func(t *testing.T) {
-			o, err := synthFlags(refs[0].Synth)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w, err := Synth(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, _ := w.Bytes()
-			if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != refs[0].SHA256 {
-				t.Fatalf("jspark model synth %s no longer writes the file ik was run on: run scripts/record-moe-refs.py", strings.Join(refs[0].Synth, " "))
-			}
-			f, err := gguf.Parse(name+".gguf", data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := Load(f, cpu.New(2))
-			if err != nil {
-				t.Fatal(err)
-			}
+			refs, o, m := loadIkRefs(t, path, "scripts/record-moe-refs.py")
 			quantized := o.Type != quant.F32
 			var worst float64
 			var values, over int

@@ -172,3 +172,92 @@ func (b *Batch) checkSlots(ss StateStore, seen *[]bool) ([]int, error) {
 	}
 	return slots, nil
 }
+
+// PageBytes is the memory of one page of the store: a block of
+// BlockSize() positions of every buffer of its layout, keys and values.
+func (p *Pool) PageBytes() int {
+	return 2 * p.layout.Tensors * p.blockSize * p.Type.RowBytes(p.kvDim)
+}
+
+// StatePages is how many pages hold one sequence's recurrent state (0 for
+// a model without recurrent layers, or a store without attention layers).
+func (p *Pool) StatePages() int {
+	n := 0
+	for _, s := range p.layers {
+		n += 4 * s.StateFloats
+	}
+	if n == 0 || p.PageBytes() == 0 {
+		return 0
+	}
+	return (n + p.PageBytes() - 1) / p.PageBytes()
+}
+
+// SaveState copies slot's recurrent state into pages (StatePages of them,
+// a checkpoint), byte for byte: every recurrent layer's F32 state in layer
+// order, laid over each page's rows of the key and value buffers in turn.
+// The pages' keys and values are lost; a page read as keys or values
+// again must be written first.
+func (p *Pool) SaveState(slot int, pages []int32) error {
+	return p.moveState(slot, pages, true)
+}
+
+// LoadState copies a checkpoint that SaveState wrote into pages back into
+// slot.
+func (p *Pool) LoadState(pages []int32, slot int) error {
+	return p.moveState(slot, pages, false)
+}
+
+func (p *Pool) moveState(slot int, pages []int32, save bool) error {
+	if p.k == nil {
+		return fmt.Errorf("kv pool: a state checkpoint before any step")
+	}
+	if slot < 0 || slot >= p.slots || len(pages) != p.StatePages() {
+		return fmt.Errorf("kv pool: state slot %d of %d over %d pages (want %d)", slot, p.slots, len(pages), p.StatePages())
+	}
+	for _, pg := range pages {
+		if pg < 0 || int(pg) >= p.Blocks {
+			return fmt.Errorf("kv pool: page %d of %d", pg, p.Blocks)
+		}
+	}
+	n := p.StatePages() * p.PageBytes()
+	if len(p.scratch) < n {
+		p.scratch = make([]byte, n)
+	}
+	buf := p.scratch[:n]
+	// NOTE: through host memory, as CopyState.
+	if save {
+		at := 0
+		for l, b := range p.states {
+			if b != nil {
+				m := 4 * p.layers[l].StateFloats
+				p.k.Read(buf[at:at+m], b, slot*p.layers[l].StateFloats)
+				at += m
+			}
+		}
+	}
+	region, rows := p.blockSize*p.Type.RowBytes(p.kvDim), p.blockSize*p.kvDim
+	at := 0
+	for _, pg := range pages {
+		for j := range p.kt {
+			for _, b := range []*kernels.Buffer{p.kt[j], p.vt[j]} {
+				if save {
+					p.k.Write(b, int(pg)*rows, buf[at:at+region])
+				} else {
+					p.k.Read(buf[at:at+region], b, int(pg)*rows)
+				}
+				at += region
+			}
+		}
+	}
+	if !save {
+		at := 0
+		for l, b := range p.states {
+			if b != nil {
+				m := 4 * p.layers[l].StateFloats
+				p.k.Write(b, slot*p.layers[l].StateFloats, buf[at:at+m])
+				at += m
+			}
+		}
+	}
+	return nil
+}

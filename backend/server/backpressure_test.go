@@ -95,3 +95,49 @@ func TestUnreadStreamPausesThenTimesOut(t *testing.T) {
 // outboxSlack is how far generation may move between the pause being seen
 // and the abort (a step in flight).
 const outboxSlack = 8
+
+// TestNeverReadingClientPausesBeforeKernelBuffersFill: a client that opens
+// a stream with the system's own socket buffers and reads nothing pauses
+// its request after a few hundred tokens, on the bytes the server holds
+// unsent, not once the kernel's send buffer (megabytes: 13,000 tokens and
+// 48 s of decoding once) is full.
+func TestNeverReadingClientPausesBeforeKernelBuffersFill(t *testing.T) {
+	f := start(t, nil, nil)
+	conn, err := net.Dial("tcp", f.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const maxTokens = 30000
+	body := fmt.Sprintf(`{"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":%d,"ignore_eos":true,"stream":true}`, maxTokens)
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	if line, err := bufio.NewReaderSize(conn, 64).ReadString('\n'); err != nil || !strings.Contains(line, "200") {
+		t.Fatalf("status %q %v", line, err)
+	}
+	generated := func() int64 { return f.e.Metrics().Snapshot().GenerationTokens }
+	guard := time.Now().Add(120 * time.Second) // a hang guard, not a timing
+	for generated() == 0 && time.Now().Before(guard) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	last, still := generated(), 0
+	for f.e.Metrics().Snapshot().Running > 0 && still < 25 && time.Now().Before(guard) {
+		time.Sleep(20 * time.Millisecond)
+		if g := generated(); g == last {
+			still++
+		} else {
+			last, still = g, 0
+		}
+	}
+	paused := generated()
+	t.Logf("paused after %d tokens", paused)
+	if f.e.Metrics().Snapshot().Running == 0 || paused > 2000 {
+		t.Fatalf("a stream nobody reads ran to %d of %d tokens (running %d)", paused, maxTokens, f.e.Metrics().Snapshot().Running)
+	}
+	conn.Close() // the client goes: the request ends
+	for f.e.Metrics().Snapshot().Running > 0 {
+		if time.Now().After(guard) {
+			t.Fatal("the paused stream outlived its client")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -128,6 +128,9 @@ func (s *Server) prepare(r *ChatRequest) (job, error) {
 	if len(r.Messages) == 0 {
 		return job{}, badRequest("messages", "messages must not be empty")
 	}
+	if err := checkArguments(r.Messages); err != nil {
+		return job{}, err
+	}
 	for i, t := range r.Tools {
 		if t.Type != "function" || t.Function.Name == "" {
 			return job{}, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d] must be {\"type\":\"function\",\"function\":{\"name\":…}}", i)
@@ -254,6 +257,9 @@ func usageOf(u engine.Usage) *Usage {
 		Timing: usage.Timing{QueuedSec: t.QueuedSec, PrefillSec: t.PrefillSec, DecodeSec: t.DecodeSec, PreemptedSec: t.PreemptedSec}, Session: u.Session}
 	if d := u.Divergence; d != nil {
 		j.Divergence = &usage.Divergence{Req: d.Req, Reason: d.Reason, Position: d.Position, Token: d.Token, Was: d.Was, Text: d.Text, WasText: d.WasText}
+	}
+	if c := u.Checkpoint; c != nil {
+		j.Checkpoint = &usage.Checkpoint{Position: c.Position, Cached: c.Cached, Kind: c.Kind, Req: c.Req, At: c.At}
 	}
 	return &Usage{
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,

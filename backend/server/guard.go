@@ -81,6 +81,7 @@ func (s *Server) readBody(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		if req.ContentLength > MaxBody {
+			c.Response().Header().Set("Connection", "close") // the body is not read
 			return tooLarge()
 		}
 		rc := http.NewResponseController(c.Response().Writer)
@@ -88,7 +89,17 @@ func (s *Server) readBody(next echo.HandlerFunc) echo.HandlerFunc {
 			rc.SetReadDeadline(time.Now().Add(s.opt.BodyTimeout)) // unsupported by test recorders: no deadline there
 		}
 		b, err := io.ReadAll(io.LimitReader(req.Body, MaxBody+1))
-		rc.SetReadDeadline(time.Time{}) // the connection stays open for the response (and the client's disconnect)
+		if err != nil || len(b) > MaxBody {
+			// The rest of the body may still be on its way, and net/http
+			// reads it (before the answer, and again when it closes the
+			// body) to reuse the connection: with no deadline, a body
+			// trickled a byte a second held its 408 and its connection for
+			// ever. Nothing more is read; the answer closes the connection.
+			rc.SetReadDeadline(time.Unix(1, 0))
+			c.Response().Header().Set("Connection", "close")
+		} else {
+			rc.SetReadDeadline(time.Time{}) // the connection stays open for the response (and the client's disconnect)
+		}
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			return &APIError{Status: http.StatusRequestTimeout, Message: fmt.Sprintf("the request body did not arrive within %s", s.opt.BodyTimeout),
@@ -110,6 +121,7 @@ func (s *Server) readBody(next echo.HandlerFunc) echo.HandlerFunc {
 			return badRequest("", "the request body is not valid UTF-8 (byte %d is 0x%02x)", at, b[at])
 		}
 		req.Body = io.NopCloser(bytes.NewReader(b))
+		c.Set(bodyKey, b)
 		if len(b) >= bigBody {
 			defer freeMemory()
 		}

@@ -199,6 +199,9 @@ func inputMessages(raw json.RawMessage) ([]chat.Message, error) {
 			if it.CallID == "" || it.Name == "" {
 				return nil, badRequest(param, "%s: a function_call needs call_id and name", param)
 			}
+			if err := checkNested(param+".arguments", it.Arguments); err != nil {
+				return nil, err
+			}
 			name := it.Name
 			if it.Namespace != "" { // the name the model was offered and wrote
 				name = flatName(it.Namespace, name)

@@ -9,12 +9,10 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -35,7 +33,8 @@ type Options struct {
 	ServedName string // the model id clients name (empty: the engine's model name)
 	// ChatTemplate is the GGUF's tokenizer.chat_template (or a file's),
 	// rendered as Jinja; empty, or one that does not compile, means a
-	// built-in (TemplateError says why).
+	// built-in (TemplateError says why). The server keeps the compiled
+	// template, not this source.
 	ChatTemplate string
 	// ReasoningFormat says what becomes of a thinking model's <think> block:
 	// "auto" (or empty) returns it as reasoning_content when the template
@@ -61,6 +60,11 @@ type Options struct {
 	// fresh one per request, so unseeded requests at a temperature differ,
 	// as they do with OpenAI, vLLM and llama-server.
 	Seed *uint64
+	// IdleFree is how long the server waits, once no request is in
+	// progress, before it hands the memory its requests freed back to the
+	// system (a forced collection); 0 or negative: never, as the Go
+	// runtime decides.
+	IdleFree time.Duration
 	// Log receives what a request's answer does not say (tools a Responses
 	// request offers that this server cannot run); nil discards it.
 	Log io.Writer
@@ -74,6 +78,7 @@ func DefaultOptions() Options {
 		MaxTokensDefault: DefaultMaxTokens,
 		BodyTimeout:      DefaultBodyTimeout,
 		WriteTimeout:     DefaultWriteTimeout,
+		IdleFree:         DefaultIdleFree,
 	}
 }
 
@@ -109,11 +114,16 @@ type Server struct {
 	stop    context.Context
 	abort   context.CancelFunc
 	running atomic.Int64
+	idle    idle
 }
 
-// ChatTemplateOf reads tokenizer.chat_template from a GGUF file.
+// ChatTemplateOf takes tokenizer.chat_template out of a GGUF file: the
+// file no longer holds it, and New keeps only what it compiles it to, so a
+// model file's huge template (50 MB, refused) is not kept for the life of
+// the process.
 func ChatTemplateOf(f *gguf.File) string {
-	s, _ := f.String("tokenizer.chat_template")
+	v, _ := f.Take("tokenizer.chat_template")
+	s, _ := v.(string)
 	return s
 }
 
@@ -129,16 +139,21 @@ func New(e *engine.Engine, opt Options) *Server {
 	s := &Server{e: e, opt: opt}
 	tok.MinTokens("") // its tables are made once, here, not in a request
 	s.stop, s.abort = context.WithCancel(context.Background())
+	s.idle.after = opt.IdleFree
 	s.tpl, s.tplErr = chat.Load(opt.ChatTemplate, chat.Special{BOS: tok.Text(tok.BOS), EOS: tok.Text(tok.EOS)})
 	s.format = s.tpl.Format()
 	if f, err := chat.ParseFormat(opt.ToolFormat); opt.ToolFormat != "" && err == nil {
 		s.format = f
 	}
 	s.preserved = preservedIDs(tok, s.format)
+	if len(opt.ChatTemplate) >= bigBody {
+		defer freeMemory() // what a huge source cost goes back to the system, as a huge body's does
+	}
+	s.opt.ChatTemplate = "" // compiled into s.tpl, or refused: the source is not kept
 	ec := echo.New()
 	ec.HideBanner, ec.HidePort = true, true
 	ec.HTTPErrorHandler = s.handleError
-	ec.Use(s.writeDeadlines, s.auth, s.readBody)
+	ec.Use(s.trackIdle, s.writeDeadlines, s.auth, s.readBody)
 	ec.POST("/v1/chat/completions", s.chatCompletions)
 	ec.POST("/v1/completions", s.completions)
 	ec.POST("/v1/responses", s.responses)
@@ -236,13 +251,22 @@ type APIError struct {
 func (e *APIError) Error() string { return e.Message }
 
 // promptError is a 400 for a conversation that did not render, or the
-// bound's own error.
+// bound's own error. It names the field the renderer's error starts with
+// (tools[0].function.parameters, chat_template_kwargs.x), else messages.
 func promptError(err error) error {
 	var ae *APIError
 	if errors.As(err, &ae) {
 		return ae
 	}
-	return badRequest("messages", "%v", err)
+	msg := err.Error()
+	param := "messages"
+	for _, field := range []string{"tools[", "chat_template_kwargs", "messages["} {
+		if strings.HasPrefix(msg, field) {
+			param, _, _ = strings.Cut(msg, ":")
+			param, _, _ = strings.Cut(param, " ")
+		}
+	}
+	return badRequest(param, "%v", err)
 }
 
 func badRequest(param, format string, args ...any) *APIError {
@@ -277,49 +301,6 @@ func (s *Server) handleError(err error, c echo.Context) {
 		c.Response().Header().Set("Retry-After", fmt.Sprint(ae.RetryAfter))
 	}
 	c.JSON(ae.Status, map[string]*APIError{"error": ae})
-}
-
-// decode reads a JSON body strictly enough to catch wrong types.
-func decode(c echo.Context, v any) error {
-	dec := json.NewDecoder(c.Request().Body)
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			field := te.Field
-			if i := strings.LastIndex(field, "Sampling."); i >= 0 { // an embedded struct's prefix
-				field = field[i+len("Sampling."):]
-			}
-			if field == "" {
-				return badRequest("", "the body must be a JSON %s, not a JSON %s", jsonKind(te.Type), te.Value)
-			}
-			return badRequest(field, "field %q must be a JSON %s, not a JSON %s", field, jsonKind(te.Type), te.Value)
-		}
-		return badRequest("", "malformed JSON body: %v", err)
-	}
-	return nil
-}
-
-// jsonKind names what JSON a Go type decodes from, as a client would say it.
-func jsonKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Bool:
-		return "boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "integer"
-	case reflect.Float32, reflect.Float64:
-		return "number"
-	case reflect.String:
-		return "string"
-	case reflect.Slice, reflect.Array:
-		return "array"
-	case reflect.Struct, reflect.Map:
-		return "object"
-	}
-	return "value of another type"
 }
 
 func (s *Server) checkModel(name string) error {
@@ -378,6 +359,9 @@ func (s *Server) tokenize(c echo.Context) error {
 		}
 		ids = tok.Encode(*req.Prompt, req.AddSpecial == nil || *req.AddSpecial, true)
 	case len(req.Messages) > 0:
+		if err := checkArguments(req.Messages); err != nil {
+			return err
+		}
 		var err error
 		if ids, _, err = s.chatPrompt(req.Messages, req.Tools, req.AddGenerate == nil || *req.AddGenerate, req.Kwargs); err != nil {
 			return promptError(err)

@@ -77,7 +77,9 @@ func startModel(t testing.TB, m *jmodel.Model, eset func(*engine.Options), sset 
 	if sset != nil {
 		sset(&sopt)
 	}
-	srv := httptest.NewServer(New(e, sopt).Handler())
+	srv := httptest.NewUnstartedServer(New(e, sopt).Handler())
+	srv.Config.ConnContext = ConnContext // as HTTPServer wires it
+	srv.Start()
 	t.Cleanup(func() { srv.Close(); e.Close() })
 	cfg := openai.DefaultConfig(sopt.APIKey)
 	cfg.BaseURL = srv.URL + "/v1"

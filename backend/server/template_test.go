@@ -3,10 +3,13 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"jspark/backend/gguf"
 )
 
 // A Llama-3.1-like template: writes BOS itself, then the tools, calls as
@@ -216,4 +219,42 @@ func TestReasoningContent(t *testing.T) {
 	if resp.StatusCode != 400 || !strings.Contains(body, "chat_template_kwargs may not set messages") {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
+}
+
+// TestHugeGGUFTemplateIsNotKept: a model file whose chat template is 50 MB
+// (a GGUF from the internet carries its own) serves with the built-in
+// template and a warning, and neither the file nor the server keeps the
+// 50 MB once it is refused.
+func TestHugeGGUFTemplateIsNotKept(t *testing.T) {
+	f := start(t, nil, nil)
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	file := func() *gguf.File {
+		var w gguf.Writer
+		w.AddKV("general.architecture", "llama")
+		w.AddKV("tokenizer.chat_template", "<|im_start|>{% for m in messages %}{{ m.content }}{% endfor %}"+strings.Repeat(" ", 50<<20))
+		data, err := w.Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		file, err := gguf.Parse("huge-template.gguf", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}()
+	srv := New(f.e, serverOptions(func(o *Options) { o.ChatTemplate = ChatTemplateOf(file) }))
+	if err := srv.TemplateError(); err == nil || !strings.Contains(err.Error(), "over the 1024 KiB a template may have") || srv.Template().Name != "chatml" {
+		t.Fatalf("template %s, error %v", srv.Template().Name, err)
+	}
+	if after := heap(); after > before+16<<20 {
+		t.Fatalf("the refused 50 MB template is kept: heap %d MiB before the file, %d after", before>>20, after>>20)
+	}
+	runtime.KeepAlive(file)
+	runtime.KeepAlive(srv)
 }

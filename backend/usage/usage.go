@@ -22,6 +22,9 @@ type Jspark struct {
 	ComputedTokens int         `json:"computed_tokens"`
 	Timing         Timing      `json:"timing"`
 	Divergence     *Divergence `json:"divergence,omitempty"`
+	// Checkpoint, for a model with recurrent or sliding-window layers, is
+	// where the prompt resumed and from what.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 	// Session is the key the engine retained the request's blocks under
 	// (X-Session-Id, else user); absent without one.
 	Session string `json:"session,omitempty"`
@@ -51,4 +54,21 @@ type Divergence struct {
 	// them (special tokens included).
 	Text    string `json:"text,omitempty"`
 	WasText string `json:"was_text,omitempty"`
+}
+
+// Checkpoint says where a prompt of a model whose cached blocks alone do
+// not make a prefix (recurrent or sliding-window layers) resumed: after
+// Position tokens, of the Cached tokens of full blocks the cache held (less
+// when the checkpoints or windows there were gone; Position 0 with Cached
+// above 0 says they all were).
+type Checkpoint struct {
+	Position int `json:"position"`
+	Cached   int `json:"cached"`
+	// Kind is "state" (a recurrent state checkpoint) or "window" (the
+	// sliding layers' blocks of the last window).
+	Kind string `json:"kind"`
+	// Req is the request that took a state checkpoint, and At where:
+	// "branch", "prompt", "chunk" or "decode".
+	Req int64  `json:"req,omitempty"`
+	At  string `json:"at,omitempty"`
 }

@@ -18,6 +18,7 @@ import (
 	"jspark/agent/bench"
 	"jspark/agent/target"
 	"jspark/backend/refs"
+	"jspark/sandbox"
 )
 
 // BenchOptions are the flags of `jspark bench`.
@@ -89,7 +90,12 @@ func runBench(ctx context.Context, o *BenchOptions, stdout, stderr io.Writer) er
 		return err
 	}
 	if o.Out == "" {
-		o.Out = filepath.Join("results", fmt.Sprintf("bench-%s-%s", o.Screen, time.Now().Format("20060102-150405")))
+		o.Out, err = sandbox.NewOut(filepath.Join("results", fmt.Sprintf("bench-%s-%s", o.Screen, time.Now().Format("20060102-150405"))))
+	} else {
+		err = sandbox.ClaimOut(o.Out)
+	}
+	if err != nil {
+		return err
 	}
 	var prog bench.Progress = bench.NewLines(stderr)
 	if f, ok := stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {

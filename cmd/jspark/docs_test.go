@@ -107,6 +107,8 @@ func TestDocsFlagTables(t *testing.T) {
 		{[]string{"generate"}, "models.md", "jspark generate", "device"},
 		{[]string{"model", "info"}, "models.md", "jspark model info", ""},
 		{[]string{"model", "synth"}, "models.md", "jspark model synth", ""},
+		{[]string{"recipes", "check"}, "recipes.md", "Flags of jspark recipes check", ""},
+		{[]string{"recipes", "import", "harbor"}, "recipes.md", "Flags of jspark recipes import harbor", ""},
 	} {
 		t.Run(strings.Join(c.path, " "), func(t *testing.T) {
 			docs := append(docFlagRows(t, c.page, c.section), shared[c.shared]...)

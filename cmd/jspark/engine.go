@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
-	"time"
 
 	"jspark/agent/metrics"
 	"jspark/agent/target"
@@ -125,7 +123,7 @@ func inProcessBackend(ef *EngineFlags, log io.Writer) (target.Backend, func(), e
 		closeEngine()
 		return target.Backend{}, nil, err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	hs := srv.HTTPServer()
 	go hs.Serve(ln)
 	fmt.Fprintf(log, "jspark: engine %s (KV capacity %d tokens) at http://%s/v1\n", e.Options().ModelName, e.CapacityTokens(), ln.Addr())
 	b := target.Backend{

@@ -86,7 +86,7 @@ func runServe(ctx context.Context, o *ServeOptions, log io.Writer) error {
 		sopt.Seed = &seed
 	}
 	srv := newServer(e, sopt, log)
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	hs := srv.HTTPServer()
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -28,6 +29,8 @@ type WorkOptions struct {
 	Round        string
 	Recipe       string
 	Window       time.Duration
+	Trials       int
+	Resume       bool
 	NoNamespaces bool
 	AgentCache   string
 }
@@ -55,6 +58,12 @@ one row per target and round.`,
 			if cmd.Flags().Changed("window") && o.Window < time.Second {
 				return fmt.Errorf("--window %v: a window is at least 1s", o.Window)
 			}
+			if o.Trials < 1 {
+				return fmt.Errorf("--trials %d: at least 1", o.Trials)
+			}
+			if o.Resume && o.Out == "" {
+				return errors.New("--resume needs --out: the folder of the run to finish")
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return profiled(o.CPUProfile, func() error { return runWork(ctx, o, stdout, stderr) })
@@ -65,6 +74,8 @@ one row per target and round.`,
 		endpoint: "instead of the in-process engine; repeat unnamed ones to spread sessions, a named one is a target of its own", out: "RECIPE-ROUND"})
 	f.StringVar(&o.Recipe, "recipe", "work", "built-in recipe name or YAML file")
 	f.DurationVar(&o.Window, "window", 0, "session window (default: the recipe's, 180s for work)")
+	f.IntVar(&o.Trials, "trials", 1, "run each round this many times, each trial with its own sampling seed, for pass@k")
+	f.BoolVar(&o.Resume, "resume", false, "finish the interrupted run in --out: its finished round trials are kept, the others run")
 	f.BoolVar(&o.NoNamespaces, "no-namespaces", false, "do not isolate shells in namespaces (rlimits and process groups only)")
 	f.StringVar(&o.AgentCache, "agent-cache", "", "where a recipe's external agents (pi, codex, opencode) are installed with npm (default "+external.DefaultCache()+")")
 	return cmd
@@ -81,15 +92,15 @@ func runWork(ctx context.Context, o *WorkOptions, stdout, stderr io.Writer) erro
 		}
 		return err
 	}
-	if o.Out == "" {
-		o.Out = filepath.Join("results", fmt.Sprintf("%s-%s-%s", r.Name, o.Round, time.Now().Format("20060102-150405")))
-	}
 	key, err := o.resolve(os.Getenv)
 	if err != nil {
 		return err
 	}
 	specs, err := o.specs(true)
 	if err != nil {
+		return err
+	}
+	if err := o.claimOut(r); err != nil {
 		return err
 	}
 	run := o.runner(ctx, r, key, stdout, stderr)
@@ -105,6 +116,20 @@ func runWork(ctx context.Context, o *WorkOptions, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "results: %s, %s, trajectories under %s\n",
 		filepath.Join(o.Out, "results.json"), filepath.Join(o.Out, "report.html"), o.Out)
 	return nil
+}
+
+// claimOut makes --out this run's (a new folder under results/ when it is
+// not given), or takes back the folder of the run that --resume finishes.
+func (o *WorkOptions) claimOut(r *recipes.Recipe) error {
+	switch {
+	case o.Resume:
+		return sandbox.ResumeOut(o.Out)
+	case o.Out == "":
+		dir, err := sandbox.NewOut(filepath.Join("results", fmt.Sprintf("%s-%s-%s", r.Name, o.Round, time.Now().Format("20060102-150405"))))
+		o.Out = dir
+		return err
+	}
+	return sandbox.ClaimOut(o.Out)
 }
 
 // workRun runs the recipe's rounds on one target, into out.
@@ -124,7 +149,7 @@ func (o *WorkOptions) runner(ctx context.Context, r *recipes.Recipe, key string,
 		}
 		defer stop()
 		return agent.Work(ctx, agent.WorkOptions{
-			Recipe: r, Round: o.Round, Backends: backends, Window: o.Window, Out: out,
+			Recipe: r, Round: o.Round, Backends: backends, Window: o.Window, Trials: o.Trials, Out: out, Resume: o.Resume,
 			Sandbox:    sandbox.Options{NoNamespaces: o.NoNamespaces, Log: stderr},
 			AgentCache: o.AgentCache, Log: stderr,
 			Progress: func(round string, n int) agent.Progress {
@@ -185,7 +210,8 @@ func (o *WorkOptions) open(ctx context.Context, sp targetSpec, key string, log i
 }
 
 func newRecipesCmd(stdout io.Writer) *cobra.Command {
-	cmd := &cobra.Command{Use: "recipes", Short: "List and validate workload recipes"}
+	cmd := &cobra.Command{Use: "recipes", Short: "List, validate, check and import workload recipes"}
+	cmd.AddCommand(newRecipesCheckCmd(stdout), newRecipesImportCmd(stdout))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List the built-in recipes and their rounds",

@@ -14,6 +14,7 @@ import (
 
 	"jspark/agent/record"
 	"jspark/agent/report"
+	"jspark/recipes"
 )
 
 func readResults(t *testing.T, dir string) *record.Work {
@@ -52,16 +53,20 @@ func toolResults(t *testing.T, dir string) int {
 
 func tableRow(stdout, round string) bool {
 	for _, line := range strings.Split(stdout, "\n") {
-		if f := strings.Fields(line); len(f) == 11 && f[0] == round {
+		if f := strings.Fields(line); len(f) == 12 && f[0] == round {
 			return true
 		}
 	}
 	return false
 }
 
+// TestWorkC3First needs a first tool call inside the window: each session's
+// first prompt is ~3,000 tokens, which on 2 cores under a load of 10 or more
+// (the suite's other packages) takes the three sessions past 20 s.
 func TestWorkC3First(t *testing.T) {
+	const window = 45
 	out := t.TempDir()
-	stdout, stderr, code := jspark(t, "work", "c3-first", "--window", "20s", "--out", out, "--kv-memory", "256")
+	stdout, stderr, code := jspark(t, "work", "c3-first", "--window", fmt.Sprint(window, "s"), "--out", out, "--kv-memory", "256")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -73,11 +78,27 @@ func TestWorkC3First(t *testing.T) {
 		t.Fatalf("%d rounds", len(res.Rounds))
 	}
 	r := res.Rounds[0]
+	recipe, err := recipes.Load("work")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ran := 0
 	for _, s := range r.Sessions {
 		dir := filepath.Join(out, "c3-first", s.Name)
-		if tests, _ := filepath.Glob(filepath.Join(dir, "workspace", "test_*.py")); len(tests) != 1 {
-			t.Errorf("%s: workspace not seeded with its task's test file: %v", s.Name, tests)
+		// Seeded with its visible test; after the cut its hidden tests
+		// were copied in and its check ran: the session is scored.
+		task := recipe.Task(s.Task)
+		want := len(task.HiddenTests())
+		for _, f := range task.SeedFiles() {
+			if _, hidden := task.Tests[f.Path]; strings.HasPrefix(f.Path, "test_") && !hidden {
+				want++
+			}
+		}
+		if tests, _ := filepath.Glob(filepath.Join(dir, "workspace", "test_*.py")); len(tests) != want || want < 2 {
+			t.Errorf("%s: workspace holds tests %v, want its visible and hidden tests (%d)", s.Name, tests, want)
+		}
+		if s.Passed == nil || s.Check == nil || s.Check.HiddenTests != len(task.HiddenTests()) || s.Check.ExitCode == nil {
+			t.Errorf("%s: not scored: passed %v, check %+v, infra %q", s.Name, s.Passed, s.Check, s.Infra)
 		}
 		ran += toolResults(t, dir)
 		if s.End != record.EndCut {
@@ -87,7 +108,18 @@ func TestWorkC3First(t *testing.T) {
 	if ran == 0 || r.Summary.ToolCalls == 0 {
 		t.Errorf("no tool ran in any sandbox (%d calls)", r.Summary.ToolCalls)
 	}
-	if r.Summary.OutputTokens <= 0 || r.Summary.CountedBy != "engine" || r.Summary.BackendTokS != r.Summary.OutputTokens/20 {
+	// The in-process engine reports its queueing: every session has a
+	// working time, its wall time less the queueing its requests reported.
+	for _, s := range r.Sessions {
+		tm := s.Time
+		if tm.WorkingSec == nil || tm.QueuedSec == nil || math.Abs(*tm.WorkingSec-(tm.WallSec-*tm.QueuedSec)) > 1e-9 {
+			t.Errorf("%s: time %+v", s.Name, tm)
+		}
+	}
+	if !strings.Contains(stdout, "c3-first: session time (mean): wall ") || !strings.Contains(stdout, "s (wall less the engine's queueing, from usage.jspark)") {
+		t.Errorf("no working time line:\n%s", stdout)
+	}
+	if r.Summary.OutputTokens <= 0 || r.Summary.CountedBy != "engine" || r.Summary.BackendTokS != r.Summary.OutputTokens/window {
 		t.Errorf("summary %+v", r.Summary)
 	}
 	if b, err := os.ReadFile(filepath.Join(out, "report.html")); err != nil || !strings.Contains(string(b), "<svg") {
@@ -294,7 +326,7 @@ func TestWorkTwoBootsOneTable(t *testing.T) {
 		t.Fatalf("no combined table:\n%s", stdout)
 	}
 	wantCols := []string{"Backend", "Round", "Backend tok/s", "Initial TTFT, s", "Later median TTFT, s", "Tools", "Nonzero exits",
-		"API errors", "Pending at cut", "Waiting max", "Running max", "Preemptions"}
+		"API errors", "Pending at cut", "Waiting max", "Running max", "Preemptions", "Passed"}
 	if d := cmp.Diff(wantCols, tb.Columns); d != "" {
 		t.Fatalf("columns (-want +got):\n%s", d)
 	}
@@ -329,11 +361,17 @@ func TestWorkTwoBootsOneTable(t *testing.T) {
 		// outputs are the sessions', running max the samples'. (How far a
 		// loaded machine gets in the window is not asserted.)
 		r := tg.Rounds[0]
-		calls, pending, running := 0, 0, 0.0
+		calls, pending, running, scored, passed := 0, 0, 0.0, 0, 0
 		for _, ss := range r.Sessions {
 			calls += ss.ToolCalls
 			if ss.FirstOutputPending {
 				pending++
+			}
+			if ss.Passed != nil {
+				scored++
+				if *ss.Passed {
+					passed++
+				}
 			}
 		}
 		for _, x := range r.Samples {
@@ -348,6 +386,10 @@ func TestWorkTwoBootsOneTable(t *testing.T) {
 		}
 		if row[10] != fmt.Sprintf("%.0f", running) || running < 1 {
 			t.Errorf("%s running max: table %s, samples %v", tg.Name, row[10], running)
+		}
+		// Every built-in task has a check: each session is scored.
+		if row[12] != fmt.Sprintf("%d/%d", passed, scored) || scored != 3 {
+			t.Errorf("%s passed: table %s, sessions %d/%d", tg.Name, row[12], passed, scored)
 		}
 	}
 	if !strings.Contains(res.Targets[0].Spec, "--prefill-solo 256") || !strings.Contains(res.Targets[1].Spec, "--prefill-solo 2048") {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,12 +15,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"jspark/backend/embedded"
+	"jspark/backend/gguf"
 	"jspark/backend/model"
 	"jspark/backend/refs"
 	"jspark/backend/sample"
 	"jspark/kernels"
 	"jspark/kernels/cpu"
 	"jspark/kernels/quant"
+	"jspark/kernels/ref"
 )
 
 // refCases are llama.cpp's greedy continuations of the embedded model.
@@ -42,6 +45,57 @@ func stories(t *testing.T, k kernels.Kernels) *model.Model {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// synthAgrees holds a synthetic model to the other devices on the GPU:
+// the logits of every token of ids within 1e-4 (relative L2) of the
+// reference device's, and gen greedy ids the CPU's.
+func synthAgrees(t *testing.T, d kernels.Kernels, o model.SynthOptions, ids []int, gen int) {
+	t.Helper()
+	w, err := model.Synth(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := w.Bytes()
+	load := func(k kernels.Kernels) *model.Model {
+		f, err := gguf.Parse(o.Arch+".gguf", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.Load(f, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	gm, rm, cm := load(d), load(ref.Kernels{}), load(cpu.New(2))
+	logits := func(m *model.Model) []float32 {
+		pool := model.NewPool(m.Config, (len(ids)+15)/16, 16)
+		defer pool.Free()
+		b := &model.Batch{Tokens: ids}
+		for i := range ids {
+			b.Pos, b.Table, b.Logits = append(b.Pos, i), append(b.Table, pool.Contiguous()), append(b.Logits, i)
+		}
+		out, err := m.Forward(b, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Clone(out)
+	}
+	if e := relL2(logits(gm), logits(rm)); e > 1e-4 {
+		t.Fatalf("logits: relative L2 error %g from ref", e)
+	}
+	g, err := gm.Generate(ids, gen, sample.New(sample.Params{}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cm.Generate(ids, gen, sample.New(sample.Params{}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(g.IDs, c.IDs) {
+		t.Fatalf("greedy ids: %v on the GPU, %v on the CPU", g.IDs, c.IDs)
+	}
 }
 
 // TestStoriesGreedyMatchesReferences: the embedded stories260K on the GPU

@@ -8,11 +8,8 @@ import (
 	"slices"
 	"testing"
 
-	"jspark/backend/gguf"
 	"jspark/backend/model"
-	"jspark/backend/sample"
 	"jspark/kernels"
-	"jspark/kernels/cpu"
 	"jspark/kernels/quant"
 	"jspark/kernels/ref"
 )
@@ -160,54 +157,11 @@ func TestHybridModels(t *testing.T) {
 			if arch == "gemma3" {
 				o.Layers, o.SlidingWindow = 6, 6
 			}
-			w, err := model.Synth(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, _ := w.Bytes()
-			load := func(k kernels.Kernels) *model.Model {
-				f, err := gguf.Parse(arch+".gguf", data)
-				if err != nil {
-					t.Fatal(err)
-				}
-				m, err := model.Load(f, k)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return m
-			}
-			gm, rm, cm := load(d), load(ref.Kernels{}), load(cpu.New(2))
 			var ids []int
 			for i := 0; i < 37; i++ {
 				ids = append(ids, 3+(i*37)%250)
 			}
-			logits := func(m *model.Model) []float32 {
-				pool := model.NewPool(m.Config, 3, 16)
-				defer pool.Free()
-				b := &model.Batch{Tokens: ids}
-				for i := range ids {
-					b.Pos, b.Table, b.Logits = append(b.Pos, i), append(b.Table, pool.Contiguous()), append(b.Logits, i)
-				}
-				out, err := m.Forward(b, pool)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return slices.Clone(out)
-			}
-			if e := relL2(logits(gm), logits(rm)); e > 1e-4 {
-				t.Fatalf("logits: relative L2 error %g from ref", e)
-			}
-			g, err := gm.Generate(ids, 8, sample.New(sample.Params{}), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := cm.Generate(ids, 8, sample.New(sample.Params{}), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(g.IDs, c.IDs) {
-				t.Fatalf("greedy ids: %v on the GPU, %v on the CPU", g.IDs, c.IDs)
-			}
+			synthAgrees(t, d, o, ids, 8)
 		})
 	}
 }

@@ -1,0 +1,2 @@
+def waves(deps):
+    raise NotImplementedError

@@ -1,0 +1,3 @@
+class RateLimiter:
+    def __init__(self, rate, burst):
+        raise NotImplementedError
