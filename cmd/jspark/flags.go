@@ -28,14 +28,14 @@ type DeviceFlags struct {
 	KVType  string
 }
 
-func defaultDeviceFlags() DeviceFlags { return DeviceFlags{Device: "cpu", KVType: "f32"} }
+func defaultDeviceFlags() DeviceFlags { return DeviceFlags{Device: "cpu", KVType: "f16"} }
 
 // add declares the device flags on f, each defaulting to o's value.
 func (o *DeviceFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&o.Model, "model", o.Model, "GGUF model file (default: the embedded stories260K)")
 	f.IntVar(&o.Threads, "threads", o.Threads, "CPU threads (0: all)")
 	f.StringVar(&o.Device, "device", o.Device, deviceFlagHelp)
-	f.StringVar(&o.KVType, "kv-type", o.KVType, "KV cache element type: f32 or f16 (half the memory)")
+	f.StringVar(&o.KVType, "kv-type", o.KVType, "KV cache element type: f16 (half the memory, faster at long context) or f32")
 }
 
 // EngineFlags are the engine's options as flags, with the device's.

@@ -14,7 +14,7 @@ import (
 // f32 for these few tokens), and a bad type is refused by name.
 func TestCPUProfileAndKVType(t *testing.T) {
 	prof := filepath.Join(t.TempDir(), "cpu.prof")
-	f32, stderr, code := jspark(t, "generate", "--prompt", "Once upon a time", "--max-tokens", "16", "--cpuprofile", prof)
+	f32, stderr, code := jspark(t, "generate", "--prompt", "Once upon a time", "--max-tokens", "16", "--cpuprofile", prof, "--kv-type", "f32")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -22,7 +22,7 @@ func TestCPUProfileAndKVType(t *testing.T) {
 	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 		t.Fatalf("profile %s: %v, %d bytes", prof, err, len(b))
 	}
-	f16, stderr, code := jspark(t, "generate", "--prompt", "Once upon a time", "--max-tokens", "16", "--kv-type", "f16")
+	f16, stderr, code := jspark(t, "generate", "--prompt", "Once upon a time", "--max-tokens", "16") // f16, the default
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

@@ -22,11 +22,18 @@ func quant512Q8(x *float32, q *int8, d *float32, s *int32, nb int) { panic("cpu:
 func silu512(gate, up *float32, n int) { panic("cpu: no assembly") }
 
 var (
-	pkFloatTiles map[quant.Type]*pkFloatShapes
-	pkIntTiles   map[quant.Type]*pkIntShapes
+	pkFloatTiles     map[quant.Type]*pkFloatShapes
+	pkIntTiles       map[quant.Type]*pkIntShapes
+	pk256FloatTiles  map[quant.Type]*pkFloatShapes
+	pk256IntTiles    map[quant.Type]*pkIntShapes
+	pk256FloatGroups = []int{0, 1}
 )
 
+const pk256IntTokens = 1
+
 func quant512Q8R(x *float32, r *byte, nb int, c int32, halves bool) { panic("cpu: no assembly") }
+
+func cvt256F16(dst *float32, src *uint16, n int) { panic("cpu: no assembly") }
 
 func read512(p *byte, stride int, n int) uint32 { panic("cpu: no assembly") }
 

@@ -262,16 +262,25 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 		*at = attend{runs: at.runs[:0]}
 		return
 	}
-	if a.K.Type != quant.F32 || a.Window > 0 || a.Sinks != nil {
-		// NOTE: off AVX-512 only the plain causal F32 case has its own
+	if (a.K.Type != quant.F32 && a.K.Type != quant.F16) || a.Window > 0 || a.Sinks != nil {
+		// NOTE: off AVX-512 only plain causal attention has its own
 		// kernel; the rest is the reference's (sliding windows and sinks
 		// are gpt-oss's, a model too large for such a machine).
 		k.Kernels.Attend(a)
 		return
 	}
 	ag := &k.ag
-	*ag = attendGo{k: k, a: a, q: kernels.HostF32(a.Q), out: kernels.HostF32(a.Out), kv: [2][]float32{kernels.HostF32(a.K), kernels.HostF32(a.V)},
+	*ag = attendGo{k: k, a: a, q: kernels.HostF32(a.Q), out: kernels.HostF32(a.Out),
 		pos: kernels.HostI32(a.Pos), seq: kernels.HostI32(a.Seq), tables: kernels.HostI32(a.Table)}
+	if a.K.Type == quant.F16 {
+		ag.kv16 = [2][]uint16{words16(kernels.HostBytes(a.K)), words16(kernels.HostBytes(a.V))}
+		ag.cvt = cvtHalvesGo
+		if k.isa >= isaAVX2 && a.HeadDim%8 == 0 {
+			ag.cvt = cvtHalvesAsm
+		}
+	} else {
+		ag.kv = [2][]float32{kernels.HostF32(a.K), kernels.HostF32(a.V)}
+	}
 	k.pool.runSized(a.N*a.Heads, a.N*a.Heads*a.HeadDim*2*(a.MaxPos+1), ag)
 	*ag = attendGo{}
 }
@@ -290,6 +299,8 @@ type attendGo struct {
 	a        *kernels.Attention
 	q, out   []float32
 	kv       [2][]float32
+	kv16     [2][]uint16 // F16 keys and values (kv unset), cvt converts a row
+	cvt      func(dst []float32, src []uint16)
 	pos, seq []int32
 	tables   []int32
 }
@@ -308,7 +319,12 @@ func (ag *attendGo) task(worker, task int) {
 		s.scores = make([]float32, n+n/2)
 	}
 	scores := s.scores[:n]
-	if a.HeadDim == 8 {
+	if ag.cvt != nil {
+		if len(s.row) < a.HeadDim {
+			s.row = make([]float32, a.HeadDim)
+		}
+		attendOneF16(out, q, scores, table, a.BlockSize, ag.kv16, kvDim, kvOff, a.Scale, s.row[:a.HeadDim], ag.cvt)
+	} else if a.HeadDim == 8 {
 		attend8(out, q, scores, table, a.BlockSize, ag.kv[0], ag.kv[1], kvDim, kvOff, a.Scale)
 	} else {
 		attendOne(out, q, scores, table, a.BlockSize, ag.kv[0], ag.kv[1], kvDim, kvOff, a.Scale)
@@ -353,6 +369,52 @@ func attendOne(out, q, scores []float32, table []int32, bs int, K, V []float32, 
 		}
 	}
 }
+
+// attendOneF16 is attendOne over F16 keys and values, each row converted
+// to floats (row) by cvt as it is read.
+func attendOneF16(out, q, scores []float32, table []int32, bs int, kv [2][]uint16, kvDim, kvOff int, scale float32, row []float32, cvt func([]float32, []uint16)) {
+	n := len(scores)
+	hd := len(q)
+	maxS := float32(math.Inf(-1))
+	for p0 := 0; p0 < n; p0 += bs {
+		base := int(table[p0/bs]) * bs
+		for j := 0; j < bs && p0+j < n; j++ {
+			cvt(row, kv[0][(base+j)*kvDim+kvOff:][:hd])
+			var sc float32
+			if hd >= 32 {
+				sc = quant.DotF32(q, row)
+			} else {
+				for d, x := range q {
+					sc += x * row[d]
+				}
+			}
+			sc *= scale
+			scores[p0+j] = sc
+			maxS = max(maxS, sc)
+		}
+	}
+	sum := expScores(scores, maxS)
+	clear(out)
+	inv := 1 / sum
+	for p0 := 0; p0 < n; p0 += bs {
+		base := int(table[p0/bs]) * bs
+		for j := 0; j < bs && p0+j < n; j++ {
+			w := scores[p0+j] * inv
+			cvt(row, kv[1][(base+j)*kvDim+kvOff:][:hd])
+			for d := range out {
+				out[d] += w * row[d]
+			}
+		}
+	}
+}
+
+func cvtHalvesGo(dst []float32, src []uint16) {
+	for i, h := range src {
+		dst[i] = quant.F16ToF32(h)
+	}
+}
+
+func cvtHalvesAsm(dst []float32, src []uint16) { cvt256F16(&dst[0], &src[0], len(src)) }
 
 // expScores turns scores into e^(score - maxS) in place and returns their sum.
 func expScores(scores []float32, maxS float32) float32 {

@@ -572,4 +572,100 @@ func pkvnniIQ4XSx8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask 
 
 func quant512Q8R(x *float32, r *byte, nb int, c int32, halves bool)
 
+func pk256F32x1x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F32x1x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F32x1x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F32x1x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F32x1x5(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F32x1x6(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F32x2x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F32x2x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F32x2x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F32x3x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F32x3x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F32x4x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F32x5x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F16x1x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F16x1x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F16x1x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F16x1x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F16x1x5(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F16x1x6(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F16x2x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F16x2x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F16x2x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F16x3x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F16x3x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F16x4x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256F16x5x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256BF16x1x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256BF16x1x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256BF16x1x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256BF16x1x4(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256BF16x1x5(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256BF16x1x6(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256BF16x2x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256BF16x2x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256BF16x2x3(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256BF16x3x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256BF16x3x2(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256BF16x4x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256BF16x5x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)
+
+func pk256Q8_0x1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q8_0x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4_0x1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4_0x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q6Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q6Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func cvt256F16(dst *float32, src *uint16, n int)
+
 func read512(p *byte, stride int, n int) uint32

@@ -79,7 +79,7 @@ func (k *Kernels) matMulGrouped(dst, x *kernels.Buffer, ws []*kernels.Matrix, st
 		if err != nil {
 			panic("cpu: packing " + w.Name + ": " + err.Error())
 		}
-		if rec == nil && pkIntTiles[typ] != nil {
+		if rec == nil && k.pk().ints[typ] != nil {
 			rec = k.quantRecords(xs[:n*K], n, p)
 		}
 		var r []byte

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"sync"
 	"unsafe"
 
@@ -8,7 +9,8 @@ import (
 	"jspark/kernels/quant"
 )
 
-// On AVX-512 every weight matrix is multiplied in a packed layout, made
+// On AVX-512 (and on AVX2 for the types it has tiles of, pkSets) every
+// weight matrix is multiplied in a packed layout, made
 // once (Prepare, or the first product): groups of 16 rows whose values for
 // one step of K lie side by side, so that one vector load holds a step of
 // 16 rows, each lane accumulates one row's output, and a one-token product
@@ -63,8 +65,9 @@ import (
 //
 // NOTE: an output's arithmetic depends only on K and the type: the same in
 // every tile shape, for any batch, thread count or chunking, so greedy
-// outputs stay batch-invariant. Other instruction sets keep the unpacked
-// kernels (matmul.go, qmatmul.go), whose arithmetic differs.
+// outputs stay batch-invariant; AVX2's tiles (asm/packed256.go) compute
+// the same bits with 8-lane halves of a group. The plain-Go path keeps the
+// unpacked kernels (matmul.go, qmatmul.go), whose arithmetic differs.
 type packed struct {
 	typ        quant.Type
 	rows, cols int
@@ -76,15 +79,44 @@ type packed struct {
 
 const groupRows = 16
 
+// pkSet is an instruction set's packed tiles: float[t][tokens][groups],
+// floatGroups[n] the widest float tile of n tokens (n ≥ 1), and ints[t]
+// [tokens] of up to intTokens tokens, whose activation records records
+// writes. A type with no tiles is multiplied unpacked.
+type pkSet struct {
+	float       map[quant.Type]*pkFloatShapes
+	floatGroups []int
+	ints        map[quant.Type]*pkIntShapes
+	intTokens   int
+	records     func(x *float32, r *byte, nb int, c int32, halves bool)
+}
+
+// pkSets are the packed tiles of each instruction set. The layouts are
+// one: AVX2 tiles compute what AVX-512's do, bit for bit, and also serve
+// an AVX-512 CPU without VNNI.
+var pkSets = func() (s [isaAVX512 + 1]pkSet) {
+	avx2 := pkSet{float: pk256FloatTiles, floatGroups: pk256FloatGroups,
+		ints: pk256IntTiles, intTokens: pk256IntTokens, records: recordsGo}
+	s[isaAVX2] = avx2
+	g := make([]int, pkTokens+1)
+	for t := range g {
+		g[t] = pkGroups
+	}
+	g[1] = pkDecodeGroups
+	s[isaAVX512] = pkSet{float: pkFloatTiles, floatGroups: g, ints: avx2.ints, intTokens: avx2.intTokens, records: recordsGo}
+	if hasVNNI {
+		s[isaAVX512].ints, s[isaAVX512].intTokens, s[isaAVX512].records = pkIntTiles, pkIntTokens, quant512Q8R
+	}
+	return s
+}()
+
+// pk is the packed tiles of k's instruction set.
+func (k *Kernels) pk() *pkSet { return &pkSets[k.isa] }
+
 // usePacked reports whether products of type t run packed on this ISA.
 func (k *Kernels) usePacked(t quant.Type) bool {
-	if k.isa != isaAVX512 {
-		return false
-	}
-	if pkFloatTiles[t] != nil {
-		return true
-	}
-	return hasVNNI && pkIntTiles[t] != nil
+	s := k.pk()
+	return s.float[t] != nil || s.ints[t] != nil
 }
 
 // Prepare packs w now (at load) rather than at its first product.
@@ -168,19 +200,19 @@ func packRow(t quant.Type, dst []byte, i int, src []byte, K int) {
 	case quant.Q8_0:
 		for b := 0; b < K/32; b++ {
 			blk, out := src[34*b:34*b+34], dst[544*b:]
-			for e := 0; e < 32; e++ {
-				out[64*(e/4)+4*i+e%4] = blk[2+e] ^ 0x80 // int8 w + 128
+			for c := 0; c < 8; c++ { // int8 w + 128, four lanes a word
+				binary.LittleEndian.PutUint32(out[64*c+4*i:], le32(blk[2+4*c:])^0x80808080)
 			}
 			copy(out[512+2*i:][:2], blk[:2])
 		}
 	case quant.Q4_0:
 		for b := 0; b < K/32; b++ {
 			blk, out := src[18*b:18*b+18], dst[288*b:]
-			var q [32]uint8
-			for j := 0; j < 16; j++ {
-				q[j], q[j+16] = blk[2+j]&15, blk[2+j]>>4
+			// element j's nibble is low in byte j, j+16's high: the
+			// packed pairs (c, c+4) are the file's bytes as they are
+			for c := 0; c < 4; c++ {
+				copy(out[64*c+4*i:][:4], blk[2+4*c:][:4])
 			}
-			putNibbles(out, i, q[:])
 			copy(out[256+2*i:][:2], blk[:2])
 		}
 	case quant.Q4_K:
@@ -192,15 +224,7 @@ func packRow(t quant.Type, dst []byte, i int, src []byte, K int) {
 			qs := blk[16:]
 			for j := 0; j < 8; j++ {
 				out[64+16*j+i], out[192+16*j+i] = sc[j], m[j]
-				var q [32]uint8
-				for e := range q {
-					if j%2 == 0 {
-						q[e] = qs[32*(j/2)+e] & 15
-					} else {
-						q[e] = qs[32*(j/2)+e] >> 4
-					}
-				}
-				putNibbles(out[320+256*j:], i, q[:])
+				putNibblesShifted(out[320+256*j:], i, qs[32*(j/2):], uint(4*(j%2)))
 			}
 		}
 	case quant.Q6_K:
@@ -212,19 +236,14 @@ func packRow(t quant.Type, dst []byte, i int, src []byte, K int) {
 			}
 			u := q6Values(blk)
 			for b := 0; b < 8; b++ {
-				var lo [32]uint8
-				for e := range lo {
-					lo[e] = u[32*b+e] & 15
-				}
-				putNibbles(out[288+256*b:], i, lo[:])
+				ub := u[32*b : 32*b+32]
+				putNibbles(out[288+256*b:], i, ub)
 				for h := 0; h < 2; h++ {
-					for e := 0; e < 4; e++ {
-						var v uint8
-						for f := 0; f < 4; f++ {
-							v |= (u[32*b+4*(4*h+f)+e] >> 4) << (2 * f)
-						}
-						out[2336+128*b+64*h+4*i+e] = v
+					var v uint32
+					for f := 0; f < 4; f++ {
+						v |= (le32(ub[4*(4*h+f):]) >> 4 & 0x03030303) << (2 * f)
 					}
+					binary.LittleEndian.PutUint32(out[2336+128*b+64*h+4*i:], v)
 				}
 			}
 		}
@@ -235,13 +254,19 @@ func packRow(t quant.Type, dst []byte, i int, src []byte, K int) {
 
 // putNibbles writes a block's 32 four-bit values for row i: load c (of 4)
 // holds steps c (low nibbles) and c+4 (high).
-func putNibbles(out []byte, i int, q []uint8) {
+func putNibbles(out []byte, i int, q []uint8) { putNibblesShifted(out, i, q, 0) }
+
+// putNibblesShifted is putNibbles of the 4 bits at shift of each byte of
+// q, four lanes a word (packing speed is a model's load time).
+func putNibblesShifted(out []byte, i int, q []uint8, shift uint) {
+	const m = 0x0f0f0f0f
 	for c := 0; c < 4; c++ {
-		for e := 0; e < 4; e++ {
-			out[64*c+4*i+e] = q[4*c+e] | q[16+4*c+e]<<4
-		}
+		lo, hi := le32(q[4*c:]), le32(q[16+4*c:])
+		binary.LittleEndian.PutUint32(out[64*c+4*i:], lo>>shift&m|(hi>>shift&m)<<4)
 	}
 }
+
+func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
 
 // q6Values decodes a Q6_K block's 256 six-bit values (q+32, in 0…63) in
 // element order, as ggml's dequantize_row_q6_K walks them.
@@ -299,7 +324,7 @@ func groupsPerTask(groups, n, workers int) int {
 func (k *Kernels) pmatmul(dst, x *kernels.Buffer, n int, p *packed) {
 	mm := &k.pm
 	var rec []byte
-	if pkIntTiles[p.typ] != nil {
+	if k.pk().ints[p.typ] != nil {
 		rec = k.quantRecords(kernels.HostF32(x), n, p)
 	}
 	*mm = pmm{k: k}
@@ -346,14 +371,15 @@ func (mm *pmm) task(worker, i int) {
 	rs := nb * recBytes
 	if mm.quant {
 		o := recordOffsets[p.typ]
-		quant512Q8R(&mm.x[i*K], &mm.rec[i*rs], nb, o.c, o.halves)
+		mm.k.pk().records(&mm.x[i*K], &mm.rec[i*rs], nb, o.c, o.halves)
 		return
 	}
+	set := mm.k.pk()
 	gb, tb := i%mm.gblocks, i/mm.gblocks
 	g0, g1 := gb*mm.gper, min(p.groups, (gb+1)*mm.gper)
 	t0, t1 := tb*tokBlock, min(mm.n, (tb+1)*tokBlock)
 	R := p.rows
-	if tiles := pkIntTiles[p.typ]; tiles != nil {
+	if tiles := set.ints[p.typ]; tiles != nil {
 		rec := mm.rec
 		if t1-t0 == 1 {
 			tiles[1](&p.data[g0*p.groupBytes], &rec[t0*rs], rs, nb, &mm.dst[t0*R+g0*groupRows], R, p.lastMask(g1-1), g1-g0)
@@ -361,30 +387,22 @@ func (mm *pmm) task(worker, i int) {
 		}
 		for g := g0; g < g1; g++ {
 			for t := t0; t < t1; {
-				tn := min(pkIntTokens, t1-t)
+				tn := min(set.intTokens, t1-t)
 				tiles[tn](&p.data[g*p.groupBytes], &rec[t*rs], rs, nb, &mm.dst[t*R+g*groupRows], R, p.lastMask(g), 1)
 				t += tn
 			}
 		}
 		return
 	}
-	tiles := pkFloatTiles[p.typ]
-	width := pkGroups
-	if t1-t0 == 1 {
-		width = pkDecodeGroups
-	}
-	for g := g0; g < g1; {
-		gn := min(width, g1-g)
-		for t := t0; t < t1; {
-			tn := min(pkTokens, t1-t)
-			m := gn
-			if tn > 1 {
-				m = min(gn, pkGroups)
-			}
+	tiles, widest := set.float[p.typ], set.floatGroups
+	for t := t0; t < t1; {
+		tn := min(len(widest)-1, t1-t)
+		for g := g0; g < g1; {
+			m := min(widest[tn], g1-g)
 			tiles[tn][m](&mm.x[t*K], K, &p.data[g*p.groupBytes], p.groupBytes, K, &mm.dst[t*R+g*groupRows], R, p.lastMask(g+m-1))
-			t += tn
+			g += m
 		}
-		g += gn
+		t += tn
 	}
 }
 

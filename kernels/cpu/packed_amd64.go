@@ -27,3 +27,23 @@ var pkIntTiles = map[quant.Type]*pkIntShapes{
 	quant.Q5_K:   {1: pkvnniQ5Kx1, 2: pkvnniQ5Kx2, 3: pkvnniQ5Kx3, 4: pkvnniQ5Kx4, 5: pkvnniQ5Kx5, 6: pkvnniQ5Kx6, 7: pkvnniQ5Kx7, 8: pkvnniQ5Kx8},
 	quant.IQ4_XS: {1: pkvnniIQ4XSx1, 2: pkvnniIQ4XSx2, 3: pkvnniIQ4XSx3, 4: pkvnniIQ4XSx4, 5: pkvnniIQ4XSx5, 6: pkvnniIQ4XSx6, 7: pkvnniIQ4XSx7, 8: pkvnniIQ4XSx8},
 }
+
+// pk256FloatTiles[type][tokens][groups] is the AVX2 float tile of that shape.
+var pk256FloatTiles = map[quant.Type]*pkFloatShapes{
+	quant.F32:  {1: {1: pk256F32x1x1, 2: pk256F32x1x2, 3: pk256F32x1x3, 4: pk256F32x1x4, 5: pk256F32x1x5, 6: pk256F32x1x6}, 2: {1: pk256F32x2x1, 2: pk256F32x2x2, 3: pk256F32x2x3}, 3: {1: pk256F32x3x1, 2: pk256F32x3x2}, 4: {1: pk256F32x4x1}, 5: {1: pk256F32x5x1}},
+	quant.F16:  {1: {1: pk256F16x1x1, 2: pk256F16x1x2, 3: pk256F16x1x3, 4: pk256F16x1x4, 5: pk256F16x1x5, 6: pk256F16x1x6}, 2: {1: pk256F16x2x1, 2: pk256F16x2x2, 3: pk256F16x2x3}, 3: {1: pk256F16x3x1, 2: pk256F16x3x2}, 4: {1: pk256F16x4x1}, 5: {1: pk256F16x5x1}},
+	quant.BF16: {1: {1: pk256BF16x1x1, 2: pk256BF16x1x2, 3: pk256BF16x1x3, 4: pk256BF16x1x4, 5: pk256BF16x1x5, 6: pk256BF16x1x6}, 2: {1: pk256BF16x2x1, 2: pk256BF16x2x2, 3: pk256BF16x2x3}, 3: {1: pk256BF16x3x1, 2: pk256BF16x3x2}, 4: {1: pk256BF16x4x1}, 5: {1: pk256BF16x5x1}},
+}
+
+// pk256IntTiles[type][tokens] is the AVX2 integer tile of that shape.
+var pk256IntTiles = map[quant.Type]*pkIntShapes{
+	quant.Q8_0: {1: pk256Q8_0x1, 2: pk256Q8_0x2},
+	quant.Q4_0: {1: pk256Q4_0x1, 2: pk256Q4_0x2},
+	quant.Q4_K: {1: pk256Q4Kx1, 2: pk256Q4Kx2},
+	quant.Q6_K: {1: pk256Q6Kx1, 2: pk256Q6Kx2},
+}
+
+// pk256FloatGroups[t] is the widest AVX2 float tile of t tokens.
+var pk256FloatGroups = []int{0, 6, 3, 2, 1, 1}
+
+const pk256IntTokens = 2

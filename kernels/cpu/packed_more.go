@@ -1,6 +1,12 @@
 package cpu
 
-import "jspark/kernels/quant"
+import (
+	"encoding/binary"
+	"math"
+	"unsafe"
+
+	"jspark/kernels/quant"
+)
 
 // The packed layouts of the types quant/codes.go reads (packed.go states
 // their arithmetic). Every piece is 16 rows side by side, row i's 4 bytes
@@ -19,25 +25,21 @@ var pkGroupBytes = map[quant.Type]int{
 
 // putBits writes bit `bit` of a block's 32 codes for row i.
 func putBits(out []byte, i int, u []uint8, bit uint) {
-	for e := 0; e < 4; e++ {
-		var v uint8
-		for c := 0; c < 8; c++ {
-			v |= (u[4*c+e] >> bit & 1) << c
-		}
-		out[4*i+e] = v
+	var v uint32 // four lanes (elements 4c+e, e = 0…3) a word
+	for c := 0; c < 8; c++ {
+		v |= (le32(u[4*c:]) >> bit & 0x01010101) << c
 	}
+	binary.LittleEndian.PutUint32(out[4*i:], v)
 }
 
 // putPairs writes the low two bits of a block's 32 codes for row i.
 func putPairs(out []byte, i int, u []uint8) {
 	for h := 0; h < 2; h++ {
-		for e := 0; e < 4; e++ {
-			var v uint8
-			for f := 0; f < 4; f++ {
-				v |= (u[4*(4*h+f)+e] & 3) << (2 * f)
-			}
-			out[64*h+4*i+e] = v
+		var v uint32
+		for f := 0; f < 4; f++ {
+			v |= (le32(u[4*(4*h+f):]) & 0x03030303) << (2 * f)
 		}
+		binary.LittleEndian.PutUint32(out[64*h+4*i:], v)
 	}
 }
 
@@ -113,5 +115,46 @@ func packRowMore(t quant.Type, dst []byte, i int, src []byte, K int) {
 				putNibbles(out[160+256*j:], i, u[32*j:32*j+32])
 			}
 		}
+	}
+}
+
+// The fields of an activation record (asm/packed.go): 32 quants, then
+// these.
+const (
+	recD  = 32 // float32: the block's scale
+	recO0 = 36 // int32: the type's offset term (first half when halves)
+	recO1 = 40 // int32: the second half's offset term
+	recA  = 44 // float32: scale · Σq
+)
+
+// recordsGo writes the activation records quant512Q8R does, in Go, for the
+// tiles of an instruction set without it: per block the 32 quants of
+// quant.QuantizeQ8, its scale, the offset terms and d·Σq.
+func recordsGo(x *float32, r *byte, nb int, c int32, halves bool) {
+	xs := unsafe.Slice(x, nb*quant.Q8Block)
+	rs := unsafe.Slice(r, nb*recBytes)
+	var q [quant.Q8Block]int8
+	var d [1]float32
+	var s [1]int32
+	for b := range nb {
+		quant.QuantizeQ8(xs[b*quant.Q8Block:(b+1)*quant.Q8Block], q[:], d[:], s[:])
+		rec := rs[b*recBytes : (b+1)*recBytes]
+		var s0, s1 int32
+		for e, v := range q {
+			rec[e] = byte(v)
+			if e < quant.Q8Block/2 {
+				s0 += int32(v)
+			} else {
+				s1 += int32(v)
+			}
+		}
+		o0, o1 := c*(s0+s1), int32(0)
+		if halves {
+			o0, o1 = c*s0, c*s1
+		}
+		binary.LittleEndian.PutUint32(rec[recD:], math.Float32bits(d[0]))
+		binary.LittleEndian.PutUint32(rec[recO0:], uint32(o0))
+		binary.LittleEndian.PutUint32(rec[recO1:], uint32(o1))
+		binary.LittleEndian.PutUint32(rec[recA:], math.Float32bits(float32(s0+s1)*d[0]))
 	}
 }

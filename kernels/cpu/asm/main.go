@@ -51,6 +51,8 @@ func main() {
 	quantQ8()
 	siluMul()
 	packedKernels()
+	packed256Kernels()
+	cvtHalves()
 	read512()
 	Generate()
 	writeTable()
