@@ -42,42 +42,19 @@ type line struct {
 
 // message is a chat message as the trajectory and request bodies hold it.
 type message struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	Reasoning  string          `json:"reasoning_content"`
-	ToolCallID string          `json:"tool_call_id"`
-	ToolCalls  []struct {
-		ID       string `json:"id"`
-		Function struct {
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-		} `json:"function"`
-	} `json:"tool_calls"`
+	Role       string            `json:"role"`
+	Content    json.RawMessage   `json:"content"`
+	Reasoning  string            `json:"reasoning_content"`
+	ToolCallID string            `json:"tool_call_id"`
+	ToolCalls  []record.WireCall `json:"tool_calls"`
 }
 
 func (m *message) item() item {
-	it := item{role: m.Role, text: text(m.Content), reasoning: m.Reasoning, callID: m.ToolCallID}
+	it := item{role: m.Role, text: record.ContentText(m.Content), reasoning: m.Reasoning, callID: m.ToolCallID}
 	for _, c := range m.ToolCalls {
 		it.calls = append(it.calls, ToolCall{ToolCallID: c.ID, FunctionName: c.Function.Name, Arguments: arguments(c.Function.Arguments)})
 	}
 	return it
-}
-
-// text is a content field's text: a string, or its parts' texts.
-func text(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	json.Unmarshal(raw, &parts)
-	var b strings.Builder
-	for _, p := range parts {
-		b.WriteString(p.Text)
-	}
-	return b.String()
 }
 
 // arguments is a call's arguments as ATIF wants them, a JSON object: the

@@ -3,9 +3,9 @@ package external
 import (
 	"encoding/json"
 	"fmt"
-	"jspark/agent/record"
 	"regexp"
-	"strings"
+
+	"jspark/agent/record"
 )
 
 // historyItem is one message or item of a request's history as the
@@ -54,16 +54,10 @@ func (rc *recorder) history(turn int, body []byte) []historyItem {
 func parseHistory(body []byte) []historyItem {
 	var req struct {
 		Messages []struct {
-			Role      string          `json:"role"`
-			Content   json.RawMessage `json:"content"`
-			ToolCalls []struct {
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-			ToolCallID string `json:"tool_call_id"`
+			Role       string            `json:"role"`
+			Content    json.RawMessage   `json:"content"`
+			ToolCalls  []record.WireCall `json:"tool_calls"`
+			ToolCallID string            `json:"tool_call_id"`
 		} `json:"messages"`
 		Input json.RawMessage `json:"input"`
 	}
@@ -72,7 +66,7 @@ func parseHistory(body []byte) []historyItem {
 	}
 	var out []historyItem
 	for _, m := range req.Messages {
-		it := historyItem{Role: m.Role, Text: partsText(m.Content), CallID: m.ToolCallID}
+		it := historyItem{Role: m.Role, Text: record.ContentText(m.Content), CallID: m.ToolCallID}
 		for _, c := range m.ToolCalls {
 			it.Calls = append(it.Calls, historyCall(c.ID, c.Function.Name, c.Function.Arguments))
 		}
@@ -88,7 +82,7 @@ func parseHistory(body []byte) []historyItem {
 		Output    json.RawMessage `json:"output"`
 	}
 	if json.Unmarshal(req.Input, &items) != nil {
-		if s := partsText(req.Input); s != "" {
+		if s := record.ContentText(req.Input); s != "" {
 			out = append(out, historyItem{Role: "user", Text: s})
 		}
 		return out
@@ -98,9 +92,9 @@ func parseHistory(body []byte) []historyItem {
 		case "function_call":
 			out = append(out, historyItem{Role: "assistant", Calls: []record.Call{historyCall(it.CallID, it.Name, it.Arguments)}})
 		case "function_call_output":
-			out = append(out, historyItem{Role: "tool", Text: partsText(it.Output), CallID: it.CallID})
+			out = append(out, historyItem{Role: "tool", Text: record.ContentText(it.Output), CallID: it.CallID})
 		default:
-			out = append(out, historyItem{Role: it.Role, Text: partsText(it.Content)})
+			out = append(out, historyItem{Role: it.Role, Text: record.ContentText(it.Content)})
 		}
 	}
 	return out
@@ -110,23 +104,6 @@ func parseHistory(body []byte) []historyItem {
 // its id stays whole, as the key its result names it by.
 func historyCall(id, name, args string) record.Call {
 	return record.Call{ID: id, Name: record.Clip(name), Args: record.Clip(args), ArgsBytes: len(args)}
-}
-
-// partsText is a content field's text: a string, or the texts of its parts.
-func partsText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	json.Unmarshal(raw, &parts)
-	var b strings.Builder
-	for _, p := range parts {
-		b.WriteString(p.Text)
-	}
-	return b.String()
 }
 
 // exitPatterns find a shell call's exit status in what the agent's tool

@@ -27,15 +27,9 @@ const htmlClip = 2 << 10
 type step struct {
 	Request *record.Request `json:"request"`
 	Reply   *struct {
-		Content   string `json:"content"`
-		Reasoning string `json:"reasoning_content"`
-		ToolCalls []struct {
-			ID       string `json:"id"`
-			Function struct {
-				Name      string `json:"name"`
-				Arguments string `json:"arguments"`
-			} `json:"function"`
-		} `json:"tool_calls"`
+		Content   string            `json:"content"`
+		Reasoning string            `json:"reasoning_content"`
+		ToolCalls []record.WireCall `json:"tool_calls"`
 	} `json:"reply"`
 	Results []struct {
 		Content string `json:"content"`
