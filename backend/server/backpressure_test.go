@@ -44,30 +44,10 @@ func TestUnreadStreamPausesThenTimesOut(t *testing.T) {
 	}
 	defer conn.Close()
 	const maxTokens = 8000
-	body := fmt.Sprintf(`{"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":%d,"ignore_eos":true,"stream":true}`, maxTokens)
-	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	r := bufio.NewReaderSize(conn, 64)
-	if line, err := r.ReadString('\n'); err != nil || !strings.Contains(line, "200") {
-		t.Fatalf("status %q %v", line, err)
-	}
-	// Now the client reads nothing. Wait until generation stands still
-	// (paused) or the request is gone.
 	generated := func() int64 { return f.e.Metrics().Snapshot().GenerationTokens }
 	guard := time.Now().Add(60 * time.Second) // a hang guard, not a timing
-	for generated() == 0 && time.Now().Before(guard) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	last, still := generated(), 0
-	for f.e.Metrics().Snapshot().Running > 0 && still < 25 && time.Now().Before(guard) {
-		time.Sleep(20 * time.Millisecond)
-		if g := generated(); g == last {
-			still++
-		} else {
-			last, still = g, 0
-		}
-	}
+	r := openUnread(t, f, conn, maxTokens, guard)
 	paused := generated()
-	t.Logf("paused after %d tokens", paused)
 	if f.e.Metrics().Snapshot().Running == 0 || paused > 2000 {
 		t.Fatalf("the unread stream was not paused: %d of %d tokens generated, running %d", paused, maxTokens, f.e.Metrics().Snapshot().Running)
 	}
@@ -90,6 +70,34 @@ func TestUnreadStreamPausesThenTimesOut(t *testing.T) {
 	if strings.Contains(string(rest), "[DONE]") || strings.Contains(string(rest), `"finish_reason":"`) {
 		t.Fatalf("an aborted stream claims an end: ...%s", rest[max(0, len(rest)-300):])
 	}
+}
+
+// openUnread sends a streamed chat request of maxTokens on conn, reads its
+// status line and then nothing, and returns once generation has stood
+// still for half a second (paused), the request is gone, or guard passes.
+func openUnread(t *testing.T, f *fixture, conn net.Conn, maxTokens int, guard time.Time) *bufio.Reader {
+	t.Helper()
+	body := fmt.Sprintf(`{"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":%d,"ignore_eos":true,"stream":true}`, maxTokens)
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	r := bufio.NewReaderSize(conn, 64)
+	if line, err := r.ReadString('\n'); err != nil || !strings.Contains(line, "200") {
+		t.Fatalf("status %q %v", line, err)
+	}
+	generated := func() int64 { return f.e.Metrics().Snapshot().GenerationTokens }
+	for generated() == 0 && time.Now().Before(guard) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	last, still := generated(), 0
+	for f.e.Metrics().Snapshot().Running > 0 && still < 25 && time.Now().Before(guard) {
+		time.Sleep(20 * time.Millisecond)
+		if g := generated(); g == last {
+			still++
+		} else {
+			last, still = g, 0
+		}
+	}
+	t.Logf("paused after %d tokens", last)
+	return r
 }
 
 // outboxSlack is how far generation may move between the pause being seen
@@ -115,27 +123,10 @@ func TestNeverReadingClientPausesBeforeKernelBuffersFill(t *testing.T) {
 	}
 	defer conn.Close()
 	const maxTokens = 30000
-	body := fmt.Sprintf(`{"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":%d,"ignore_eos":true,"stream":true}`, maxTokens)
-	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	if line, err := bufio.NewReaderSize(conn, 64).ReadString('\n'); err != nil || !strings.Contains(line, "200") {
-		t.Fatalf("status %q %v", line, err)
-	}
 	generated := func() int64 { return f.e.Metrics().Snapshot().GenerationTokens }
 	guard := time.Now().Add(120 * time.Second) // a hang guard, not a timing
-	for generated() == 0 && time.Now().Before(guard) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	last, still := generated(), 0
-	for f.e.Metrics().Snapshot().Running > 0 && still < 25 && time.Now().Before(guard) {
-		time.Sleep(20 * time.Millisecond)
-		if g := generated(); g == last {
-			still++
-		} else {
-			last, still = g, 0
-		}
-	}
+	openUnread(t, f, conn, maxTokens, guard)
 	paused := generated()
-	t.Logf("paused after %d tokens", paused)
 	if f.e.Metrics().Snapshot().Running == 0 || paused > 2000 {
 		t.Fatalf("a stream nobody reads ran to %d of %d tokens (running %d)", paused, maxTokens, f.e.Metrics().Snapshot().Running)
 	}
