@@ -237,28 +237,3 @@ func TestPackedLeavesOtherRowsAlone(t *testing.T) {
 		}
 	}
 }
-
-// BenchmarkDecodeTile: one token through a matrix that stays in one core's
-// L2 (~0.5-1 MB packed), on one thread: the one-token tiles' compute rate
-// as GB/s of packed weights per CPU second, the most a core could stream
-// (decode at the memory limit wants it well above that limit per core).
-func BenchmarkDecodeTile(b *testing.B) {
-	r := rand.New(rand.NewPCG(11, 11))
-	k := New(1)
-	for _, typ := range quant.WeightTypes() {
-		if !k.usePacked(typ) || typ == quant.F32 {
-			continue
-		}
-		w := matrix(r, typ, 512, 2048)
-		x, dst := f32(randVec(r, 2048)), f32(make([]float32, 512))
-		b.Run(typ.String(), func(b *testing.B) {
-			k.MatMul(dst, x, 1, w) // packs
-			p, _ := k.packedOf(w)
-			c0 := cpuTime()
-			for b.Loop() {
-				k.MatMul(dst, x, 1, w)
-			}
-			b.ReportMetric(float64(len(p.data))*float64(b.N)/(cpuTime()-c0).Seconds()/1e9, "GB/cpu-s")
-		})
-	}
-}
