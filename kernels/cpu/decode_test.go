@@ -57,12 +57,14 @@ func BenchmarkDecodeLayers(b *testing.B) {
 			}
 			x := f32(randVec(r, ff))
 			dst := f32(make([]float32, 2*ff))
+			c0 := cpuTime()
 			for b.Loop() {
 				for _, w := range ws {
 					k.MatMul(dst, x, 1, w)
 				}
 			}
 			b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			b.ReportMetric(float64(bytes)*float64(b.N)/(cpuTime()-c0).Seconds()/1e9*float64(k.Threads()), "GB/cpu-s")
 			b.ReportMetric(float64(b.N*layers)/b.Elapsed().Seconds(), "layers/s")
 		})
 	}

@@ -46868,7 +46868,7 @@ pkvnniQ8_0x1_stored:
 	RET
 
 // func pkvnniQ8_0x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ8_0x2(SB), NOSPLIT, $0-64
 pkvnniQ8_0x2_group:
 	MOVQ   w+0(FP), AX
@@ -46889,6 +46889,16 @@ pkvnniQ8_0x2_block:
 	VMOVDQU32     320(AX), Z7
 	VMOVDQU32     384(AX), Z8
 	VMOVDQU32     448(AX), Z9
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
+	PREFETCHT0    2432(AX)
+	PREFETCHT0    2496(AX)
+	PREFETCHT0    2560(AX)
+	PREFETCHT0    2624(AX)
 	VCVTPH2PS     512(AX), Z10
 	VPBROADCASTD  36(CX), Z11
 	VPDPBUSD.BCST (CX), Z2, Z11
@@ -46955,7 +46965,7 @@ pkvnniQ8_0x2_stored:
 	RET
 
 // func pkvnniQ8_0x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ8_0x3(SB), NOSPLIT, $0-64
 pkvnniQ8_0x3_group:
 	MOVQ   w+0(FP), AX
@@ -46977,6 +46987,16 @@ pkvnniQ8_0x3_block:
 	VMOVDQU32     320(AX), Z8
 	VMOVDQU32     384(AX), Z9
 	VMOVDQU32     448(AX), Z10
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
+	PREFETCHT0    2432(AX)
+	PREFETCHT0    2496(AX)
+	PREFETCHT0    2560(AX)
+	PREFETCHT0    2624(AX)
 	VCVTPH2PS     512(AX), Z11
 	VPBROADCASTD  36(CX), Z12
 	VPDPBUSD.BCST (CX), Z3, Z12
@@ -47059,7 +47079,7 @@ pkvnniQ8_0x3_stored:
 	RET
 
 // func pkvnniQ8_0x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ8_0x4(SB), NOSPLIT, $0-64
 pkvnniQ8_0x4_group:
 	MOVQ   w+0(FP), AX
@@ -47084,6 +47104,16 @@ pkvnniQ8_0x4_block:
 	VMOVDQU32     320(AX), Z9
 	VMOVDQU32     384(AX), Z10
 	VMOVDQU32     448(AX), Z11
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
+	PREFETCHT0    2432(AX)
+	PREFETCHT0    2496(AX)
+	PREFETCHT0    2560(AX)
+	PREFETCHT0    2624(AX)
 	VCVTPH2PS     512(AX), Z12
 	VPBROADCASTD  36(CX), Z13
 	VPDPBUSD.BCST (CX), Z4, Z13
@@ -47941,7 +47971,7 @@ pkvnniQ4_0x1_stored:
 	RET
 
 // func pkvnniQ4_0x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ4_0x2(SB), NOSPLIT, $0-64
 pkvnniQ4_0x2_group:
 	MOVQ         w+0(FP), AX
@@ -47972,6 +48002,12 @@ pkvnniQ4_0x2_block:
 	VPANDD        Z10, Z9, Z5
 	VPSRLW        $0x04, Z9, Z9
 	VPANDD        Z10, Z9, Z9
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
 	VCVTPH2PS     256(AX), Z11
 	VPBROADCASTD  36(CX), Z12
 	VPDPBUSD.BCST (CX), Z2, Z12
@@ -48038,7 +48074,7 @@ pkvnniQ4_0x2_stored:
 	RET
 
 // func pkvnniQ4_0x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ4_0x3(SB), NOSPLIT, $0-64
 pkvnniQ4_0x3_group:
 	MOVQ         w+0(FP), AX
@@ -48070,6 +48106,12 @@ pkvnniQ4_0x3_block:
 	VPANDD        Z11, Z10, Z6
 	VPSRLW        $0x04, Z10, Z10
 	VPANDD        Z11, Z10, Z10
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
 	VCVTPH2PS     256(AX), Z12
 	VPBROADCASTD  36(CX), Z13
 	VPDPBUSD.BCST (CX), Z3, Z13
@@ -48152,7 +48194,7 @@ pkvnniQ4_0x3_stored:
 	RET
 
 // func pkvnniQ4_0x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ4_0x4(SB), NOSPLIT, $0-64
 pkvnniQ4_0x4_group:
 	MOVQ         w+0(FP), AX
@@ -48187,6 +48229,12 @@ pkvnniQ4_0x4_block:
 	VPANDD        Z12, Z11, Z7
 	VPSRLW        $0x04, Z11, Z11
 	VPANDD        Z12, Z11, Z11
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
 	VCVTPH2PS     256(AX), Z13
 	VPBROADCASTD  36(CX), Z14
 	VPDPBUSD.BCST (CX), Z4, Z14
@@ -49377,7 +49425,7 @@ pkvnniQ4Kx1_stored:
 	RET
 
 // func pkvnniQ4Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ4Kx2(SB), NOSPLIT, $0-64
 pkvnniQ4Kx2_group:
 	MOVQ         w+0(FP), AX
@@ -49395,6 +49443,10 @@ pkvnniQ4Kx2_super:
 	JZ                pkvnniQ4Kx2_end
 	VCVTPH2PS         (AX), Z11
 	VCVTPH2PS         32(AX), Z12
+	PREFETCHT0        2048(AX)
+	PREFETCHT0        2112(AX)
+	PREFETCHT0        2176(AX)
+	PREFETCHT0        2240(AX)
 	VPMOVZXBD         64(AX), Z13
 	VCVTDQ2PS         Z13, Z13
 	VMULPS            Z11, Z13, Z13
@@ -49444,6 +49496,11 @@ pkvnniQ4Kx2_super:
 	VFMADD231PS       Z16, Z15, Z1
 	VFNMADD231PS.BCST 44(CX)(DX*1), Z14, Z1
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        2304(AX)
+	PREFETCHT0        2368(AX)
+	PREFETCHT0        2432(AX)
+	PREFETCHT0        2496(AX)
+	PREFETCHT0        2560(AX)
 	VPMOVZXBD         80(AX), Z13
 	VCVTDQ2PS         Z13, Z13
 	VMULPS            Z11, Z13, Z13
@@ -49493,6 +49550,10 @@ pkvnniQ4Kx2_super:
 	VFMADD231PS       Z16, Z15, Z1
 	VFNMADD231PS.BCST 44(CX)(DX*1), Z14, Z1
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        2624(AX)
+	PREFETCHT0        2688(AX)
+	PREFETCHT0        2752(AX)
+	PREFETCHT0        2816(AX)
 	VPMOVZXBD         96(AX), Z13
 	VCVTDQ2PS         Z13, Z13
 	VMULPS            Z11, Z13, Z13
@@ -49542,6 +49603,11 @@ pkvnniQ4Kx2_super:
 	VFMADD231PS       Z16, Z15, Z1
 	VFNMADD231PS.BCST 44(CX)(DX*1), Z14, Z1
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        2880(AX)
+	PREFETCHT0        2944(AX)
+	PREFETCHT0        3008(AX)
+	PREFETCHT0        3072(AX)
+	PREFETCHT0        3136(AX)
 	VPMOVZXBD         112(AX), Z13
 	VCVTDQ2PS         Z13, Z13
 	VMULPS            Z11, Z13, Z13
@@ -49591,6 +49657,11 @@ pkvnniQ4Kx2_super:
 	VFMADD231PS       Z16, Z15, Z1
 	VFNMADD231PS.BCST 44(CX)(DX*1), Z14, Z1
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        3200(AX)
+	PREFETCHT0        3264(AX)
+	PREFETCHT0        3328(AX)
+	PREFETCHT0        3392(AX)
+	PREFETCHT0        3456(AX)
 	VPMOVZXBD         128(AX), Z13
 	VCVTDQ2PS         Z13, Z13
 	VMULPS            Z11, Z13, Z13
@@ -49640,6 +49711,10 @@ pkvnniQ4Kx2_super:
 	VFMADD231PS       Z16, Z15, Z1
 	VFNMADD231PS.BCST 44(CX)(DX*1), Z14, Z1
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        3520(AX)
+	PREFETCHT0        3584(AX)
+	PREFETCHT0        3648(AX)
+	PREFETCHT0        3712(AX)
 	VPMOVZXBD         144(AX), Z13
 	VCVTDQ2PS         Z13, Z13
 	VMULPS            Z11, Z13, Z13
@@ -49689,6 +49764,11 @@ pkvnniQ4Kx2_super:
 	VFMADD231PS       Z16, Z15, Z1
 	VFNMADD231PS.BCST 44(CX)(DX*1), Z14, Z1
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        3776(AX)
+	PREFETCHT0        3840(AX)
+	PREFETCHT0        3904(AX)
+	PREFETCHT0        3968(AX)
+	PREFETCHT0        4032(AX)
 	VPMOVZXBD         160(AX), Z13
 	VCVTDQ2PS         Z13, Z13
 	VMULPS            Z11, Z13, Z13
@@ -49738,6 +49818,11 @@ pkvnniQ4Kx2_super:
 	VFMADD231PS       Z16, Z15, Z1
 	VFNMADD231PS.BCST 44(CX)(DX*1), Z14, Z1
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        4096(AX)
+	PREFETCHT0        4160(AX)
+	PREFETCHT0        4224(AX)
+	PREFETCHT0        4288(AX)
+	PREFETCHT0        4352(AX)
 	VPMOVZXBD         176(AX), Z13
 	VCVTDQ2PS         Z13, Z13
 	VMULPS            Z11, Z13, Z13
@@ -49828,7 +49913,7 @@ pkvnniQ4Kx2_stored:
 	RET
 
 // func pkvnniQ4Kx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ4Kx3(SB), NOSPLIT, $0-64
 pkvnniQ4Kx3_group:
 	MOVQ         w+0(FP), AX
@@ -49847,6 +49932,10 @@ pkvnniQ4Kx3_super:
 	JZ                pkvnniQ4Kx3_end
 	VCVTPH2PS         (AX), Z12
 	VCVTPH2PS         32(AX), Z13
+	PREFETCHT0        2048(AX)
+	PREFETCHT0        2112(AX)
+	PREFETCHT0        2176(AX)
+	PREFETCHT0        2240(AX)
 	VPMOVZXBD         64(AX), Z14
 	VCVTDQ2PS         Z14, Z14
 	VMULPS            Z12, Z14, Z14
@@ -49909,6 +49998,11 @@ pkvnniQ4Kx3_super:
 	VFMADD231PS       Z17, Z16, Z2
 	VFNMADD231PS.BCST 44(CX)(DX*2), Z15, Z2
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        2304(AX)
+	PREFETCHT0        2368(AX)
+	PREFETCHT0        2432(AX)
+	PREFETCHT0        2496(AX)
+	PREFETCHT0        2560(AX)
 	VPMOVZXBD         80(AX), Z14
 	VCVTDQ2PS         Z14, Z14
 	VMULPS            Z12, Z14, Z14
@@ -49971,6 +50065,10 @@ pkvnniQ4Kx3_super:
 	VFMADD231PS       Z17, Z16, Z2
 	VFNMADD231PS.BCST 44(CX)(DX*2), Z15, Z2
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        2624(AX)
+	PREFETCHT0        2688(AX)
+	PREFETCHT0        2752(AX)
+	PREFETCHT0        2816(AX)
 	VPMOVZXBD         96(AX), Z14
 	VCVTDQ2PS         Z14, Z14
 	VMULPS            Z12, Z14, Z14
@@ -50033,6 +50131,11 @@ pkvnniQ4Kx3_super:
 	VFMADD231PS       Z17, Z16, Z2
 	VFNMADD231PS.BCST 44(CX)(DX*2), Z15, Z2
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        2880(AX)
+	PREFETCHT0        2944(AX)
+	PREFETCHT0        3008(AX)
+	PREFETCHT0        3072(AX)
+	PREFETCHT0        3136(AX)
 	VPMOVZXBD         112(AX), Z14
 	VCVTDQ2PS         Z14, Z14
 	VMULPS            Z12, Z14, Z14
@@ -50095,6 +50198,11 @@ pkvnniQ4Kx3_super:
 	VFMADD231PS       Z17, Z16, Z2
 	VFNMADD231PS.BCST 44(CX)(DX*2), Z15, Z2
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        3200(AX)
+	PREFETCHT0        3264(AX)
+	PREFETCHT0        3328(AX)
+	PREFETCHT0        3392(AX)
+	PREFETCHT0        3456(AX)
 	VPMOVZXBD         128(AX), Z14
 	VCVTDQ2PS         Z14, Z14
 	VMULPS            Z12, Z14, Z14
@@ -50157,6 +50265,10 @@ pkvnniQ4Kx3_super:
 	VFMADD231PS       Z17, Z16, Z2
 	VFNMADD231PS.BCST 44(CX)(DX*2), Z15, Z2
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        3520(AX)
+	PREFETCHT0        3584(AX)
+	PREFETCHT0        3648(AX)
+	PREFETCHT0        3712(AX)
 	VPMOVZXBD         144(AX), Z14
 	VCVTDQ2PS         Z14, Z14
 	VMULPS            Z12, Z14, Z14
@@ -50219,6 +50331,11 @@ pkvnniQ4Kx3_super:
 	VFMADD231PS       Z17, Z16, Z2
 	VFNMADD231PS.BCST 44(CX)(DX*2), Z15, Z2
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        3776(AX)
+	PREFETCHT0        3840(AX)
+	PREFETCHT0        3904(AX)
+	PREFETCHT0        3968(AX)
+	PREFETCHT0        4032(AX)
 	VPMOVZXBD         160(AX), Z14
 	VCVTDQ2PS         Z14, Z14
 	VMULPS            Z12, Z14, Z14
@@ -50281,6 +50398,11 @@ pkvnniQ4Kx3_super:
 	VFMADD231PS       Z17, Z16, Z2
 	VFNMADD231PS.BCST 44(CX)(DX*2), Z15, Z2
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        4096(AX)
+	PREFETCHT0        4160(AX)
+	PREFETCHT0        4224(AX)
+	PREFETCHT0        4288(AX)
+	PREFETCHT0        4352(AX)
 	VPMOVZXBD         176(AX), Z14
 	VCVTDQ2PS         Z14, Z14
 	VMULPS            Z12, Z14, Z14
@@ -50388,7 +50510,7 @@ pkvnniQ4Kx3_stored:
 	RET
 
 // func pkvnniQ4Kx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ4Kx4(SB), NOSPLIT, $0-64
 pkvnniQ4Kx4_group:
 	MOVQ         w+0(FP), AX
@@ -50410,6 +50532,10 @@ pkvnniQ4Kx4_super:
 	JZ                pkvnniQ4Kx4_end
 	VCVTPH2PS         (AX), Z13
 	VCVTPH2PS         32(AX), Z14
+	PREFETCHT0        2048(AX)
+	PREFETCHT0        2112(AX)
+	PREFETCHT0        2176(AX)
+	PREFETCHT0        2240(AX)
 	VPMOVZXBD         64(AX), Z15
 	VCVTDQ2PS         Z15, Z15
 	VMULPS            Z13, Z15, Z15
@@ -50486,6 +50612,11 @@ pkvnniQ4Kx4_super:
 	VFNMADD231PS.BCST 44(BX), Z16, Z3
 	ADDQ              $0x00000030, CX
 	ADDQ              $0x00000030, BX
+	PREFETCHT0        2304(AX)
+	PREFETCHT0        2368(AX)
+	PREFETCHT0        2432(AX)
+	PREFETCHT0        2496(AX)
+	PREFETCHT0        2560(AX)
 	VPMOVZXBD         80(AX), Z15
 	VCVTDQ2PS         Z15, Z15
 	VMULPS            Z13, Z15, Z15
@@ -50562,6 +50693,10 @@ pkvnniQ4Kx4_super:
 	VFNMADD231PS.BCST 44(BX), Z16, Z3
 	ADDQ              $0x00000030, CX
 	ADDQ              $0x00000030, BX
+	PREFETCHT0        2624(AX)
+	PREFETCHT0        2688(AX)
+	PREFETCHT0        2752(AX)
+	PREFETCHT0        2816(AX)
 	VPMOVZXBD         96(AX), Z15
 	VCVTDQ2PS         Z15, Z15
 	VMULPS            Z13, Z15, Z15
@@ -50638,6 +50773,11 @@ pkvnniQ4Kx4_super:
 	VFNMADD231PS.BCST 44(BX), Z16, Z3
 	ADDQ              $0x00000030, CX
 	ADDQ              $0x00000030, BX
+	PREFETCHT0        2880(AX)
+	PREFETCHT0        2944(AX)
+	PREFETCHT0        3008(AX)
+	PREFETCHT0        3072(AX)
+	PREFETCHT0        3136(AX)
 	VPMOVZXBD         112(AX), Z15
 	VCVTDQ2PS         Z15, Z15
 	VMULPS            Z13, Z15, Z15
@@ -50714,6 +50854,11 @@ pkvnniQ4Kx4_super:
 	VFNMADD231PS.BCST 44(BX), Z16, Z3
 	ADDQ              $0x00000030, CX
 	ADDQ              $0x00000030, BX
+	PREFETCHT0        3200(AX)
+	PREFETCHT0        3264(AX)
+	PREFETCHT0        3328(AX)
+	PREFETCHT0        3392(AX)
+	PREFETCHT0        3456(AX)
 	VPMOVZXBD         128(AX), Z15
 	VCVTDQ2PS         Z15, Z15
 	VMULPS            Z13, Z15, Z15
@@ -50790,6 +50935,10 @@ pkvnniQ4Kx4_super:
 	VFNMADD231PS.BCST 44(BX), Z16, Z3
 	ADDQ              $0x00000030, CX
 	ADDQ              $0x00000030, BX
+	PREFETCHT0        3520(AX)
+	PREFETCHT0        3584(AX)
+	PREFETCHT0        3648(AX)
+	PREFETCHT0        3712(AX)
 	VPMOVZXBD         144(AX), Z15
 	VCVTDQ2PS         Z15, Z15
 	VMULPS            Z13, Z15, Z15
@@ -50866,6 +51015,11 @@ pkvnniQ4Kx4_super:
 	VFNMADD231PS.BCST 44(BX), Z16, Z3
 	ADDQ              $0x00000030, CX
 	ADDQ              $0x00000030, BX
+	PREFETCHT0        3776(AX)
+	PREFETCHT0        3840(AX)
+	PREFETCHT0        3904(AX)
+	PREFETCHT0        3968(AX)
+	PREFETCHT0        4032(AX)
 	VPMOVZXBD         160(AX), Z15
 	VCVTDQ2PS         Z15, Z15
 	VMULPS            Z13, Z15, Z15
@@ -50942,6 +51096,11 @@ pkvnniQ4Kx4_super:
 	VFNMADD231PS.BCST 44(BX), Z16, Z3
 	ADDQ              $0x00000030, CX
 	ADDQ              $0x00000030, BX
+	PREFETCHT0        4096(AX)
+	PREFETCHT0        4160(AX)
+	PREFETCHT0        4224(AX)
+	PREFETCHT0        4288(AX)
+	PREFETCHT0        4352(AX)
 	VPMOVZXBD         176(AX), Z15
 	VCVTDQ2PS         Z15, Z15
 	VMULPS            Z13, Z15, Z15
@@ -55522,7 +55681,7 @@ pkvnniQ6Kx1_stored:
 	RET
 
 // func pkvnniQ6Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ6Kx2(SB), NOSPLIT, $0-64
 pkvnniQ6Kx2_group:
 	MOVQ         w+0(FP), AX
@@ -55541,6 +55700,12 @@ pkvnniQ6Kx2_super:
 	TESTQ         BX, BX
 	JZ            pkvnniQ6Kx2_end
 	VCVTPH2PS     (AX), Z12
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
 	VPMOVSXBD     32(AX), Z13
 	VPMOVSXBD     48(AX), Z14
 	VMOVDQU32     2336(AX), Z6
@@ -55622,6 +55787,13 @@ pkvnniQ6Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z12, Z16
 	VFMADD231PS   Z16, Z15, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2432(AX)
+	PREFETCHT0    2496(AX)
+	PREFETCHT0    2560(AX)
+	PREFETCHT0    2624(AX)
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2752(AX)
+	PREFETCHT0    2816(AX)
 	VPMOVSXBD     64(AX), Z13
 	VPMOVSXBD     80(AX), Z14
 	VMOVDQU32     2464(AX), Z6
@@ -55703,6 +55875,13 @@ pkvnniQ6Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z12, Z16
 	VFMADD231PS   Z16, Z15, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2880(AX)
+	PREFETCHT0    2944(AX)
+	PREFETCHT0    3008(AX)
+	PREFETCHT0    3072(AX)
+	PREFETCHT0    3136(AX)
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    3264(AX)
 	VPMOVSXBD     96(AX), Z13
 	VPMOVSXBD     112(AX), Z14
 	VMOVDQU32     2592(AX), Z6
@@ -55784,6 +55963,13 @@ pkvnniQ6Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z12, Z16
 	VFMADD231PS   Z16, Z15, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3328(AX)
+	PREFETCHT0    3392(AX)
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    3520(AX)
+	PREFETCHT0    3584(AX)
+	PREFETCHT0    3648(AX)
+	PREFETCHT0    3712(AX)
 	VPMOVSXBD     128(AX), Z13
 	VPMOVSXBD     144(AX), Z14
 	VMOVDQU32     2720(AX), Z6
@@ -55865,6 +56051,12 @@ pkvnniQ6Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z12, Z16
 	VFMADD231PS   Z16, Z15, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3776(AX)
+	PREFETCHT0    3840(AX)
+	PREFETCHT0    3904(AX)
+	PREFETCHT0    3968(AX)
+	PREFETCHT0    4032(AX)
+	PREFETCHT0    4096(AX)
 	VPMOVSXBD     160(AX), Z13
 	VPMOVSXBD     176(AX), Z14
 	VMOVDQU32     2848(AX), Z6
@@ -55946,6 +56138,13 @@ pkvnniQ6Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z12, Z16
 	VFMADD231PS   Z16, Z15, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    4160(AX)
+	PREFETCHT0    4224(AX)
+	PREFETCHT0    4288(AX)
+	PREFETCHT0    4352(AX)
+	PREFETCHT0    4416(AX)
+	PREFETCHT0    4480(AX)
+	PREFETCHT0    4544(AX)
 	VPMOVSXBD     192(AX), Z13
 	VPMOVSXBD     208(AX), Z14
 	VMOVDQU32     2976(AX), Z6
@@ -56027,6 +56226,13 @@ pkvnniQ6Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z12, Z16
 	VFMADD231PS   Z16, Z15, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    4608(AX)
+	PREFETCHT0    4672(AX)
+	PREFETCHT0    4736(AX)
+	PREFETCHT0    4800(AX)
+	PREFETCHT0    4864(AX)
+	PREFETCHT0    4928(AX)
+	PREFETCHT0    4992(AX)
 	VPMOVSXBD     224(AX), Z13
 	VPMOVSXBD     240(AX), Z14
 	VMOVDQU32     3104(AX), Z6
@@ -56108,6 +56314,13 @@ pkvnniQ6Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z12, Z16
 	VFMADD231PS   Z16, Z15, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    5056(AX)
+	PREFETCHT0    5120(AX)
+	PREFETCHT0    5184(AX)
+	PREFETCHT0    5248(AX)
+	PREFETCHT0    5312(AX)
+	PREFETCHT0    5376(AX)
+	PREFETCHT0    5440(AX)
 	VPMOVSXBD     256(AX), Z13
 	VPMOVSXBD     272(AX), Z14
 	VMOVDQU32     3232(AX), Z6
@@ -56230,7 +56443,7 @@ pkvnniQ6Kx2_stored:
 	RET
 
 // func pkvnniQ6Kx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ6Kx3(SB), NOSPLIT, $0-64
 pkvnniQ6Kx3_group:
 	MOVQ         w+0(FP), AX
@@ -56250,6 +56463,12 @@ pkvnniQ6Kx3_super:
 	TESTQ         BX, BX
 	JZ            pkvnniQ6Kx3_end
 	VCVTPH2PS     (AX), Z13
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
 	VPMOVSXBD     32(AX), Z14
 	VPMOVSXBD     48(AX), Z15
 	VMOVDQU32     2336(AX), Z7
@@ -56347,6 +56566,13 @@ pkvnniQ6Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z13, Z17
 	VFMADD231PS   Z17, Z16, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2432(AX)
+	PREFETCHT0    2496(AX)
+	PREFETCHT0    2560(AX)
+	PREFETCHT0    2624(AX)
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2752(AX)
+	PREFETCHT0    2816(AX)
 	VPMOVSXBD     64(AX), Z14
 	VPMOVSXBD     80(AX), Z15
 	VMOVDQU32     2464(AX), Z7
@@ -56444,6 +56670,13 @@ pkvnniQ6Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z13, Z17
 	VFMADD231PS   Z17, Z16, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2880(AX)
+	PREFETCHT0    2944(AX)
+	PREFETCHT0    3008(AX)
+	PREFETCHT0    3072(AX)
+	PREFETCHT0    3136(AX)
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    3264(AX)
 	VPMOVSXBD     96(AX), Z14
 	VPMOVSXBD     112(AX), Z15
 	VMOVDQU32     2592(AX), Z7
@@ -56541,6 +56774,13 @@ pkvnniQ6Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z13, Z17
 	VFMADD231PS   Z17, Z16, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3328(AX)
+	PREFETCHT0    3392(AX)
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    3520(AX)
+	PREFETCHT0    3584(AX)
+	PREFETCHT0    3648(AX)
+	PREFETCHT0    3712(AX)
 	VPMOVSXBD     128(AX), Z14
 	VPMOVSXBD     144(AX), Z15
 	VMOVDQU32     2720(AX), Z7
@@ -56638,6 +56878,12 @@ pkvnniQ6Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z13, Z17
 	VFMADD231PS   Z17, Z16, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3776(AX)
+	PREFETCHT0    3840(AX)
+	PREFETCHT0    3904(AX)
+	PREFETCHT0    3968(AX)
+	PREFETCHT0    4032(AX)
+	PREFETCHT0    4096(AX)
 	VPMOVSXBD     160(AX), Z14
 	VPMOVSXBD     176(AX), Z15
 	VMOVDQU32     2848(AX), Z7
@@ -56735,6 +56981,13 @@ pkvnniQ6Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z13, Z17
 	VFMADD231PS   Z17, Z16, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    4160(AX)
+	PREFETCHT0    4224(AX)
+	PREFETCHT0    4288(AX)
+	PREFETCHT0    4352(AX)
+	PREFETCHT0    4416(AX)
+	PREFETCHT0    4480(AX)
+	PREFETCHT0    4544(AX)
 	VPMOVSXBD     192(AX), Z14
 	VPMOVSXBD     208(AX), Z15
 	VMOVDQU32     2976(AX), Z7
@@ -56832,6 +57085,13 @@ pkvnniQ6Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z13, Z17
 	VFMADD231PS   Z17, Z16, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    4608(AX)
+	PREFETCHT0    4672(AX)
+	PREFETCHT0    4736(AX)
+	PREFETCHT0    4800(AX)
+	PREFETCHT0    4864(AX)
+	PREFETCHT0    4928(AX)
+	PREFETCHT0    4992(AX)
 	VPMOVSXBD     224(AX), Z14
 	VPMOVSXBD     240(AX), Z15
 	VMOVDQU32     3104(AX), Z7
@@ -56929,6 +57189,13 @@ pkvnniQ6Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z13, Z17
 	VFMADD231PS   Z17, Z16, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    5056(AX)
+	PREFETCHT0    5120(AX)
+	PREFETCHT0    5184(AX)
+	PREFETCHT0    5248(AX)
+	PREFETCHT0    5312(AX)
+	PREFETCHT0    5376(AX)
+	PREFETCHT0    5440(AX)
 	VPMOVSXBD     256(AX), Z14
 	VPMOVSXBD     272(AX), Z15
 	VMOVDQU32     3232(AX), Z7
@@ -57071,7 +57338,7 @@ pkvnniQ6Kx3_stored:
 	RET
 
 // func pkvnniQ6Kx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ6Kx4(SB), NOSPLIT, $0-64
 pkvnniQ6Kx4_group:
 	MOVQ         w+0(FP), AX
@@ -57094,6 +57361,12 @@ pkvnniQ6Kx4_super:
 	TESTQ         SI, SI
 	JZ            pkvnniQ6Kx4_end
 	VCVTPH2PS     (AX), Z14
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
 	VPMOVSXBD     32(AX), Z15
 	VPMOVSXBD     48(AX), Z16
 	VMOVDQU32     2336(AX), Z8
@@ -57208,6 +57481,13 @@ pkvnniQ6Kx4_super:
 	VFMADD231PS   Z18, Z17, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    2432(AX)
+	PREFETCHT0    2496(AX)
+	PREFETCHT0    2560(AX)
+	PREFETCHT0    2624(AX)
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2752(AX)
+	PREFETCHT0    2816(AX)
 	VPMOVSXBD     64(AX), Z15
 	VPMOVSXBD     80(AX), Z16
 	VMOVDQU32     2464(AX), Z8
@@ -57322,6 +57602,13 @@ pkvnniQ6Kx4_super:
 	VFMADD231PS   Z18, Z17, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    2880(AX)
+	PREFETCHT0    2944(AX)
+	PREFETCHT0    3008(AX)
+	PREFETCHT0    3072(AX)
+	PREFETCHT0    3136(AX)
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    3264(AX)
 	VPMOVSXBD     96(AX), Z15
 	VPMOVSXBD     112(AX), Z16
 	VMOVDQU32     2592(AX), Z8
@@ -57436,6 +57723,13 @@ pkvnniQ6Kx4_super:
 	VFMADD231PS   Z18, Z17, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    3328(AX)
+	PREFETCHT0    3392(AX)
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    3520(AX)
+	PREFETCHT0    3584(AX)
+	PREFETCHT0    3648(AX)
+	PREFETCHT0    3712(AX)
 	VPMOVSXBD     128(AX), Z15
 	VPMOVSXBD     144(AX), Z16
 	VMOVDQU32     2720(AX), Z8
@@ -57550,6 +57844,12 @@ pkvnniQ6Kx4_super:
 	VFMADD231PS   Z18, Z17, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    3776(AX)
+	PREFETCHT0    3840(AX)
+	PREFETCHT0    3904(AX)
+	PREFETCHT0    3968(AX)
+	PREFETCHT0    4032(AX)
+	PREFETCHT0    4096(AX)
 	VPMOVSXBD     160(AX), Z15
 	VPMOVSXBD     176(AX), Z16
 	VMOVDQU32     2848(AX), Z8
@@ -57664,6 +57964,13 @@ pkvnniQ6Kx4_super:
 	VFMADD231PS   Z18, Z17, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    4160(AX)
+	PREFETCHT0    4224(AX)
+	PREFETCHT0    4288(AX)
+	PREFETCHT0    4352(AX)
+	PREFETCHT0    4416(AX)
+	PREFETCHT0    4480(AX)
+	PREFETCHT0    4544(AX)
 	VPMOVSXBD     192(AX), Z15
 	VPMOVSXBD     208(AX), Z16
 	VMOVDQU32     2976(AX), Z8
@@ -57778,6 +58085,13 @@ pkvnniQ6Kx4_super:
 	VFMADD231PS   Z18, Z17, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    4608(AX)
+	PREFETCHT0    4672(AX)
+	PREFETCHT0    4736(AX)
+	PREFETCHT0    4800(AX)
+	PREFETCHT0    4864(AX)
+	PREFETCHT0    4928(AX)
+	PREFETCHT0    4992(AX)
 	VPMOVSXBD     224(AX), Z15
 	VPMOVSXBD     240(AX), Z16
 	VMOVDQU32     3104(AX), Z8
@@ -57892,6 +58206,13 @@ pkvnniQ6Kx4_super:
 	VFMADD231PS   Z18, Z17, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    5056(AX)
+	PREFETCHT0    5120(AX)
+	PREFETCHT0    5184(AX)
+	PREFETCHT0    5248(AX)
+	PREFETCHT0    5312(AX)
+	PREFETCHT0    5376(AX)
+	PREFETCHT0    5440(AX)
 	VPMOVSXBD     256(AX), Z15
 	VPMOVSXBD     272(AX), Z16
 	VMOVDQU32     3232(AX), Z8
@@ -63428,7 +63749,7 @@ pkvnniQ4_1x1_stored:
 	RET
 
 // func pkvnniQ4_1x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ4_1x2(SB), NOSPLIT, $0-64
 pkvnniQ4_1x2_group:
 	MOVQ         w+0(FP), AX
@@ -63443,6 +63764,11 @@ pkvnniQ4_1x2_group:
 pkvnniQ4_1x2_block:
 	TESTQ            BX, BX
 	JZ               pkvnniQ4_1x2_end
+	PREFETCHT0       2048(AX)
+	PREFETCHT0       2112(AX)
+	PREFETCHT0       2176(AX)
+	PREFETCHT0       2240(AX)
+	PREFETCHT0       2304(AX)
 	VMOVDQU32        (AX), Z3
 	VPANDD           Z10, Z3, Z2
 	VPSRLW           $0x04, Z3, Z3
@@ -63528,7 +63854,7 @@ pkvnniQ4_1x2_stored:
 	RET
 
 // func pkvnniQ4_1x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ4_1x3(SB), NOSPLIT, $0-64
 pkvnniQ4_1x3_group:
 	MOVQ         w+0(FP), AX
@@ -63544,6 +63870,11 @@ pkvnniQ4_1x3_group:
 pkvnniQ4_1x3_block:
 	TESTQ            BX, BX
 	JZ               pkvnniQ4_1x3_end
+	PREFETCHT0       2048(AX)
+	PREFETCHT0       2112(AX)
+	PREFETCHT0       2176(AX)
+	PREFETCHT0       2240(AX)
+	PREFETCHT0       2304(AX)
 	VMOVDQU32        (AX), Z4
 	VPANDD           Z11, Z4, Z3
 	VPSRLW           $0x04, Z4, Z4
@@ -63646,7 +63977,7 @@ pkvnniQ4_1x3_stored:
 	RET
 
 // func pkvnniQ4_1x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ4_1x4(SB), NOSPLIT, $0-64
 pkvnniQ4_1x4_group:
 	MOVQ         w+0(FP), AX
@@ -63665,6 +63996,11 @@ pkvnniQ4_1x4_group:
 pkvnniQ4_1x4_block:
 	TESTQ            SI, SI
 	JZ               pkvnniQ4_1x4_end
+	PREFETCHT0       2048(AX)
+	PREFETCHT0       2112(AX)
+	PREFETCHT0       2176(AX)
+	PREFETCHT0       2240(AX)
+	PREFETCHT0       2304(AX)
 	VMOVDQU32        (AX), Z5
 	VPANDD           Z12, Z5, Z4
 	VPSRLW           $0x04, Z5, Z5
@@ -64632,7 +64968,7 @@ pkvnniQ5_0x1_stored:
 	RET
 
 // func pkvnniQ5_0x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ5_0x2(SB), NOSPLIT, $0-64
 pkvnniQ5_0x2_group:
 	MOVQ         w+0(FP), AX
@@ -64649,6 +64985,13 @@ pkvnniQ5_0x2_group:
 pkvnniQ5_0x2_block:
 	TESTQ         BX, BX
 	JZ            pkvnniQ5_0x2_end
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
+	PREFETCHT0    2432(AX)
 	VMOVDQU32     (AX), Z3
 	VPANDD        Z10, Z3, Z2
 	VPSRLW        $0x04, Z3, Z3
@@ -64747,7 +65090,7 @@ pkvnniQ5_0x2_stored:
 	RET
 
 // func pkvnniQ5_0x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ5_0x3(SB), NOSPLIT, $0-64
 pkvnniQ5_0x3_group:
 	MOVQ         w+0(FP), AX
@@ -64765,6 +65108,13 @@ pkvnniQ5_0x3_group:
 pkvnniQ5_0x3_block:
 	TESTQ         BX, BX
 	JZ            pkvnniQ5_0x3_end
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
+	PREFETCHT0    2432(AX)
 	VMOVDQU32     (AX), Z4
 	VPANDD        Z11, Z4, Z3
 	VPSRLW        $0x04, Z4, Z4
@@ -64879,7 +65229,7 @@ pkvnniQ5_0x3_stored:
 	RET
 
 // func pkvnniQ5_0x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ5_0x4(SB), NOSPLIT, $0-64
 pkvnniQ5_0x4_group:
 	MOVQ         w+0(FP), AX
@@ -64900,6 +65250,13 @@ pkvnniQ5_0x4_group:
 pkvnniQ5_0x4_block:
 	TESTQ         SI, SI
 	JZ            pkvnniQ5_0x4_end
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
+	PREFETCHT0    2432(AX)
 	VMOVDQU32     (AX), Z5
 	VPANDD        Z12, Z5, Z4
 	VPSRLW        $0x04, Z5, Z5
@@ -65921,7 +66278,7 @@ pkvnniQ5_1x1_stored:
 	RET
 
 // func pkvnniQ5_1x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ5_1x2(SB), NOSPLIT, $0-64
 pkvnniQ5_1x2_group:
 	MOVQ         w+0(FP), AX
@@ -65938,6 +66295,12 @@ pkvnniQ5_1x2_group:
 pkvnniQ5_1x2_block:
 	TESTQ            BX, BX
 	JZ               pkvnniQ5_1x2_end
+	PREFETCHT0       2048(AX)
+	PREFETCHT0       2112(AX)
+	PREFETCHT0       2176(AX)
+	PREFETCHT0       2240(AX)
+	PREFETCHT0       2304(AX)
+	PREFETCHT0       2368(AX)
 	VMOVDQU32        (AX), Z3
 	VPANDD           Z10, Z3, Z2
 	VPSRLW           $0x04, Z3, Z3
@@ -66039,7 +66402,7 @@ pkvnniQ5_1x2_stored:
 	RET
 
 // func pkvnniQ5_1x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ5_1x3(SB), NOSPLIT, $0-64
 pkvnniQ5_1x3_group:
 	MOVQ         w+0(FP), AX
@@ -66057,6 +66420,12 @@ pkvnniQ5_1x3_group:
 pkvnniQ5_1x3_block:
 	TESTQ            BX, BX
 	JZ               pkvnniQ5_1x3_end
+	PREFETCHT0       2048(AX)
+	PREFETCHT0       2112(AX)
+	PREFETCHT0       2176(AX)
+	PREFETCHT0       2240(AX)
+	PREFETCHT0       2304(AX)
+	PREFETCHT0       2368(AX)
 	VMOVDQU32        (AX), Z4
 	VPANDD           Z11, Z4, Z3
 	VPSRLW           $0x04, Z4, Z4
@@ -66175,7 +66544,7 @@ pkvnniQ5_1x3_stored:
 	RET
 
 // func pkvnniQ5_1x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ5_1x4(SB), NOSPLIT, $0-64
 pkvnniQ5_1x4_group:
 	MOVQ         w+0(FP), AX
@@ -66196,6 +66565,12 @@ pkvnniQ5_1x4_group:
 pkvnniQ5_1x4_block:
 	TESTQ            SI, SI
 	JZ               pkvnniQ5_1x4_end
+	PREFETCHT0       2048(AX)
+	PREFETCHT0       2112(AX)
+	PREFETCHT0       2176(AX)
+	PREFETCHT0       2240(AX)
+	PREFETCHT0       2304(AX)
+	PREFETCHT0       2368(AX)
 	VMOVDQU32        (AX), Z5
 	VPANDD           Z12, Z5, Z4
 	VPSRLW           $0x04, Z5, Z5
@@ -67259,7 +67634,7 @@ DATA gridiq4nl<>+15(SB)/1, $0xf1
 GLOBL gridiq4nl<>(SB), RODATA|NOPTR, $16
 
 // func pkvnniIQ4_NLx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniIQ4_NLx2(SB), NOSPLIT, $0-64
 pkvnniIQ4_NLx2_group:
 	MOVQ            w+0(FP), AX
@@ -67275,6 +67650,12 @@ pkvnniIQ4_NLx2_group:
 pkvnniIQ4_NLx2_block:
 	TESTQ         BX, BX
 	JZ            pkvnniIQ4_NLx2_end
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
 	VMOVDQU32     (AX), Z3
 	VPANDD        Z10, Z3, Z2
 	VPSRLW        $0x04, Z3, Z3
@@ -67365,7 +67746,7 @@ pkvnniIQ4_NLx2_stored:
 	RET
 
 // func pkvnniIQ4_NLx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniIQ4_NLx3(SB), NOSPLIT, $0-64
 pkvnniIQ4_NLx3_group:
 	MOVQ            w+0(FP), AX
@@ -67382,6 +67763,12 @@ pkvnniIQ4_NLx3_group:
 pkvnniIQ4_NLx3_block:
 	TESTQ         BX, BX
 	JZ            pkvnniIQ4_NLx3_end
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
 	VMOVDQU32     (AX), Z4
 	VPANDD        Z11, Z4, Z3
 	VPSRLW        $0x04, Z4, Z4
@@ -67488,7 +67875,7 @@ pkvnniIQ4_NLx3_stored:
 	RET
 
 // func pkvnniIQ4_NLx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniIQ4_NLx4(SB), NOSPLIT, $0-64
 pkvnniIQ4_NLx4_group:
 	MOVQ            w+0(FP), AX
@@ -67508,6 +67895,12 @@ pkvnniIQ4_NLx4_group:
 pkvnniIQ4_NLx4_block:
 	TESTQ         SI, SI
 	JZ            pkvnniIQ4_NLx4_end
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
 	VMOVDQU32     (AX), Z5
 	VPANDD        Z12, Z5, Z4
 	VPSRLW        $0x04, Z5, Z5
@@ -68499,7 +68892,7 @@ DATA gridmxfp4<>+15(SB)/1, $0x74
 GLOBL gridmxfp4<>(SB), RODATA|NOPTR, $16
 
 // func pkvnniMXFP4x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniMXFP4x2(SB), NOSPLIT, $0-64
 pkvnniMXFP4x2_group:
 	MOVQ            w+0(FP), AX
@@ -68519,6 +68912,12 @@ pkvnniMXFP4x2_group:
 pkvnniMXFP4x2_block:
 	TESTQ         BX, BX
 	JZ            pkvnniMXFP4x2_end
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
 	VMOVDQU32     (AX), Z3
 	VPANDD        Z10, Z3, Z2
 	VPSRLW        $0x04, Z3, Z3
@@ -68612,7 +69011,7 @@ pkvnniMXFP4x2_stored:
 	RET
 
 // func pkvnniMXFP4x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniMXFP4x3(SB), NOSPLIT, $0-64
 pkvnniMXFP4x3_group:
 	MOVQ            w+0(FP), AX
@@ -68633,6 +69032,12 @@ pkvnniMXFP4x3_group:
 pkvnniMXFP4x3_block:
 	TESTQ         BX, BX
 	JZ            pkvnniMXFP4x3_end
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
 	VMOVDQU32     (AX), Z4
 	VPANDD        Z11, Z4, Z3
 	VPSRLW        $0x04, Z4, Z4
@@ -68742,7 +69147,7 @@ pkvnniMXFP4x3_stored:
 	RET
 
 // func pkvnniMXFP4x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniMXFP4x4(SB), NOSPLIT, $0-64
 pkvnniMXFP4x4_group:
 	MOVQ            w+0(FP), AX
@@ -68766,6 +69171,12 @@ pkvnniMXFP4x4_group:
 pkvnniMXFP4x4_block:
 	TESTQ         SI, SI
 	JZ            pkvnniMXFP4x4_end
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
 	VMOVDQU32     (AX), Z5
 	VPANDD        Z12, Z5, Z4
 	VPSRLW        $0x04, Z5, Z5
@@ -70105,7 +70516,7 @@ pkvnniQ2Kx1_stored:
 	RET
 
 // func pkvnniQ2Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ2Kx2(SB), NOSPLIT, $0-64
 pkvnniQ2Kx2_group:
 	MOVQ         w+0(FP), AX
@@ -70125,6 +70536,8 @@ pkvnniQ2Kx2_super:
 	JZ            pkvnniQ2Kx2_end
 	VCVTPH2PS     (AX), Z12
 	VCVTPH2PS     32(AX), Z13
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
 	VPMOVZXBD     64(AX), Z16
 	VPMOVZXBD     80(AX), Z17
 	VPANDD        Z11, Z16, Z14
@@ -70192,6 +70605,9 @@ pkvnniQ2Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z13, Z20
 	VFNMADD231PS  Z20, Z18, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
 	VPMOVZXBD     96(AX), Z16
 	VPMOVZXBD     112(AX), Z17
 	VPANDD        Z11, Z16, Z14
@@ -70259,6 +70675,8 @@ pkvnniQ2Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z13, Z20
 	VFNMADD231PS  Z20, Z18, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2368(AX)
+	PREFETCHT0    2432(AX)
 	VPMOVZXBD     128(AX), Z16
 	VPMOVZXBD     144(AX), Z17
 	VPANDD        Z11, Z16, Z14
@@ -70326,6 +70744,9 @@ pkvnniQ2Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z13, Z20
 	VFNMADD231PS  Z20, Z18, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2496(AX)
+	PREFETCHT0    2560(AX)
+	PREFETCHT0    2624(AX)
 	VPMOVZXBD     160(AX), Z16
 	VPMOVZXBD     176(AX), Z17
 	VPANDD        Z11, Z16, Z14
@@ -70393,6 +70814,9 @@ pkvnniQ2Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z13, Z20
 	VFNMADD231PS  Z20, Z18, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2752(AX)
+	PREFETCHT0    2816(AX)
 	VPMOVZXBD     192(AX), Z16
 	VPMOVZXBD     208(AX), Z17
 	VPANDD        Z11, Z16, Z14
@@ -70460,6 +70884,8 @@ pkvnniQ2Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z13, Z20
 	VFNMADD231PS  Z20, Z18, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2880(AX)
+	PREFETCHT0    2944(AX)
 	VPMOVZXBD     224(AX), Z16
 	VPMOVZXBD     240(AX), Z17
 	VPANDD        Z11, Z16, Z14
@@ -70527,6 +70953,9 @@ pkvnniQ2Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z13, Z20
 	VFNMADD231PS  Z20, Z18, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3008(AX)
+	PREFETCHT0    3072(AX)
+	PREFETCHT0    3136(AX)
 	VPMOVZXBD     256(AX), Z16
 	VPMOVZXBD     272(AX), Z17
 	VPANDD        Z11, Z16, Z14
@@ -70594,6 +71023,9 @@ pkvnniQ2Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z13, Z20
 	VFNMADD231PS  Z20, Z18, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    3264(AX)
+	PREFETCHT0    3328(AX)
 	VPMOVZXBD     288(AX), Z16
 	VPMOVZXBD     304(AX), Z17
 	VPANDD        Z11, Z16, Z14
@@ -70702,7 +71134,7 @@ pkvnniQ2Kx2_stored:
 	RET
 
 // func pkvnniQ2Kx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ2Kx3(SB), NOSPLIT, $0-64
 pkvnniQ2Kx3_group:
 	MOVQ         w+0(FP), AX
@@ -70723,6 +71155,8 @@ pkvnniQ2Kx3_super:
 	JZ            pkvnniQ2Kx3_end
 	VCVTPH2PS     (AX), Z13
 	VCVTPH2PS     32(AX), Z14
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
 	VPMOVZXBD     64(AX), Z17
 	VPMOVZXBD     80(AX), Z18
 	VPANDD        Z12, Z17, Z15
@@ -70812,6 +71246,9 @@ pkvnniQ2Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z14, Z21
 	VFNMADD231PS  Z21, Z19, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
 	VPMOVZXBD     96(AX), Z17
 	VPMOVZXBD     112(AX), Z18
 	VPANDD        Z12, Z17, Z15
@@ -70901,6 +71338,8 @@ pkvnniQ2Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z14, Z21
 	VFNMADD231PS  Z21, Z19, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2368(AX)
+	PREFETCHT0    2432(AX)
 	VPMOVZXBD     128(AX), Z17
 	VPMOVZXBD     144(AX), Z18
 	VPANDD        Z12, Z17, Z15
@@ -70990,6 +71429,9 @@ pkvnniQ2Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z14, Z21
 	VFNMADD231PS  Z21, Z19, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2496(AX)
+	PREFETCHT0    2560(AX)
+	PREFETCHT0    2624(AX)
 	VPMOVZXBD     160(AX), Z17
 	VPMOVZXBD     176(AX), Z18
 	VPANDD        Z12, Z17, Z15
@@ -71079,6 +71521,9 @@ pkvnniQ2Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z14, Z21
 	VFNMADD231PS  Z21, Z19, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2752(AX)
+	PREFETCHT0    2816(AX)
 	VPMOVZXBD     192(AX), Z17
 	VPMOVZXBD     208(AX), Z18
 	VPANDD        Z12, Z17, Z15
@@ -71168,6 +71613,8 @@ pkvnniQ2Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z14, Z21
 	VFNMADD231PS  Z21, Z19, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2880(AX)
+	PREFETCHT0    2944(AX)
 	VPMOVZXBD     224(AX), Z17
 	VPMOVZXBD     240(AX), Z18
 	VPANDD        Z12, Z17, Z15
@@ -71257,6 +71704,9 @@ pkvnniQ2Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z14, Z21
 	VFNMADD231PS  Z21, Z19, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3008(AX)
+	PREFETCHT0    3072(AX)
+	PREFETCHT0    3136(AX)
 	VPMOVZXBD     256(AX), Z17
 	VPMOVZXBD     272(AX), Z18
 	VPANDD        Z12, Z17, Z15
@@ -71346,6 +71796,9 @@ pkvnniQ2Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z14, Z21
 	VFNMADD231PS  Z21, Z19, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    3264(AX)
+	PREFETCHT0    3328(AX)
 	VPMOVZXBD     288(AX), Z17
 	VPMOVZXBD     304(AX), Z18
 	VPANDD        Z12, Z17, Z15
@@ -71480,7 +71933,7 @@ pkvnniQ2Kx3_stored:
 	RET
 
 // func pkvnniQ2Kx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ2Kx4(SB), NOSPLIT, $0-64
 pkvnniQ2Kx4_group:
 	MOVQ         w+0(FP), AX
@@ -71504,6 +71957,8 @@ pkvnniQ2Kx4_super:
 	JZ            pkvnniQ2Kx4_end
 	VCVTPH2PS     (AX), Z14
 	VCVTPH2PS     32(AX), Z15
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
 	VPMOVZXBD     64(AX), Z18
 	VPMOVZXBD     80(AX), Z19
 	VPANDD        Z13, Z18, Z16
@@ -71616,6 +72071,9 @@ pkvnniQ2Kx4_super:
 	VFNMADD231PS  Z22, Z20, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
 	VPMOVZXBD     96(AX), Z18
 	VPMOVZXBD     112(AX), Z19
 	VPANDD        Z13, Z18, Z16
@@ -71728,6 +72186,8 @@ pkvnniQ2Kx4_super:
 	VFNMADD231PS  Z22, Z20, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    2368(AX)
+	PREFETCHT0    2432(AX)
 	VPMOVZXBD     128(AX), Z18
 	VPMOVZXBD     144(AX), Z19
 	VPANDD        Z13, Z18, Z16
@@ -71840,6 +72300,9 @@ pkvnniQ2Kx4_super:
 	VFNMADD231PS  Z22, Z20, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    2496(AX)
+	PREFETCHT0    2560(AX)
+	PREFETCHT0    2624(AX)
 	VPMOVZXBD     160(AX), Z18
 	VPMOVZXBD     176(AX), Z19
 	VPANDD        Z13, Z18, Z16
@@ -71952,6 +72415,9 @@ pkvnniQ2Kx4_super:
 	VFNMADD231PS  Z22, Z20, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2752(AX)
+	PREFETCHT0    2816(AX)
 	VPMOVZXBD     192(AX), Z18
 	VPMOVZXBD     208(AX), Z19
 	VPANDD        Z13, Z18, Z16
@@ -72064,6 +72530,8 @@ pkvnniQ2Kx4_super:
 	VFNMADD231PS  Z22, Z20, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    2880(AX)
+	PREFETCHT0    2944(AX)
 	VPMOVZXBD     224(AX), Z18
 	VPMOVZXBD     240(AX), Z19
 	VPANDD        Z13, Z18, Z16
@@ -72176,6 +72644,9 @@ pkvnniQ2Kx4_super:
 	VFNMADD231PS  Z22, Z20, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    3008(AX)
+	PREFETCHT0    3072(AX)
+	PREFETCHT0    3136(AX)
 	VPMOVZXBD     256(AX), Z18
 	VPMOVZXBD     272(AX), Z19
 	VPANDD        Z13, Z18, Z16
@@ -72288,6 +72759,9 @@ pkvnniQ2Kx4_super:
 	VFNMADD231PS  Z22, Z20, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    3264(AX)
+	PREFETCHT0    3328(AX)
 	VPMOVZXBD     288(AX), Z18
 	VPMOVZXBD     304(AX), Z19
 	VPANDD        Z13, Z18, Z16
@@ -78648,7 +79122,7 @@ pkvnniQ3Kx1_stored:
 	RET
 
 // func pkvnniQ3Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ3Kx2(SB), NOSPLIT, $0-64
 pkvnniQ3Kx2_group:
 	MOVQ         w+0(FP), AX
@@ -78667,6 +79141,9 @@ pkvnniQ3Kx2_super:
 	TESTQ         BX, BX
 	JZ            pkvnniQ3Kx2_end
 	VCVTPH2PS     (AX), Z12
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
 	VPMOVSXBD     32(AX), Z13
 	VPMOVSXBD     48(AX), Z14
 	VMOVDQU32     288(AX), Z5
@@ -78734,6 +79211,10 @@ pkvnniQ3Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z12, Z16
 	VFMADD231PS   Z16, Z15, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
+	PREFETCHT0    2432(AX)
 	VPMOVSXBD     64(AX), Z13
 	VPMOVSXBD     80(AX), Z14
 	VMOVDQU32     480(AX), Z5
@@ -78801,6 +79282,10 @@ pkvnniQ3Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z12, Z16
 	VFMADD231PS   Z16, Z15, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2496(AX)
+	PREFETCHT0    2560(AX)
+	PREFETCHT0    2624(AX)
+	PREFETCHT0    2688(AX)
 	VPMOVSXBD     96(AX), Z13
 	VPMOVSXBD     112(AX), Z14
 	VMOVDQU32     672(AX), Z5
@@ -78868,6 +79353,10 @@ pkvnniQ3Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z12, Z16
 	VFMADD231PS   Z16, Z15, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2752(AX)
+	PREFETCHT0    2816(AX)
+	PREFETCHT0    2880(AX)
+	PREFETCHT0    2944(AX)
 	VPMOVSXBD     128(AX), Z13
 	VPMOVSXBD     144(AX), Z14
 	VMOVDQU32     864(AX), Z5
@@ -78935,6 +79424,9 @@ pkvnniQ3Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z12, Z16
 	VFMADD231PS   Z16, Z15, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3008(AX)
+	PREFETCHT0    3072(AX)
+	PREFETCHT0    3136(AX)
 	VPMOVSXBD     160(AX), Z13
 	VPMOVSXBD     176(AX), Z14
 	VMOVDQU32     1056(AX), Z5
@@ -79002,6 +79494,10 @@ pkvnniQ3Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z12, Z16
 	VFMADD231PS   Z16, Z15, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    3264(AX)
+	PREFETCHT0    3328(AX)
+	PREFETCHT0    3392(AX)
 	VPMOVSXBD     192(AX), Z13
 	VPMOVSXBD     208(AX), Z14
 	VMOVDQU32     1248(AX), Z5
@@ -79069,6 +79565,10 @@ pkvnniQ3Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z12, Z16
 	VFMADD231PS   Z16, Z15, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    3520(AX)
+	PREFETCHT0    3584(AX)
+	PREFETCHT0    3648(AX)
 	VPMOVSXBD     224(AX), Z13
 	VPMOVSXBD     240(AX), Z14
 	VMOVDQU32     1440(AX), Z5
@@ -79136,6 +79636,10 @@ pkvnniQ3Kx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z12, Z16
 	VFMADD231PS   Z16, Z15, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3712(AX)
+	PREFETCHT0    3776(AX)
+	PREFETCHT0    3840(AX)
+	PREFETCHT0    3904(AX)
 	VPMOVSXBD     256(AX), Z13
 	VPMOVSXBD     272(AX), Z14
 	VMOVDQU32     1632(AX), Z5
@@ -79244,7 +79748,7 @@ pkvnniQ3Kx2_stored:
 	RET
 
 // func pkvnniQ3Kx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ3Kx3(SB), NOSPLIT, $0-64
 pkvnniQ3Kx3_group:
 	MOVQ         w+0(FP), AX
@@ -79264,6 +79768,9 @@ pkvnniQ3Kx3_super:
 	TESTQ         BX, BX
 	JZ            pkvnniQ3Kx3_end
 	VCVTPH2PS     (AX), Z13
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
 	VPMOVSXBD     32(AX), Z14
 	VPMOVSXBD     48(AX), Z15
 	VMOVDQU32     288(AX), Z6
@@ -79347,6 +79854,10 @@ pkvnniQ3Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z13, Z17
 	VFMADD231PS   Z17, Z16, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
+	PREFETCHT0    2432(AX)
 	VPMOVSXBD     64(AX), Z14
 	VPMOVSXBD     80(AX), Z15
 	VMOVDQU32     480(AX), Z6
@@ -79430,6 +79941,10 @@ pkvnniQ3Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z13, Z17
 	VFMADD231PS   Z17, Z16, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2496(AX)
+	PREFETCHT0    2560(AX)
+	PREFETCHT0    2624(AX)
+	PREFETCHT0    2688(AX)
 	VPMOVSXBD     96(AX), Z14
 	VPMOVSXBD     112(AX), Z15
 	VMOVDQU32     672(AX), Z6
@@ -79513,6 +80028,10 @@ pkvnniQ3Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z13, Z17
 	VFMADD231PS   Z17, Z16, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2752(AX)
+	PREFETCHT0    2816(AX)
+	PREFETCHT0    2880(AX)
+	PREFETCHT0    2944(AX)
 	VPMOVSXBD     128(AX), Z14
 	VPMOVSXBD     144(AX), Z15
 	VMOVDQU32     864(AX), Z6
@@ -79596,6 +80115,9 @@ pkvnniQ3Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z13, Z17
 	VFMADD231PS   Z17, Z16, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3008(AX)
+	PREFETCHT0    3072(AX)
+	PREFETCHT0    3136(AX)
 	VPMOVSXBD     160(AX), Z14
 	VPMOVSXBD     176(AX), Z15
 	VMOVDQU32     1056(AX), Z6
@@ -79679,6 +80201,10 @@ pkvnniQ3Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z13, Z17
 	VFMADD231PS   Z17, Z16, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    3264(AX)
+	PREFETCHT0    3328(AX)
+	PREFETCHT0    3392(AX)
 	VPMOVSXBD     192(AX), Z14
 	VPMOVSXBD     208(AX), Z15
 	VMOVDQU32     1248(AX), Z6
@@ -79762,6 +80288,10 @@ pkvnniQ3Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z13, Z17
 	VFMADD231PS   Z17, Z16, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    3520(AX)
+	PREFETCHT0    3584(AX)
+	PREFETCHT0    3648(AX)
 	VPMOVSXBD     224(AX), Z14
 	VPMOVSXBD     240(AX), Z15
 	VMOVDQU32     1440(AX), Z6
@@ -79845,6 +80375,10 @@ pkvnniQ3Kx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z13, Z17
 	VFMADD231PS   Z17, Z16, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3712(AX)
+	PREFETCHT0    3776(AX)
+	PREFETCHT0    3840(AX)
+	PREFETCHT0    3904(AX)
 	VPMOVSXBD     256(AX), Z14
 	VPMOVSXBD     272(AX), Z15
 	VMOVDQU32     1632(AX), Z6
@@ -79973,7 +80507,7 @@ pkvnniQ3Kx3_stored:
 	RET
 
 // func pkvnniQ3Kx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ3Kx4(SB), NOSPLIT, $0-64
 pkvnniQ3Kx4_group:
 	MOVQ         w+0(FP), AX
@@ -79996,6 +80530,9 @@ pkvnniQ3Kx4_super:
 	TESTQ         SI, SI
 	JZ            pkvnniQ3Kx4_end
 	VCVTPH2PS     (AX), Z14
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
 	VPMOVSXBD     32(AX), Z15
 	VPMOVSXBD     48(AX), Z16
 	VMOVDQU32     288(AX), Z7
@@ -80096,6 +80633,10 @@ pkvnniQ3Kx4_super:
 	VFMADD231PS   Z18, Z17, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    2240(AX)
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
+	PREFETCHT0    2432(AX)
 	VPMOVSXBD     64(AX), Z15
 	VPMOVSXBD     80(AX), Z16
 	VMOVDQU32     480(AX), Z7
@@ -80196,6 +80737,10 @@ pkvnniQ3Kx4_super:
 	VFMADD231PS   Z18, Z17, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    2496(AX)
+	PREFETCHT0    2560(AX)
+	PREFETCHT0    2624(AX)
+	PREFETCHT0    2688(AX)
 	VPMOVSXBD     96(AX), Z15
 	VPMOVSXBD     112(AX), Z16
 	VMOVDQU32     672(AX), Z7
@@ -80296,6 +80841,10 @@ pkvnniQ3Kx4_super:
 	VFMADD231PS   Z18, Z17, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    2752(AX)
+	PREFETCHT0    2816(AX)
+	PREFETCHT0    2880(AX)
+	PREFETCHT0    2944(AX)
 	VPMOVSXBD     128(AX), Z15
 	VPMOVSXBD     144(AX), Z16
 	VMOVDQU32     864(AX), Z7
@@ -80396,6 +80945,9 @@ pkvnniQ3Kx4_super:
 	VFMADD231PS   Z18, Z17, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    3008(AX)
+	PREFETCHT0    3072(AX)
+	PREFETCHT0    3136(AX)
 	VPMOVSXBD     160(AX), Z15
 	VPMOVSXBD     176(AX), Z16
 	VMOVDQU32     1056(AX), Z7
@@ -80496,6 +81048,10 @@ pkvnniQ3Kx4_super:
 	VFMADD231PS   Z18, Z17, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    3264(AX)
+	PREFETCHT0    3328(AX)
+	PREFETCHT0    3392(AX)
 	VPMOVSXBD     192(AX), Z15
 	VPMOVSXBD     208(AX), Z16
 	VMOVDQU32     1248(AX), Z7
@@ -80596,6 +81152,10 @@ pkvnniQ3Kx4_super:
 	VFMADD231PS   Z18, Z17, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    3520(AX)
+	PREFETCHT0    3584(AX)
+	PREFETCHT0    3648(AX)
 	VPMOVSXBD     224(AX), Z15
 	VPMOVSXBD     240(AX), Z16
 	VMOVDQU32     1440(AX), Z7
@@ -80696,6 +81256,10 @@ pkvnniQ3Kx4_super:
 	VFMADD231PS   Z18, Z17, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    3712(AX)
+	PREFETCHT0    3776(AX)
+	PREFETCHT0    3840(AX)
+	PREFETCHT0    3904(AX)
 	VPMOVSXBD     256(AX), Z15
 	VPMOVSXBD     272(AX), Z16
 	VMOVDQU32     1632(AX), Z7
@@ -86200,7 +86764,7 @@ pkvnniQ5Kx1_stored:
 	RET
 
 // func pkvnniQ5Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ5Kx2(SB), NOSPLIT, $0-64
 pkvnniQ5Kx2_group:
 	MOVQ         w+0(FP), AX
@@ -86220,6 +86784,11 @@ pkvnniQ5Kx2_super:
 	JZ                pkvnniQ5Kx2_end
 	VCVTPH2PS         (AX), Z12
 	VCVTPH2PS         32(AX), Z13
+	PREFETCHT0        2048(AX)
+	PREFETCHT0        2112(AX)
+	PREFETCHT0        2176(AX)
+	PREFETCHT0        2240(AX)
+	PREFETCHT0        2304(AX)
 	VPMOVZXBD         64(AX), Z14
 	VCVTDQ2PS         Z14, Z14
 	VMULPS            Z12, Z14, Z14
@@ -86285,6 +86854,12 @@ pkvnniQ5Kx2_super:
 	VFMADD231PS       Z17, Z16, Z1
 	VFNMADD231PS.BCST 44(CX)(DX*1), Z15, Z1
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        2368(AX)
+	PREFETCHT0        2432(AX)
+	PREFETCHT0        2496(AX)
+	PREFETCHT0        2560(AX)
+	PREFETCHT0        2624(AX)
+	PREFETCHT0        2688(AX)
 	VPMOVZXBD         80(AX), Z14
 	VCVTDQ2PS         Z14, Z14
 	VMULPS            Z12, Z14, Z14
@@ -86350,6 +86925,11 @@ pkvnniQ5Kx2_super:
 	VFMADD231PS       Z17, Z16, Z1
 	VFNMADD231PS.BCST 44(CX)(DX*1), Z15, Z1
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        2752(AX)
+	PREFETCHT0        2816(AX)
+	PREFETCHT0        2880(AX)
+	PREFETCHT0        2944(AX)
+	PREFETCHT0        3008(AX)
 	VPMOVZXBD         96(AX), Z14
 	VCVTDQ2PS         Z14, Z14
 	VMULPS            Z12, Z14, Z14
@@ -86415,6 +86995,12 @@ pkvnniQ5Kx2_super:
 	VFMADD231PS       Z17, Z16, Z1
 	VFNMADD231PS.BCST 44(CX)(DX*1), Z15, Z1
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        3072(AX)
+	PREFETCHT0        3136(AX)
+	PREFETCHT0        3200(AX)
+	PREFETCHT0        3264(AX)
+	PREFETCHT0        3328(AX)
+	PREFETCHT0        3392(AX)
 	VPMOVZXBD         112(AX), Z14
 	VCVTDQ2PS         Z14, Z14
 	VMULPS            Z12, Z14, Z14
@@ -86480,6 +87066,12 @@ pkvnniQ5Kx2_super:
 	VFMADD231PS       Z17, Z16, Z1
 	VFNMADD231PS.BCST 44(CX)(DX*1), Z15, Z1
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        3456(AX)
+	PREFETCHT0        3520(AX)
+	PREFETCHT0        3584(AX)
+	PREFETCHT0        3648(AX)
+	PREFETCHT0        3712(AX)
+	PREFETCHT0        3776(AX)
 	VPMOVZXBD         128(AX), Z14
 	VCVTDQ2PS         Z14, Z14
 	VMULPS            Z12, Z14, Z14
@@ -86545,6 +87137,11 @@ pkvnniQ5Kx2_super:
 	VFMADD231PS       Z17, Z16, Z1
 	VFNMADD231PS.BCST 44(CX)(DX*1), Z15, Z1
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        3840(AX)
+	PREFETCHT0        3904(AX)
+	PREFETCHT0        3968(AX)
+	PREFETCHT0        4032(AX)
+	PREFETCHT0        4096(AX)
 	VPMOVZXBD         144(AX), Z14
 	VCVTDQ2PS         Z14, Z14
 	VMULPS            Z12, Z14, Z14
@@ -86610,6 +87207,12 @@ pkvnniQ5Kx2_super:
 	VFMADD231PS       Z17, Z16, Z1
 	VFNMADD231PS.BCST 44(CX)(DX*1), Z15, Z1
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        4160(AX)
+	PREFETCHT0        4224(AX)
+	PREFETCHT0        4288(AX)
+	PREFETCHT0        4352(AX)
+	PREFETCHT0        4416(AX)
+	PREFETCHT0        4480(AX)
 	VPMOVZXBD         160(AX), Z14
 	VCVTDQ2PS         Z14, Z14
 	VMULPS            Z12, Z14, Z14
@@ -86675,6 +87278,12 @@ pkvnniQ5Kx2_super:
 	VFMADD231PS       Z17, Z16, Z1
 	VFNMADD231PS.BCST 44(CX)(DX*1), Z15, Z1
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        4544(AX)
+	PREFETCHT0        4608(AX)
+	PREFETCHT0        4672(AX)
+	PREFETCHT0        4736(AX)
+	PREFETCHT0        4800(AX)
+	PREFETCHT0        4864(AX)
 	VPMOVZXBD         176(AX), Z14
 	VCVTDQ2PS         Z14, Z14
 	VMULPS            Z12, Z14, Z14
@@ -86781,7 +87390,7 @@ pkvnniQ5Kx2_stored:
 	RET
 
 // func pkvnniQ5Kx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ5Kx3(SB), NOSPLIT, $0-64
 pkvnniQ5Kx3_group:
 	MOVQ         w+0(FP), AX
@@ -86802,6 +87411,11 @@ pkvnniQ5Kx3_super:
 	JZ                pkvnniQ5Kx3_end
 	VCVTPH2PS         (AX), Z13
 	VCVTPH2PS         32(AX), Z14
+	PREFETCHT0        2048(AX)
+	PREFETCHT0        2112(AX)
+	PREFETCHT0        2176(AX)
+	PREFETCHT0        2240(AX)
+	PREFETCHT0        2304(AX)
 	VPMOVZXBD         64(AX), Z15
 	VCVTDQ2PS         Z15, Z15
 	VMULPS            Z13, Z15, Z15
@@ -86880,6 +87494,12 @@ pkvnniQ5Kx3_super:
 	VFMADD231PS       Z18, Z17, Z2
 	VFNMADD231PS.BCST 44(CX)(DX*2), Z16, Z2
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        2368(AX)
+	PREFETCHT0        2432(AX)
+	PREFETCHT0        2496(AX)
+	PREFETCHT0        2560(AX)
+	PREFETCHT0        2624(AX)
+	PREFETCHT0        2688(AX)
 	VPMOVZXBD         80(AX), Z15
 	VCVTDQ2PS         Z15, Z15
 	VMULPS            Z13, Z15, Z15
@@ -86958,6 +87578,11 @@ pkvnniQ5Kx3_super:
 	VFMADD231PS       Z18, Z17, Z2
 	VFNMADD231PS.BCST 44(CX)(DX*2), Z16, Z2
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        2752(AX)
+	PREFETCHT0        2816(AX)
+	PREFETCHT0        2880(AX)
+	PREFETCHT0        2944(AX)
+	PREFETCHT0        3008(AX)
 	VPMOVZXBD         96(AX), Z15
 	VCVTDQ2PS         Z15, Z15
 	VMULPS            Z13, Z15, Z15
@@ -87036,6 +87661,12 @@ pkvnniQ5Kx3_super:
 	VFMADD231PS       Z18, Z17, Z2
 	VFNMADD231PS.BCST 44(CX)(DX*2), Z16, Z2
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        3072(AX)
+	PREFETCHT0        3136(AX)
+	PREFETCHT0        3200(AX)
+	PREFETCHT0        3264(AX)
+	PREFETCHT0        3328(AX)
+	PREFETCHT0        3392(AX)
 	VPMOVZXBD         112(AX), Z15
 	VCVTDQ2PS         Z15, Z15
 	VMULPS            Z13, Z15, Z15
@@ -87114,6 +87745,12 @@ pkvnniQ5Kx3_super:
 	VFMADD231PS       Z18, Z17, Z2
 	VFNMADD231PS.BCST 44(CX)(DX*2), Z16, Z2
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        3456(AX)
+	PREFETCHT0        3520(AX)
+	PREFETCHT0        3584(AX)
+	PREFETCHT0        3648(AX)
+	PREFETCHT0        3712(AX)
+	PREFETCHT0        3776(AX)
 	VPMOVZXBD         128(AX), Z15
 	VCVTDQ2PS         Z15, Z15
 	VMULPS            Z13, Z15, Z15
@@ -87192,6 +87829,11 @@ pkvnniQ5Kx3_super:
 	VFMADD231PS       Z18, Z17, Z2
 	VFNMADD231PS.BCST 44(CX)(DX*2), Z16, Z2
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        3840(AX)
+	PREFETCHT0        3904(AX)
+	PREFETCHT0        3968(AX)
+	PREFETCHT0        4032(AX)
+	PREFETCHT0        4096(AX)
 	VPMOVZXBD         144(AX), Z15
 	VCVTDQ2PS         Z15, Z15
 	VMULPS            Z13, Z15, Z15
@@ -87270,6 +87912,12 @@ pkvnniQ5Kx3_super:
 	VFMADD231PS       Z18, Z17, Z2
 	VFNMADD231PS.BCST 44(CX)(DX*2), Z16, Z2
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        4160(AX)
+	PREFETCHT0        4224(AX)
+	PREFETCHT0        4288(AX)
+	PREFETCHT0        4352(AX)
+	PREFETCHT0        4416(AX)
+	PREFETCHT0        4480(AX)
 	VPMOVZXBD         160(AX), Z15
 	VCVTDQ2PS         Z15, Z15
 	VMULPS            Z13, Z15, Z15
@@ -87348,6 +87996,12 @@ pkvnniQ5Kx3_super:
 	VFMADD231PS       Z18, Z17, Z2
 	VFNMADD231PS.BCST 44(CX)(DX*2), Z16, Z2
 	ADDQ              $0x00000030, CX
+	PREFETCHT0        4544(AX)
+	PREFETCHT0        4608(AX)
+	PREFETCHT0        4672(AX)
+	PREFETCHT0        4736(AX)
+	PREFETCHT0        4800(AX)
+	PREFETCHT0        4864(AX)
 	VPMOVZXBD         176(AX), Z15
 	VCVTDQ2PS         Z15, Z15
 	VMULPS            Z13, Z15, Z15
@@ -87471,7 +88125,7 @@ pkvnniQ5Kx3_stored:
 	RET
 
 // func pkvnniQ5Kx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniQ5Kx4(SB), NOSPLIT, $0-64
 pkvnniQ5Kx4_group:
 	MOVQ         w+0(FP), AX
@@ -87495,6 +88149,11 @@ pkvnniQ5Kx4_super:
 	JZ                pkvnniQ5Kx4_end
 	VCVTPH2PS         (AX), Z14
 	VCVTPH2PS         32(AX), Z15
+	PREFETCHT0        2048(AX)
+	PREFETCHT0        2112(AX)
+	PREFETCHT0        2176(AX)
+	PREFETCHT0        2240(AX)
+	PREFETCHT0        2304(AX)
 	VPMOVZXBD         64(AX), Z16
 	VCVTDQ2PS         Z16, Z16
 	VMULPS            Z14, Z16, Z16
@@ -87587,6 +88246,12 @@ pkvnniQ5Kx4_super:
 	VFNMADD231PS.BCST 44(BX), Z17, Z3
 	ADDQ              $0x00000030, CX
 	ADDQ              $0x00000030, BX
+	PREFETCHT0        2368(AX)
+	PREFETCHT0        2432(AX)
+	PREFETCHT0        2496(AX)
+	PREFETCHT0        2560(AX)
+	PREFETCHT0        2624(AX)
+	PREFETCHT0        2688(AX)
 	VPMOVZXBD         80(AX), Z16
 	VCVTDQ2PS         Z16, Z16
 	VMULPS            Z14, Z16, Z16
@@ -87679,6 +88344,11 @@ pkvnniQ5Kx4_super:
 	VFNMADD231PS.BCST 44(BX), Z17, Z3
 	ADDQ              $0x00000030, CX
 	ADDQ              $0x00000030, BX
+	PREFETCHT0        2752(AX)
+	PREFETCHT0        2816(AX)
+	PREFETCHT0        2880(AX)
+	PREFETCHT0        2944(AX)
+	PREFETCHT0        3008(AX)
 	VPMOVZXBD         96(AX), Z16
 	VCVTDQ2PS         Z16, Z16
 	VMULPS            Z14, Z16, Z16
@@ -87771,6 +88441,12 @@ pkvnniQ5Kx4_super:
 	VFNMADD231PS.BCST 44(BX), Z17, Z3
 	ADDQ              $0x00000030, CX
 	ADDQ              $0x00000030, BX
+	PREFETCHT0        3072(AX)
+	PREFETCHT0        3136(AX)
+	PREFETCHT0        3200(AX)
+	PREFETCHT0        3264(AX)
+	PREFETCHT0        3328(AX)
+	PREFETCHT0        3392(AX)
 	VPMOVZXBD         112(AX), Z16
 	VCVTDQ2PS         Z16, Z16
 	VMULPS            Z14, Z16, Z16
@@ -87863,6 +88539,12 @@ pkvnniQ5Kx4_super:
 	VFNMADD231PS.BCST 44(BX), Z17, Z3
 	ADDQ              $0x00000030, CX
 	ADDQ              $0x00000030, BX
+	PREFETCHT0        3456(AX)
+	PREFETCHT0        3520(AX)
+	PREFETCHT0        3584(AX)
+	PREFETCHT0        3648(AX)
+	PREFETCHT0        3712(AX)
+	PREFETCHT0        3776(AX)
 	VPMOVZXBD         128(AX), Z16
 	VCVTDQ2PS         Z16, Z16
 	VMULPS            Z14, Z16, Z16
@@ -87955,6 +88637,11 @@ pkvnniQ5Kx4_super:
 	VFNMADD231PS.BCST 44(BX), Z17, Z3
 	ADDQ              $0x00000030, CX
 	ADDQ              $0x00000030, BX
+	PREFETCHT0        3840(AX)
+	PREFETCHT0        3904(AX)
+	PREFETCHT0        3968(AX)
+	PREFETCHT0        4032(AX)
+	PREFETCHT0        4096(AX)
 	VPMOVZXBD         144(AX), Z16
 	VCVTDQ2PS         Z16, Z16
 	VMULPS            Z14, Z16, Z16
@@ -88047,6 +88734,12 @@ pkvnniQ5Kx4_super:
 	VFNMADD231PS.BCST 44(BX), Z17, Z3
 	ADDQ              $0x00000030, CX
 	ADDQ              $0x00000030, BX
+	PREFETCHT0        4160(AX)
+	PREFETCHT0        4224(AX)
+	PREFETCHT0        4288(AX)
+	PREFETCHT0        4352(AX)
+	PREFETCHT0        4416(AX)
+	PREFETCHT0        4480(AX)
 	VPMOVZXBD         160(AX), Z16
 	VCVTDQ2PS         Z16, Z16
 	VMULPS            Z14, Z16, Z16
@@ -88139,6 +88832,12 @@ pkvnniQ5Kx4_super:
 	VFNMADD231PS.BCST 44(BX), Z17, Z3
 	ADDQ              $0x00000030, CX
 	ADDQ              $0x00000030, BX
+	PREFETCHT0        4544(AX)
+	PREFETCHT0        4608(AX)
+	PREFETCHT0        4672(AX)
+	PREFETCHT0        4736(AX)
+	PREFETCHT0        4800(AX)
+	PREFETCHT0        4864(AX)
 	VPMOVZXBD         176(AX), Z16
 	VCVTDQ2PS         Z16, Z16
 	VMULPS            Z14, Z16, Z16
@@ -93036,7 +93735,7 @@ pkvnniIQ4XSx1_stored:
 	RET
 
 // func pkvnniIQ4XSx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniIQ4XSx2(SB), NOSPLIT, $0-64
 pkvnniIQ4XSx2_group:
 	MOVQ            w+0(FP), AX
@@ -93054,6 +93753,10 @@ pkvnniIQ4XSx2_super:
 	TESTQ         BX, BX
 	JZ            pkvnniIQ4XSx2_end
 	VCVTPH2PS     (AX), Z12
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
 	VPMOVSXBD     32(AX), Z13
 	VCVTDQ2PS     Z13, Z13
 	VMULPS        Z12, Z13, Z13
@@ -93106,6 +93809,11 @@ pkvnniIQ4XSx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z13, Z15
 	VFMADD231PS   Z15, Z14, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
+	PREFETCHT0    2432(AX)
+	PREFETCHT0    2496(AX)
+	PREFETCHT0    2560(AX)
 	VPMOVSXBD     48(AX), Z13
 	VCVTDQ2PS     Z13, Z13
 	VMULPS        Z12, Z13, Z13
@@ -93158,6 +93866,10 @@ pkvnniIQ4XSx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z13, Z15
 	VFMADD231PS   Z15, Z14, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2624(AX)
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2752(AX)
+	PREFETCHT0    2816(AX)
 	VPMOVSXBD     64(AX), Z13
 	VCVTDQ2PS     Z13, Z13
 	VMULPS        Z12, Z13, Z13
@@ -93210,6 +93922,11 @@ pkvnniIQ4XSx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z13, Z15
 	VFMADD231PS   Z15, Z14, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2880(AX)
+	PREFETCHT0    2944(AX)
+	PREFETCHT0    3008(AX)
+	PREFETCHT0    3072(AX)
+	PREFETCHT0    3136(AX)
 	VPMOVSXBD     80(AX), Z13
 	VCVTDQ2PS     Z13, Z13
 	VMULPS        Z12, Z13, Z13
@@ -93262,6 +93979,10 @@ pkvnniIQ4XSx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z13, Z15
 	VFMADD231PS   Z15, Z14, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    3264(AX)
+	PREFETCHT0    3328(AX)
+	PREFETCHT0    3392(AX)
 	VPMOVSXBD     96(AX), Z13
 	VCVTDQ2PS     Z13, Z13
 	VMULPS        Z12, Z13, Z13
@@ -93314,6 +94035,11 @@ pkvnniIQ4XSx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z13, Z15
 	VFMADD231PS   Z15, Z14, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    3520(AX)
+	PREFETCHT0    3584(AX)
+	PREFETCHT0    3648(AX)
+	PREFETCHT0    3712(AX)
 	VPMOVSXBD     112(AX), Z13
 	VCVTDQ2PS     Z13, Z13
 	VMULPS        Z12, Z13, Z13
@@ -93366,6 +94092,10 @@ pkvnniIQ4XSx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z13, Z15
 	VFMADD231PS   Z15, Z14, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3776(AX)
+	PREFETCHT0    3840(AX)
+	PREFETCHT0    3904(AX)
+	PREFETCHT0    3968(AX)
 	VPMOVSXBD     128(AX), Z13
 	VCVTDQ2PS     Z13, Z13
 	VMULPS        Z12, Z13, Z13
@@ -93418,6 +94148,11 @@ pkvnniIQ4XSx2_super:
 	VMULPS.BCST   32(CX)(DX*1), Z13, Z15
 	VFMADD231PS   Z15, Z14, Z1
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    4032(AX)
+	PREFETCHT0    4096(AX)
+	PREFETCHT0    4160(AX)
+	PREFETCHT0    4224(AX)
+	PREFETCHT0    4288(AX)
 	VPMOVSXBD     144(AX), Z13
 	VCVTDQ2PS     Z13, Z13
 	VMULPS        Z12, Z13, Z13
@@ -93511,7 +94246,7 @@ pkvnniIQ4XSx2_stored:
 	RET
 
 // func pkvnniIQ4XSx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniIQ4XSx3(SB), NOSPLIT, $0-64
 pkvnniIQ4XSx3_group:
 	MOVQ            w+0(FP), AX
@@ -93530,6 +94265,10 @@ pkvnniIQ4XSx3_super:
 	TESTQ         BX, BX
 	JZ            pkvnniIQ4XSx3_end
 	VCVTPH2PS     (AX), Z13
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
 	VPMOVSXBD     32(AX), Z14
 	VCVTDQ2PS     Z14, Z14
 	VMULPS        Z13, Z14, Z14
@@ -93594,6 +94333,11 @@ pkvnniIQ4XSx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z14, Z16
 	VFMADD231PS   Z16, Z15, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
+	PREFETCHT0    2432(AX)
+	PREFETCHT0    2496(AX)
+	PREFETCHT0    2560(AX)
 	VPMOVSXBD     48(AX), Z14
 	VCVTDQ2PS     Z14, Z14
 	VMULPS        Z13, Z14, Z14
@@ -93658,6 +94402,10 @@ pkvnniIQ4XSx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z14, Z16
 	VFMADD231PS   Z16, Z15, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2624(AX)
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2752(AX)
+	PREFETCHT0    2816(AX)
 	VPMOVSXBD     64(AX), Z14
 	VCVTDQ2PS     Z14, Z14
 	VMULPS        Z13, Z14, Z14
@@ -93722,6 +94470,11 @@ pkvnniIQ4XSx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z14, Z16
 	VFMADD231PS   Z16, Z15, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    2880(AX)
+	PREFETCHT0    2944(AX)
+	PREFETCHT0    3008(AX)
+	PREFETCHT0    3072(AX)
+	PREFETCHT0    3136(AX)
 	VPMOVSXBD     80(AX), Z14
 	VCVTDQ2PS     Z14, Z14
 	VMULPS        Z13, Z14, Z14
@@ -93786,6 +94539,10 @@ pkvnniIQ4XSx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z14, Z16
 	VFMADD231PS   Z16, Z15, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    3264(AX)
+	PREFETCHT0    3328(AX)
+	PREFETCHT0    3392(AX)
 	VPMOVSXBD     96(AX), Z14
 	VCVTDQ2PS     Z14, Z14
 	VMULPS        Z13, Z14, Z14
@@ -93850,6 +94607,11 @@ pkvnniIQ4XSx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z14, Z16
 	VFMADD231PS   Z16, Z15, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    3520(AX)
+	PREFETCHT0    3584(AX)
+	PREFETCHT0    3648(AX)
+	PREFETCHT0    3712(AX)
 	VPMOVSXBD     112(AX), Z14
 	VCVTDQ2PS     Z14, Z14
 	VMULPS        Z13, Z14, Z14
@@ -93914,6 +94676,10 @@ pkvnniIQ4XSx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z14, Z16
 	VFMADD231PS   Z16, Z15, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    3776(AX)
+	PREFETCHT0    3840(AX)
+	PREFETCHT0    3904(AX)
+	PREFETCHT0    3968(AX)
 	VPMOVSXBD     128(AX), Z14
 	VCVTDQ2PS     Z14, Z14
 	VMULPS        Z13, Z14, Z14
@@ -93978,6 +94744,11 @@ pkvnniIQ4XSx3_super:
 	VMULPS.BCST   32(CX)(DX*2), Z14, Z16
 	VFMADD231PS   Z16, Z15, Z2
 	ADDQ          $0x00000030, CX
+	PREFETCHT0    4032(AX)
+	PREFETCHT0    4096(AX)
+	PREFETCHT0    4160(AX)
+	PREFETCHT0    4224(AX)
+	PREFETCHT0    4288(AX)
 	VPMOVSXBD     144(AX), Z14
 	VCVTDQ2PS     Z14, Z14
 	VMULPS        Z13, Z14, Z14
@@ -94087,7 +94858,7 @@ pkvnniIQ4XSx3_stored:
 	RET
 
 // func pkvnniIQ4XSx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
-// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
 TEXT ·pkvnniIQ4XSx4(SB), NOSPLIT, $0-64
 pkvnniIQ4XSx4_group:
 	MOVQ            w+0(FP), AX
@@ -94109,6 +94880,10 @@ pkvnniIQ4XSx4_super:
 	TESTQ         SI, SI
 	JZ            pkvnniIQ4XSx4_end
 	VCVTPH2PS     (AX), Z14
+	PREFETCHT0    2048(AX)
+	PREFETCHT0    2112(AX)
+	PREFETCHT0    2176(AX)
+	PREFETCHT0    2240(AX)
 	VPMOVSXBD     32(AX), Z15
 	VCVTDQ2PS     Z15, Z15
 	VMULPS        Z14, Z15, Z15
@@ -94186,6 +94961,11 @@ pkvnniIQ4XSx4_super:
 	VFMADD231PS   Z17, Z16, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    2304(AX)
+	PREFETCHT0    2368(AX)
+	PREFETCHT0    2432(AX)
+	PREFETCHT0    2496(AX)
+	PREFETCHT0    2560(AX)
 	VPMOVSXBD     48(AX), Z15
 	VCVTDQ2PS     Z15, Z15
 	VMULPS        Z14, Z15, Z15
@@ -94263,6 +95043,10 @@ pkvnniIQ4XSx4_super:
 	VFMADD231PS   Z17, Z16, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    2624(AX)
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2752(AX)
+	PREFETCHT0    2816(AX)
 	VPMOVSXBD     64(AX), Z15
 	VCVTDQ2PS     Z15, Z15
 	VMULPS        Z14, Z15, Z15
@@ -94340,6 +95124,11 @@ pkvnniIQ4XSx4_super:
 	VFMADD231PS   Z17, Z16, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    2880(AX)
+	PREFETCHT0    2944(AX)
+	PREFETCHT0    3008(AX)
+	PREFETCHT0    3072(AX)
+	PREFETCHT0    3136(AX)
 	VPMOVSXBD     80(AX), Z15
 	VCVTDQ2PS     Z15, Z15
 	VMULPS        Z14, Z15, Z15
@@ -94417,6 +95206,10 @@ pkvnniIQ4XSx4_super:
 	VFMADD231PS   Z17, Z16, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    3264(AX)
+	PREFETCHT0    3328(AX)
+	PREFETCHT0    3392(AX)
 	VPMOVSXBD     96(AX), Z15
 	VCVTDQ2PS     Z15, Z15
 	VMULPS        Z14, Z15, Z15
@@ -94494,6 +95287,11 @@ pkvnniIQ4XSx4_super:
 	VFMADD231PS   Z17, Z16, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    3520(AX)
+	PREFETCHT0    3584(AX)
+	PREFETCHT0    3648(AX)
+	PREFETCHT0    3712(AX)
 	VPMOVSXBD     112(AX), Z15
 	VCVTDQ2PS     Z15, Z15
 	VMULPS        Z14, Z15, Z15
@@ -94571,6 +95369,10 @@ pkvnniIQ4XSx4_super:
 	VFMADD231PS   Z17, Z16, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    3776(AX)
+	PREFETCHT0    3840(AX)
+	PREFETCHT0    3904(AX)
+	PREFETCHT0    3968(AX)
 	VPMOVSXBD     128(AX), Z15
 	VCVTDQ2PS     Z15, Z15
 	VMULPS        Z14, Z15, Z15
@@ -94648,6 +95450,11 @@ pkvnniIQ4XSx4_super:
 	VFMADD231PS   Z17, Z16, Z3
 	ADDQ          $0x00000030, CX
 	ADDQ          $0x00000030, BX
+	PREFETCHT0    4032(AX)
+	PREFETCHT0    4096(AX)
+	PREFETCHT0    4160(AX)
+	PREFETCHT0    4224(AX)
+	PREFETCHT0    4288(AX)
 	VPMOVSXBD     144(AX), Z15
 	VCVTDQ2PS     Z15, Z15
 	VMULPS        Z14, Z15, Z15

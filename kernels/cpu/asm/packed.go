@@ -34,11 +34,15 @@ const (
 	pkDecodeGroups = 8
 	// pkIntTokens is the most tokens of an integer tile.
 	pkIntTokens = 8
-	// pkPrefetch is how far ahead (bytes) a one-token integer tile asks
+	// pkPrefetch is how far ahead (bytes) a few-token integer tile asks
 	// for its weights. Its one stream a thread left the hardware
 	// prefetchers short of the memory limit (Q4_K read 41 GB/s where the
 	// machine reads 53): the lines must be asked for early.
 	pkPrefetch = 2048
+	// pkPrefetchTokens is the most tokens of a tile that prefetches: a
+	// few sequences decoding together stream the weights as one does;
+	// wider tiles (prefill) reuse each load enough to hide the memory.
+	pkPrefetchTokens = 4
 )
 
 var pkFloatTypes = []string{"F32", "F16", "BF16"}
@@ -234,7 +238,7 @@ func pkInt(typ string, T int) {
 		VXORPS(acc[t], acc[t], acc[t])
 	}
 	pfAhead = 0
-	if T == 1 {
+	if T <= pkPrefetchTokens {
 		pfAhead = pkPrefetch
 	}
 	rec := func(t, off int) Mem { return stridedAt(rb, rs, t).Offset(off) }
