@@ -459,8 +459,9 @@ func pkQ6K(name string, w, n Register, acc []VecVirtual, rec func(t, off int) Me
 		u[c] = ZMM()
 	}
 	lo, hi := bcastConst(0x0f0f0f0f), bcastConst(0x30303030)
-	// u = (a & lo) | b, b already masked to bits 4-5.
-	merge := ternImm(func(a, b, c bool) bool { return (a && c) || b })
+	// u = a | (b & lo), a the highs already masked to bits 4-5 (into
+	// a: no copy of the nibbles).
+	merge := ternImm(func(a, b, c bool) bool { return a || (b && c) })
 	d, sa, sb, ia, ib, s := ZMM(), ZMM(), ZMM(), ZMM(), ZMM(), ZMM()
 	h := []VecVirtual{ZMM(), ZMM()}
 	Label(name + "_super")
@@ -486,14 +487,15 @@ func pkQ6K(name string, w, n Register, acc []VecVirtual, rec func(t, off int) Me
 			switch f := c % 4; {
 			case f < 2:
 				VPSLLW(U8(4-2*f), h[c/4], t)
+				VPANDD(hi, t, t)
 			case f == 2:
-				VMOVDQA32(h[c/4], t)
+				VPANDD(hi, h[c/4], t)
 			default:
 				VPSRLW(U8(2), h[c/4], t)
+				VPANDD(hi, t, t)
 			}
-			VPANDD(hi, t, t)
-			VMOVDQA32(l, u[c])
-			VPTERNLOGD(U8(merge), lo, t, u[c])
+			VPTERNLOGD(U8(merge), lo, l, t)
+			u[c] = t
 		}
 		for t := range acc {
 			r := func(off int) Mem { return rec(t, off) }
