@@ -23,7 +23,10 @@ import (
 //     `groups` consecutive groups. Per 32-element block, 8 VPDPBUSD (the
 //     token's 4 activations of a step broadcast against the 16 rows' 4
 //     weights) give each row's exact integer dot product, scaled to float
-//     and accumulated in block order.
+//     and accumulated in block order. Tiles of up to pkPrefetchTokens
+//     tokens (decode) ask for their weights pkPrefetch bytes ahead of
+//     their reads: one stream a thread, which the hardware prefetchers
+//     alone kept well short of the memory limit.
 
 // Float tiles: tokens × groups, the most of each.
 const (
