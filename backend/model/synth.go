@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"jspark/backend/gguf"
 	"jspark/kernels/quant"
@@ -68,11 +71,83 @@ func DefaultMoE(o *SynthOptions) {
 	}
 }
 
-// synthGen writes one random-weight model.
+// synthGen writes one random-weight model. Its tensors are drawn from one
+// random stream, in the order they are added, and quantized when the file
+// is written (gguf.Writer.AddTensorFunc): a model of any size is written
+// holding about one tensor.
 type synthGen struct {
 	o SynthOptions
 	w *gguf.Writer
-	r *rand.Rand
+
+	mu    sync.Mutex
+	r     *rand.Rand
+	draws []func(r *rand.Rand) []float32 // each tensor's values, drawn from the stream in turn
+	next  int                            // the tensor whose values r stands before
+}
+
+func (g *synthGen) rng() *rand.Rand { return rand.New(rand.NewPCG(g.o.Seed, 0x5eed)) }
+
+// floats draws tensor i's values. The writer asks for them in order, each
+// continuing the stream; asked out of order (a second write of the same
+// model) it replays the stream from the seed.
+func (g *synthGen) floats(i int) []float32 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.next > i {
+		g.r, g.next = g.rng(), 0
+	}
+	for ; g.next < i; g.next++ {
+		g.draws[g.next](g.r)
+	}
+	g.next++
+	return g.draws[i](g.r)
+}
+
+// add appends a tensor of type t and dims (innermost first) whose values
+// draw sets from the stream.
+func (g *synthGen) add(name string, t quant.Type, dims []int, draw func(r *rand.Rand, v []float32)) {
+	n, ud := 1, []uint64{}
+	for _, d := range dims {
+		n *= d
+		ud = append(ud, uint64(d))
+	}
+	i := len(g.draws)
+	g.draws = append(g.draws, func(r *rand.Rand) []float32 {
+		v := make([]float32, n)
+		draw(r, v)
+		return v
+	})
+	cols := dims[0]
+	g.w.AddTensorFunc(name, t, ud, func() ([]byte, error) { return quantizeRows(t, g.floats(i), cols), nil })
+}
+
+// quantizeRows encodes v, rows of cols, as t: blocks never cross a row, so
+// the rows are split among the CPUs.
+func quantizeRows(t quant.Type, v []float32, cols int) []byte {
+	const chunk = 1 << 18 // elements a task encodes
+	workers := runtime.GOMAXPROCS(0)
+	if workers == 1 || len(v) <= chunk || cols <= 0 {
+		return quant.Quantize(t, v)
+	}
+	rows, rowBytes, step := len(v)/cols, t.RowBytes(cols), max(chunk/cols, 1)
+	out := make([]byte, rows*rowBytes)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				r1 := int(next.Add(int64(step)))
+				r0 := r1 - step
+				if r0 >= rows {
+					return
+				}
+				r1 = min(r1, rows)
+				copy(out[r0*rowBytes:r1*rowBytes], quant.Quantize(t, v[r0*cols:r1*cols]))
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // kv adds the metadata key arch.key.
@@ -91,17 +166,12 @@ func (g *synthGen) weights(name string, dims ...int) {
 func (g *synthGen) router(name string, rows, cols int) { g.typed(name, quant.F32, cols, rows) }
 
 func (g *synthGen) typed(name string, t quant.Type, dims ...int) {
-	n, ud := 1, []uint64{}
-	for _, d := range dims {
-		n *= d
-		ud = append(ud, uint64(d))
-	}
-	v := make([]float32, n)
 	scale := float32(1 / math.Sqrt(float64(dims[0])))
-	for i := range v {
-		v[i] = float32(g.r.NormFloat64()) * scale
-	}
-	g.w.AddTensor(name, t, ud, quant.Quantize(t, v))
+	g.add(name, t, dims, func(r *rand.Rand, v []float32) {
+		for i := range v {
+			v[i] = float32(r.NormFloat64()) * scale
+		}
+	})
 }
 
 // mat adds a matrix of rows × cols.
@@ -109,21 +179,26 @@ func (g *synthGen) mat(name string, rows, cols int) { g.weights(name, cols, rows
 
 // vec adds an F32 tensor of dims (innermost first) of center ± spread.
 func (g *synthGen) vec(name string, center, spread float64, dims ...int) {
-	n, ud := 1, []uint64{}
-	for _, d := range dims {
-		n *= d
-		ud = append(ud, uint64(d))
-	}
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = float32(center + spread*g.r.NormFloat64())
-	}
-	g.w.AddTensor(name, quant.F32, ud, quant.Quantize(quant.F32, v))
+	g.add(name, quant.F32, dims, func(r *rand.Rand, v []float32) {
+		for i := range v {
+			v[i] = float32(center + spread*r.NormFloat64())
+		}
+	})
 }
 
 // Synth builds a GGUF model with random weights, with the metadata keys
 // and tensor names llama.cpp reads for its architecture.
 func Synth(o SynthOptions) (*gguf.Writer, error) {
+	g, err := newSynth(o)
+	if err != nil {
+		return nil, err
+	}
+	return g.w, nil
+}
+
+// newSynth checks o and lays out its model: metadata, and each tensor's
+// draw from the stream.
+func newSynth(o SynthOptions) (*synthGen, error) {
 	spec, ok := archs[o.Arch]
 	if !ok || spec.synth == nil {
 		return nil, fmt.Errorf("synth: unknown arch %q", o.Arch)
@@ -167,7 +242,8 @@ func Synth(o SynthOptions) (*gguf.Writer, error) {
 		return nil, err
 	}
 	w := &gguf.Writer{}
-	g := &synthGen{o: o, w: w, r: rand.New(rand.NewPCG(o.Seed, 0x5eed))}
+	g := &synthGen{o: o, w: w}
+	g.r = g.rng()
 	a := o.Arch
 	w.AddKV("general.architecture", a)
 	w.AddKV("general.name", fmt.Sprintf("synth-%s-%dL-%dd", a, o.Layers, o.Dim))
@@ -227,7 +303,7 @@ func Synth(o SynthOptions) (*gguf.Writer, error) {
 	for l := 0; l < o.Layers; l++ {
 		spec.synth(g, l)
 	}
-	return w, nil
+	return g, nil
 }
 
 // Shared pieces of the architectures' synth functions, each writing the

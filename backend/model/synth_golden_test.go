@@ -20,7 +20,7 @@ import (
 var updateSynth = flag.Bool("update-synth", false, "record testdata/synth-sha256.tsv from today's Synth")
 
 // goldenSynth is the models whose bytes testdata/synth-sha256.tsv pins:
-// every architecture in a single type and in a mix, small enough to write
+// every architecture in four types and mixes, small enough to write
 // in milliseconds.
 func goldenSynth(t *testing.T) map[string]SynthOptions {
 	t.Helper()
@@ -31,7 +31,11 @@ func goldenSynth(t *testing.T) map[string]SynthOptions {
 	t.Cleanup(func() { vocab.Close() })
 	cases := map[string]SynthOptions{}
 	for _, arch := range Archs() {
-		for _, typ := range []string{"f32", "q8_0", "q4_k_m", "mxfp4", "iq4_xs", "q3_k_m"} {
+		types := []string{"f32", "q8_0", "q4_k_m", "mxfp4"}
+		if arch == "llama" {
+			types = append(types, "iq4_xs", "q3_k_m")
+		}
+		for _, typ := range types {
 			mix, err := ParseMix(typ)
 			if err != nil {
 				t.Fatal(err)
