@@ -3,11 +3,13 @@ package model
 import (
 	"bytes"
 	"crypto/sha256"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"jspark/kernels/quant"
@@ -96,5 +98,41 @@ func TestSynthProducersOutOfOrder(t *testing.T) {
 		if got := shuffled.floats(i); !slices.Equal(got, want[i]) {
 			t.Fatalf("tensor %d of %d drawn out of order: other values", i, n)
 		}
+	}
+}
+
+// BenchmarkSynth writes one layer of the ~8B llama shape (dim 4096, GQA
+// 32/8, ff 14336; 218M weights) in each type, and gpt-oss-20b's experts
+// in MXFP4 (one layer, 32 experts of 2880; 796M weights).
+func BenchmarkSynth(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		o    SynthOptions
+	}{
+		{"8b-layer/q4_k_m", SynthOptions{Arch: "llama", Layers: 1, Dim: 4096, Heads: 32, KVHeads: 8, FF: 14336}},
+		{"8b-layer/q8_0", SynthOptions{Arch: "llama", Layers: 1, Dim: 4096, Heads: 32, KVHeads: 8, FF: 14336}},
+		{"gptoss-20b-layer/mxfp4", SynthOptions{Arch: "gpt-oss", Layers: 1, Dim: 2880, Heads: 64, KVHeads: 8, HeadDim: 64, FF: 2880}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			o := c.o
+			DefaultMoE(&o)
+			if o.Arch == "gpt-oss" {
+				o.Experts, o.ExpertsUsed, o.ExpertFF = 32, 4, 2880
+			}
+			mix, err := ParseMix(c.name[strings.IndexByte(c.name, '/')+1:])
+			if err != nil {
+				b.Fatal(err)
+			}
+			o.Mix = mix
+			for b.Loop() {
+				w, err := Synth(o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := w.Encode(io.Discard); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
