@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"jspark/backend/gguf"
 	"jspark/kernels/quant"
@@ -71,83 +68,27 @@ func DefaultMoE(o *SynthOptions) {
 	}
 }
 
-// synthGen writes one random-weight model. Its tensors are drawn from one
-// random stream, in the order they are added, and quantized when the file
-// is written (gguf.Writer.AddTensorFunc): a model of any size is written
-// holding about one tensor.
+// synthGen writes one random-weight model: metadata now, each tensor's
+// values drawn from the seed's stream (synth_stream.go) and quantized when
+// the file is written, so a model of any size is written holding about one
+// tensor.
 type synthGen struct {
 	o SynthOptions
 	w *gguf.Writer
-
-	mu    sync.Mutex
-	r     *rand.Rand
-	draws []func(r *rand.Rand) []float32 // each tensor's values, drawn from the stream in turn
-	next  int                            // the tensor whose values r stands before
-}
-
-func (g *synthGen) rng() *rand.Rand { return rand.New(rand.NewPCG(g.o.Seed, 0x5eed)) }
-
-// floats draws tensor i's values. The writer asks for them in order, each
-// continuing the stream; asked out of order (a second write of the same
-// model) it replays the stream from the seed.
-func (g *synthGen) floats(i int) []float32 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.next > i {
-		g.r, g.next = g.rng(), 0
-	}
-	for ; g.next < i; g.next++ {
-		g.draws[g.next](g.r)
-	}
-	g.next++
-	return g.draws[i](g.r)
+	s *stream
 }
 
 // add appends a tensor of type t and dims (innermost first) whose values
-// draw sets from the stream.
-func (g *synthGen) add(name string, t quant.Type, dims []int, draw func(r *rand.Rand, v []float32)) {
+// set draws from the stream.
+func (g *synthGen) add(name string, t quant.Type, dims []int, set func(r *rand.Rand, v []float32)) {
 	n, ud := 1, []uint64{}
 	for _, d := range dims {
 		n *= d
 		ud = append(ud, uint64(d))
 	}
-	i := len(g.draws)
-	g.draws = append(g.draws, func(r *rand.Rand) []float32 {
-		v := make([]float32, n)
-		draw(r, v)
-		return v
-	})
+	i := g.s.add(n, set)
 	cols := dims[0]
-	g.w.AddTensorFunc(name, t, ud, func() ([]byte, error) { return quantizeRows(t, g.floats(i), cols), nil })
-}
-
-// quantizeRows encodes v, rows of cols, as t: blocks never cross a row, so
-// the rows are split among the CPUs.
-func quantizeRows(t quant.Type, v []float32, cols int) []byte {
-	const chunk = 1 << 18 // elements a task encodes
-	workers := runtime.GOMAXPROCS(0)
-	if workers == 1 || len(v) <= chunk || cols <= 0 {
-		return quant.Quantize(t, v)
-	}
-	rows, rowBytes, step := len(v)/cols, t.RowBytes(cols), max(chunk/cols, 1)
-	out := make([]byte, rows*rowBytes)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				r1 := int(next.Add(int64(step)))
-				r0 := r1 - step
-				if r0 >= rows {
-					return
-				}
-				r1 = min(r1, rows)
-				copy(out[r0*rowBytes:r1*rowBytes], quant.Quantize(t, v[r0*cols:r1*cols]))
-			}
-		})
-	}
-	wg.Wait()
-	return out
+	g.w.AddTensorFunc(name, t, ud, func() ([]byte, error) { return quantizeRows(t, g.s.floats(i), cols), nil })
 }
 
 // kv adds the metadata key arch.key.
@@ -242,8 +183,7 @@ func newSynth(o SynthOptions) (*synthGen, error) {
 		return nil, err
 	}
 	w := &gguf.Writer{}
-	g := &synthGen{o: o, w: w}
-	g.r = g.rng()
+	g := &synthGen{o: o, w: w, s: newStream(o.Seed)}
 	a := o.Arch
 	w.AddKV("general.architecture", a)
 	w.AddKV("general.name", fmt.Sprintf("synth-%s-%dL-%dd", a, o.Layers, o.Dim))

@@ -88,14 +88,14 @@ func TestSynthProducersOutOfOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := len(inOrder.draws)
+	n := len(inOrder.s.draws)
 	want := make([][]float32, n)
 	for i := range want {
-		want[i] = inOrder.floats(i)
+		want[i] = slices.Clone(inOrder.s.floats(i))
 	}
 	shuffled, _ := newSynth(o)
 	for _, i := range rand.New(rand.NewPCG(1, 2)).Perm(n) {
-		if got := shuffled.floats(i); !slices.Equal(got, want[i]) {
+		if got := shuffled.s.floats(i); !slices.Equal(got, want[i]) {
 			t.Fatalf("tensor %d of %d drawn out of order: other values", i, n)
 		}
 	}
