@@ -86,9 +86,8 @@ func (g *synthGen) add(name string, t quant.Type, dims []int, set func(r *rand.R
 		n *= d
 		ud = append(ud, uint64(d))
 	}
-	i := g.s.add(n, set)
-	cols := dims[0]
-	g.w.AddTensorFunc(name, t, ud, func() ([]byte, error) { return quantizeRows(t, g.s.floats(i), cols), nil })
+	i := g.s.add(n, dims[0], set)
+	g.w.AddTensorFunc(name, t, ud, func() ([]byte, error) { return g.s.encode(i, t), nil })
 }
 
 // kv adds the metadata key arch.key.

@@ -4,122 +4,120 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
-	"sync/atomic"
 
 	"jspark/kernels/quant"
 )
 
 // stream is a synthetic model's tensors' values, drawn in turn from one
 // random stream of the seed: tensor i's values are what the stream gives
-// after tensors 0 … i−1 took theirs. The writer asks for them in order;
-// while it encodes one tensor, the next is drawn (the stream is the one
-// part that cannot be split among CPUs).
+// after tensors 0 … i−1 took theirs, element after element. The writer
+// asks for the tensors in order; each is drawn a chunk of rows at a time,
+// the next chunk drawn while the CPUs encode the last (the stream is the
+// one part that cannot be split), so writing holds two chunks of floats
+// and one tensor's encoding, whatever the model's size.
 type stream struct {
 	seed  uint64
 	draws []draw
+	chunk int // about how many values a chunk holds (whole rows)
 
-	mu    sync.Mutex
-	r     *rand.Rand
-	next  int           // the tensor whose values r stands before
-	ready int           // the tensor drawn ahead, or −1
-	done  chan struct{} // closed when the draw ahead is done; nil when none runs
-	bufs  [2][]float32  // tensor i's values are drawn into bufs[i%2]
+	mu   sync.Mutex
+	r    *rand.Rand
+	next int // the tensor whose values r stands before
 }
 
-// draw is one tensor's share of the stream: n values that set draws.
+// draw is one tensor's share of the stream: n values, rows of cols, that
+// set draws in order, each from the values before it only (so any split of
+// them into consecutive slices draws the same values).
 type draw struct {
-	n   int
-	set func(r *rand.Rand, v []float32)
+	n, cols int
+	set     func(r *rand.Rand, v []float32)
 }
 
 func newStream(seed uint64) *stream {
-	s := &stream{seed: seed, ready: -1}
+	s := &stream{seed: seed, chunk: 1 << 20}
 	s.r = s.rng()
 	return s
 }
 
 func (s *stream) rng() *rand.Rand { return rand.New(rand.NewPCG(s.seed, 0x5eed)) }
 
-// add appends a tensor of n values and returns its index.
-func (s *stream) add(n int, set func(r *rand.Rand, v []float32)) int {
-	s.draws = append(s.draws, draw{n, set})
+// add appends a tensor of n values, rows of cols, and returns its index.
+func (s *stream) add(n, cols int, set func(r *rand.Rand, v []float32)) int {
+	s.draws = append(s.draws, draw{n, cols, set})
 	return len(s.draws) - 1
 }
 
-// buf is the buffer tensor i's values are drawn into.
-func (s *stream) buf(i int) []float32 {
-	b := &s.bufs[i%2]
-	if cap(*b) < s.draws[i].n {
-		*b = make([]float32, s.draws[i].n)
-	}
-	return (*b)[:s.draws[i].n]
-}
-
-// floats returns tensor i's values, valid until the call after next. Asked
-// out of order (a second write of the same model) it replays the stream
-// from the seed.
-func (s *stream) floats(i int) []float32 {
+// encode draws tensor i's values and returns them encoded as t. Asked out
+// of order (a second write of the same model) it replays the stream from
+// the seed.
+func (s *stream) encode(i int, t quant.Type) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.done != nil {
-		<-s.done
-		s.done = nil
+	if s.next > i {
+		s.r, s.next = s.rng(), 0
 	}
-	var v []float32
-	if s.ready == i {
-		v = s.buf(i)
-	} else {
-		if s.next > i {
-			s.r, s.next = s.rng(), 0
+	cols := s.draws[i].cols
+	rows := max(s.chunk/cols, 1) * cols // values a chunk of tensor i holds
+	var bufs [2][]float32
+	buf := func(k, n int) []float32 {
+		if cap(bufs[k%2]) < n {
+			bufs[k%2] = make([]float32, n)
 		}
-		for ; s.next < i; s.next++ {
-			s.draws[s.next].set(s.r, s.buf(s.next))
-		}
-		v = s.buf(i)
-		s.draws[i].set(s.r, v)
-		s.next = i + 1
+		return bufs[k%2][:n]
 	}
-	s.ready = -1
-	if j := i + 1; j < len(s.draws) {
-		done := make(chan struct{})
-		s.done, s.ready = done, j
-		b := s.buf(j)
-		go func() {
+	for ; s.next < i; s.next++ {
+		d := s.draws[s.next]
+		for off := 0; off < d.n; off += s.chunk {
+			d.set(s.r, buf(0, min(s.chunk, d.n-off)))
+		}
+	}
+	d := s.draws[i]
+	s.next = i + 1
+	if d.n <= rows {
+		v := make([]float32, d.n)
+		d.set(s.r, v)
+		return quantizeRows(t, v, cols)
+	}
+	out := make([]byte, t.RowBytes(cols)*(d.n/cols))
+	perRow := t.RowBytes(cols)
+	var done chan struct{}
+	for k, off := 0, 0; off < d.n; k, off = k+1, off+rows {
+		v := buf(k, min(rows, d.n-off))
+		d.set(s.r, v) // while chunk k−1 is encoded
+		if done != nil {
+			<-done
+		}
+		done = make(chan struct{})
+		go func(dst []byte, v []float32, done chan struct{}) {
 			defer close(done)
-			s.draws[j].set(s.r, b)
-			s.next = j + 1
-		}()
-	} else {
-		s.bufs = [2][]float32{} // the last tensor: the caller holds its values
+			quantizeInto(dst, t, v, cols)
+		}(out[off/cols*perRow:(off+len(v))/cols*perRow], v, done)
 	}
-	return v
+	<-done
+	return out
 }
 
-// quantizeRows encodes v, rows of cols, as t: blocks never cross a row, so
-// the rows are split among the CPUs.
+// quantizeRows encodes v, rows of cols, as t.
 func quantizeRows(t quant.Type, v []float32, cols int) []byte {
-	const chunk = 1 << 18 // elements a task encodes
+	out := make([]byte, t.RowBytes(cols)*(len(v)/cols))
+	quantizeInto(out, t, v, cols)
+	return out
+}
+
+// quantizeInto encodes v, rows of cols, as t into out: blocks never cross
+// a row, so the rows are split among the CPUs.
+func quantizeInto(out []byte, t quant.Type, v []float32, cols int) {
 	workers := runtime.GOMAXPROCS(0)
-	if workers == 1 || len(v) <= chunk || cols <= 0 {
-		return quant.Quantize(t, v)
+	if workers == 1 || len(v) < 1<<16 {
+		copy(out, quant.Quantize(t, v))
+		return
 	}
-	rows, rowBytes, step := len(v)/cols, t.RowBytes(cols), max(chunk/cols, 1)
-	out := make([]byte, rows*rowBytes)
-	var next atomic.Int64
+	rows, perRow := len(v)/cols, t.RowBytes(cols)
+	step := max((rows+workers-1)/workers, 1)
 	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				r1 := int(next.Add(int64(step)))
-				r0 := r1 - step
-				if r0 >= rows {
-					return
-				}
-				r1 = min(r1, rows)
-				copy(out[r0*rowBytes:r1*rowBytes], quant.Quantize(t, v[r0*cols:r1*cols]))
-			}
-		})
+	for r0 := 0; r0 < rows; r0 += step {
+		r1 := min(r0+step, rows)
+		wg.Go(func() { copy(out[r0*perRow:r1*perRow], quant.Quantize(t, v[r0*cols:r1*cols])) })
 	}
 	wg.Wait()
-	return out
 }

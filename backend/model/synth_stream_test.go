@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 
@@ -81,7 +80,8 @@ func TestSynthStreamsInBoundedMemory(t *testing.T) {
 }
 
 // TestSynthProducersOutOfOrder: a tensor drawn before the one the stream
-// stands at, or after skipping some, gets the values it gets in order.
+// stands at, or after skipping some, and drawn in chunks of any size, gets
+// the values (and encoding) it gets drawn in order and whole.
 func TestSynthProducersOutOfOrder(t *testing.T) {
 	o := tinyHybrid("qwen35", quant.Q8_0)
 	inOrder, err := newSynth(o)
@@ -89,14 +89,17 @@ func TestSynthProducersOutOfOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := len(inOrder.s.draws)
-	want := make([][]float32, n)
+	want := make([][]byte, n)
 	for i := range want {
-		want[i] = slices.Clone(inOrder.s.floats(i))
+		want[i] = inOrder.s.encode(i, quant.F32)
 	}
-	shuffled, _ := newSynth(o)
-	for _, i := range rand.New(rand.NewPCG(1, 2)).Perm(n) {
-		if got := shuffled.s.floats(i); !slices.Equal(got, want[i]) {
-			t.Fatalf("tensor %d of %d drawn out of order: other values", i, n)
+	for _, chunk := range []int{1, 100, 4096} {
+		shuffled, _ := newSynth(o)
+		shuffled.s.chunk = chunk
+		for _, i := range rand.New(rand.NewPCG(1, uint64(chunk))).Perm(n) {
+			if got := shuffled.s.encode(i, quant.F32); !bytes.Equal(got, want[i]) {
+				t.Fatalf("chunks of %d: tensor %d of %d drawn out of order: other values", chunk, i, n)
+			}
 		}
 	}
 }
