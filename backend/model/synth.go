@@ -127,7 +127,9 @@ func (g *synthGen) vec(name string, center, spread float64, dims ...int) {
 }
 
 // Synth builds a GGUF model with random weights, with the metadata keys
-// and tensor names llama.cpp reads for its architecture.
+// and tensor names llama.cpp reads for its architecture. The writer draws
+// and encodes each tensor as it writes the file, in memory of about the
+// largest tensor's encoding, and gives the same bytes each time.
 func Synth(o SynthOptions) (*gguf.Writer, error) {
 	g, err := newSynth(o)
 	if err != nil {
