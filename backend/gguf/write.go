@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
@@ -12,10 +13,20 @@ import (
 )
 
 // Writer builds a GGUF v3 file. Metadata and tensors are written in the
-// order they were added, so the same calls give the same bytes.
+// order they were added, so the same calls give the same bytes. A tensor's
+// data is given with it (AddTensor) or made by a producer while the file
+// is written (AddTensorFunc): the header needs only names, types and dims,
+// so a file of any size is written holding about one tensor at a time.
 type Writer struct {
 	kvs     []KV
-	tensors []TensorInfo
+	tensors []wtensor
+}
+
+// wtensor is a tensor to write: its data, or the producer of its size bytes.
+type wtensor struct {
+	TensorInfo
+	size    uint64
+	produce func() ([]byte, error)
 }
 
 // AddKV appends a metadata entry. Value is a Go scalar of a GGUF type, a
@@ -25,27 +36,82 @@ func (w *Writer) AddKV(key string, value any) { w.kvs = append(w.kvs, KV{key, va
 // AddTensor appends a tensor; dims in GGUF order (contiguous first) and data
 // already encoded as typ.
 func (w *Writer) AddTensor(name string, typ quant.Type, dims []uint64, data []byte) {
-	w.tensors = append(w.tensors, TensorInfo{Name: name, Dims: dims, Type: typ, Data: data})
+	w.tensors = append(w.tensors, wtensor{TensorInfo: TensorInfo{Name: name, Dims: dims, Type: typ, Data: data}, size: uint64(len(data))})
 }
 
-// WriteFile writes the file to path.
+// AddTensorFunc appends a tensor whose data, encoded as typ, produce
+// returns when the file is written. Each write calls the producers once
+// each, in the order they were added, and drops what one returned before
+// calling the next; its bytes must be the tensor's size (typ's rows of
+// dims[0] elements), or the write fails naming the tensor.
+func (w *Writer) AddTensorFunc(name string, typ quant.Type, dims []uint64, produce func() ([]byte, error)) {
+	size, ok := tensorSize(typ, dims)
+	if !ok {
+		size = 0 // Encode refuses it before writing anything
+	}
+	w.tensors = append(w.tensors, wtensor{TensorInfo: TensorInfo{Name: name, Dims: dims, Type: typ}, size: size, produce: produce})
+}
+
+// tensorSize is the encoded size of a tensor of typ and dims, false when
+// typ is unknown, its rows are not whole blocks or the size overflows.
+func tensorSize(typ quant.Type, dims []uint64) (uint64, bool) {
+	if len(dims) == 0 || dims[0] == 0 || dims[0] > math.MaxInt32 || !typ.Known() || !typ.FitsRow(int(dims[0])) {
+		return 0, false
+	}
+	size := uint64(typ.RowBytes(int(dims[0])))
+	for _, d := range dims[1:] {
+		if d != 0 && size > math.MaxInt64/d {
+			return 0, false
+		}
+		size *= d
+	}
+	return size, true
+}
+
+// WriteFile writes the file to path, streaming each tensor as it is
+// produced; on an error it removes what it wrote.
 func (w *Writer) WriteFile(path string) error {
-	var buf bytes.Buffer
-	if err := w.Encode(&buf); err != nil {
+	f, err := os.Create(path)
+	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, buf.Bytes(), 0o644)
+	bw := bufio.NewWriterSize(f, 1<<20)
+	err = w.Encode(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return fmt.Errorf("gguf: writing %s: %w", path, err)
+	}
+	return nil
 }
 
 // Bytes returns the encoded file.
 func (w *Writer) Bytes() ([]byte, error) {
 	var buf bytes.Buffer
+	var data uint64
+	for _, t := range w.tensors {
+		data += t.size + DefaultAlignment
+	}
+	if data < 1<<30 {
+		buf.Grow(int(data) + 1<<16)
+	}
 	err := w.Encode(&buf)
 	return buf.Bytes(), err
 }
 
-// Encode writes the whole file to out.
+// Encode writes the whole file to out: the header, then each tensor as it
+// is given or produced.
 func (w *Writer) Encode(out io.Writer) error {
+	for _, t := range w.tensors {
+		if t.produce != nil && t.size == 0 {
+			return fmt.Errorf("gguf: tensor %s: type %v does not encode dims %v", t.Name, t.Type, t.Dims)
+		}
+	}
 	var b bytes.Buffer
 	le := binary.LittleEndian
 	put := func(v any) { binary.Write(&b, le, v) }
@@ -66,9 +132,11 @@ func (w *Writer) Encode(out io.Writer) error {
 			return fmt.Errorf("gguf: metadata %s: %w", kv.Key, err)
 		}
 	}
+	if align == 0 {
+		return fmt.Errorf("gguf: metadata general.alignment 0")
+	}
 	var off uint64
-	offsets := make([]uint64, len(w.tensors))
-	for i, t := range w.tensors {
+	for _, t := range w.tensors {
 		putStr(t.Name)
 		put(uint32(len(t.Dims)))
 		for _, d := range t.Dims {
@@ -76,19 +144,34 @@ func (w *Writer) Encode(out io.Writer) error {
 		}
 		put(uint32(t.Type))
 		put(off)
-		offsets[i] = off
-		off = alignUp(off+uint64(len(t.Data)), align)
+		off = alignUp(off+t.size, align)
 	}
-	pad := alignUp(uint64(b.Len()), align) - uint64(b.Len())
-	b.Write(make([]byte, pad))
+	b.Write(make([]byte, alignUp(uint64(b.Len()), align)-uint64(b.Len())))
+	if _, err := out.Write(b.Bytes()); err != nil {
+		return err
+	}
+	zeros := make([]byte, align)
 	for i, t := range w.tensors {
-		b.Write(t.Data)
+		data := t.Data
+		if t.produce != nil {
+			var err error
+			if data, err = t.produce(); err != nil {
+				return fmt.Errorf("gguf: tensor %s: %w", t.Name, err)
+			}
+			if uint64(len(data)) != t.size {
+				return fmt.Errorf("gguf: tensor %s: produced %d bytes, want %d (%v of dims %v)", t.Name, len(data), t.size, t.Type, t.Dims)
+			}
+		}
+		if _, err := out.Write(data); err != nil {
+			return err
+		}
 		if i+1 < len(w.tensors) {
-			b.Write(make([]byte, offsets[i+1]-offsets[i]-uint64(len(t.Data))))
+			if _, err := out.Write(zeros[:alignUp(t.size, align)-t.size]); err != nil {
+				return err
+			}
 		}
 	}
-	_, err := out.Write(b.Bytes())
-	return err
+	return nil
 }
 
 func writeValue(b *bytes.Buffer, v any, withType bool) error {

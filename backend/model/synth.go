@@ -68,11 +68,26 @@ func DefaultMoE(o *SynthOptions) {
 	}
 }
 
-// synthGen writes one random-weight model.
+// synthGen writes one random-weight model: metadata now, each tensor's
+// values drawn from the seed's stream (synth_stream.go) and quantized when
+// the file is written, so a model of any size is written holding about one
+// tensor.
 type synthGen struct {
 	o SynthOptions
 	w *gguf.Writer
-	r *rand.Rand
+	s *stream
+}
+
+// add appends a tensor of type t and dims (innermost first) whose values
+// set draws from the stream.
+func (g *synthGen) add(name string, t quant.Type, dims []int, set func(r *rand.Rand, v []float32)) {
+	n, ud := 1, []uint64{}
+	for _, d := range dims {
+		n *= d
+		ud = append(ud, uint64(d))
+	}
+	i := g.s.add(n, dims[0], set)
+	g.w.AddTensorFunc(name, t, ud, func() ([]byte, error) { return g.s.encode(i, t), nil })
 }
 
 // kv adds the metadata key arch.key.
@@ -91,17 +106,12 @@ func (g *synthGen) weights(name string, dims ...int) {
 func (g *synthGen) router(name string, rows, cols int) { g.typed(name, quant.F32, cols, rows) }
 
 func (g *synthGen) typed(name string, t quant.Type, dims ...int) {
-	n, ud := 1, []uint64{}
-	for _, d := range dims {
-		n *= d
-		ud = append(ud, uint64(d))
-	}
-	v := make([]float32, n)
 	scale := float32(1 / math.Sqrt(float64(dims[0])))
-	for i := range v {
-		v[i] = float32(g.r.NormFloat64()) * scale
-	}
-	g.w.AddTensor(name, t, ud, quant.Quantize(t, v))
+	g.add(name, t, dims, func(r *rand.Rand, v []float32) {
+		for i := range v {
+			v[i] = float32(r.NormFloat64()) * scale
+		}
+	})
 }
 
 // mat adds a matrix of rows × cols.
@@ -109,21 +119,28 @@ func (g *synthGen) mat(name string, rows, cols int) { g.weights(name, cols, rows
 
 // vec adds an F32 tensor of dims (innermost first) of center ± spread.
 func (g *synthGen) vec(name string, center, spread float64, dims ...int) {
-	n, ud := 1, []uint64{}
-	for _, d := range dims {
-		n *= d
-		ud = append(ud, uint64(d))
-	}
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = float32(center + spread*g.r.NormFloat64())
-	}
-	g.w.AddTensor(name, quant.F32, ud, quant.Quantize(quant.F32, v))
+	g.add(name, quant.F32, dims, func(r *rand.Rand, v []float32) {
+		for i := range v {
+			v[i] = float32(center + spread*r.NormFloat64())
+		}
+	})
 }
 
 // Synth builds a GGUF model with random weights, with the metadata keys
-// and tensor names llama.cpp reads for its architecture.
+// and tensor names llama.cpp reads for its architecture. The writer draws
+// and encodes each tensor as it writes the file, in memory of about the
+// largest tensor's encoding, and gives the same bytes each time.
 func Synth(o SynthOptions) (*gguf.Writer, error) {
+	g, err := newSynth(o)
+	if err != nil {
+		return nil, err
+	}
+	return g.w, nil
+}
+
+// newSynth checks o and lays out its model: metadata, and each tensor's
+// draw from the stream.
+func newSynth(o SynthOptions) (*synthGen, error) {
 	spec, ok := archs[o.Arch]
 	if !ok || spec.synth == nil {
 		return nil, fmt.Errorf("synth: unknown arch %q", o.Arch)
@@ -167,7 +184,7 @@ func Synth(o SynthOptions) (*gguf.Writer, error) {
 		return nil, err
 	}
 	w := &gguf.Writer{}
-	g := &synthGen{o: o, w: w, r: rand.New(rand.NewPCG(o.Seed, 0x5eed))}
+	g := &synthGen{o: o, w: w, s: newStream(o.Seed)}
 	a := o.Arch
 	w.AddKV("general.architecture", a)
 	w.AddKV("general.name", fmt.Sprintf("synth-%s-%dL-%dd", a, o.Layers, o.Dim))
@@ -227,7 +244,7 @@ func Synth(o SynthOptions) (*gguf.Writer, error) {
 	for l := 0; l < o.Layers; l++ {
 		spec.synth(g, l)
 	}
-	return w, nil
+	return g, nil
 }
 
 // Shared pieces of the architectures' synth functions, each writing the

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 
 	"jspark/kernels/quant"
 )
@@ -97,11 +98,11 @@ func (g *synthGen) deltaNet(p string) {
 	o := g.o
 	g.vec(p+"ssm_conv1d.weight", 0, 0.5, 4, (2*o.SSMKHeads+o.SSMVHeads)*o.SSMDim)
 	g.vec(p+"ssm_dt.bias", 1, 0.5, o.SSMVHeads)
-	a := make([]float32, o.SSMVHeads)
-	for i := range a {
-		a[i] = -float32(math.Exp(-3 * g.r.Float64()))
-	}
-	g.w.AddTensor(p+"ssm_a", quant.F32, []uint64{uint64(len(a))}, quant.Quantize(quant.F32, a))
+	g.add(p+"ssm_a", quant.F32, []int{o.SSMVHeads}, func(r *rand.Rand, a []float32) {
+		for i := range a {
+			a[i] = -float32(math.Exp(-3 * r.Float64()))
+		}
+	})
 	g.vec(p+"ssm_norm.weight", 1, 0.1, o.SSMDim)
 	g.mat(p+"ssm_out.weight", o.Dim, o.SSMVHeads*o.SSMDim)
 }

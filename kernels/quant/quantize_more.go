@@ -51,7 +51,7 @@ func quantMore(t Type, x []float32, blk []byte) {
 			e = uint8(min(max(128+math.Ceil(math.Log2(float64(amax)/12)), 1), 254))
 		}
 		blk[0] = e
-		nearestCodes(x, E8M0Half(e), KValuesMXFP4[:], u[:])
+		nearestMXFP4(x, E8M0Half(e), u[:])
 		putNibbles32(blk[1:], u[:32])
 	case Q2_K:
 		quantQ2K(x, blk, u[:])
@@ -102,6 +102,51 @@ func nearestCodes(x []float32, d float32, grid []int8, u []uint8) {
 		u[e] = uint8(best)
 	}
 }
+
+// nearestMXFP4 is nearestCodes over KValuesMXFP4, code for code, without
+// the search: d is a power of two, so a = |v|/d is exact and |a − g| orders
+// the grid as |v − d·g| does; near a midpoint of two neighbours both
+// differences are exact (neither is more than twice the other), so the
+// midpoint decides, a tie going to the smaller magnitude (the search's
+// first). The midpoints are halves, so ⌈2a⌉ tells which side of each a
+// lies: mxfp4Nearest maps it and the sign to the code. Elements past the
+// table (a > 16, NaN: only clamped exponents make them) and scales far
+// from 1 take the search.
+func nearestMXFP4(x []float32, d float32, u []uint8) {
+	if !(d >= 0x1p-100 && d <= 0x1p100) {
+		nearestCodes(x, d, KValuesMXFP4[:], u)
+		return
+	}
+	inv := 1 / d
+	for e, v := range x {
+		a := abs32(v) * inv
+		if !(a <= 16) {
+			nearestCodes(x[e:e+1], d, KValuesMXFP4[:], u[e:e+1])
+			continue
+		}
+		u[e] = mxfp4Nearest[math.Float32bits(v)>>31][int(math.Ceil(float64(2*a)))]
+	}
+}
+
+// mxfp4Nearest is the code nearest a magnitude a with ⌈2a⌉ = n, by sign
+// (0 positive) and n: midpoints 0.5, 1.5, 2.5, 3.5, 5, 7 and 10 between
+// 0, 1, 2, 3, 4, 6, 8 and 12.
+var mxfp4Nearest = func() (t [2][33]uint8) {
+	mids := []int{1, 3, 5, 7, 10, 14, 20} // 2 × the midpoints
+	for n := range 33 {
+		m := uint8(0)
+		for _, h := range mids {
+			if n > h {
+				m++
+			}
+		}
+		t[0][n] = m
+		if m > 0 {
+			t[1][n] = m + 8
+		}
+	}
+	return t
+}()
 
 // putNibbles32 writes a 32-block's codes as nibbles (nibbles32's inverse).
 func putNibbles32(q []byte, u []uint8) {
