@@ -33,10 +33,10 @@
 # average) times tok/s, against BenchmarkReadBandwidth (read512 over 256 MiB, THREADS threads).
 # Peak RSS is /usr/bin/time's maximum resident set, against the file's size.
 #
-# Time on 2 quiet cores, 3 repeats: dense 1b+8b ~45 min (plus ~15 min writing the 8b files),
+# Time on 2 quiet cores, 3 repeats: dense 1b+8b ~45 min (plus writing the 8b files),
 # long 1b ~50 min (the 32K prompts dominate), avx2 1b ~15 min, moe ~40 min plus writing the
-# files once (~30 min of CPU for gpt-oss-20b's MXFP4 experts, ~10 for Qwen3-Coder's Q4_K_M; they
-# stay in DIR for the next run). ik_llama.cpp's threads spin: on a loaded machine its numbers
+# files once (synth streams in a few hundred MB of memory: the 8b files ~2.5 min of CPU each,
+# Qwen3-Coder's Q4_K_M ~9, gpt-oss-20b's MXFP4 ~10; they stay in DIR for the next run). ik_llama.cpp's threads spin: on a loaded machine its numbers
 # collapse (4 tok/s decode on the 40m shape at load 15), so run this alone.
 set -euo pipefail
 
