@@ -654,17 +654,33 @@ func pk256Q8_0x1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask ui
 
 func pk256Q8_0x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
+func pk256Q8_0x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q8_0x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
 func pk256Q4_0x1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
 func pk256Q4_0x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4_0x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4_0x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
 func pk256Q4Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
 func pk256Q4Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
+func pk256Q4Kx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4Kx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
 func pk256Q6Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
 func pk256Q6Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q6Kx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q6Kx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
 func cvt256F16(dst *float32, src *uint16, n int)
 

@@ -37,13 +37,13 @@ var pk256FloatTiles = map[quant.Type]*pkFloatShapes{
 
 // pk256IntTiles[type][tokens] is the AVX2 integer tile of that shape.
 var pk256IntTiles = map[quant.Type]*pkIntShapes{
-	quant.Q8_0: {1: pk256Q8_0x1, 2: pk256Q8_0x2},
-	quant.Q4_0: {1: pk256Q4_0x1, 2: pk256Q4_0x2},
-	quant.Q4_K: {1: pk256Q4Kx1, 2: pk256Q4Kx2},
-	quant.Q6_K: {1: pk256Q6Kx1, 2: pk256Q6Kx2},
+	quant.Q8_0: {1: pk256Q8_0x1, 2: pk256Q8_0x2, 3: pk256Q8_0x3, 4: pk256Q8_0x4},
+	quant.Q4_0: {1: pk256Q4_0x1, 2: pk256Q4_0x2, 3: pk256Q4_0x3, 4: pk256Q4_0x4},
+	quant.Q4_K: {1: pk256Q4Kx1, 2: pk256Q4Kx2, 3: pk256Q4Kx3, 4: pk256Q4Kx4},
+	quant.Q6_K: {1: pk256Q6Kx1, 2: pk256Q6Kx2, 3: pk256Q6Kx3, 4: pk256Q6Kx4},
 }
 
 // pk256FloatGroups[t] is the widest AVX2 float tile of t tokens.
 var pk256FloatGroups = []int{0, 6, 3, 2, 1, 1}
 
-const pk256IntTokens = 2
+const pk256IntTokens = 4
