@@ -96,14 +96,14 @@ type pkSet struct {
 // an AVX-512 CPU without VNNI.
 var pkSets = func() (s [isaAVX512 + 1]pkSet) {
 	avx2 := pkSet{float: pk256FloatTiles, floatGroups: pk256FloatGroups,
-		ints: pk256IntTiles, intTokens: pk256IntTokens, records: recordsGo}
+		ints: pk256IntTiles, intTokens: pk256IntTokens, records: quant256Q8R}
 	s[isaAVX2] = avx2
 	g := make([]int, pkTokens+1)
 	for t := range g {
 		g[t] = pkGroups
 	}
 	g[1] = pkDecodeGroups
-	s[isaAVX512] = pkSet{float: pkFloatTiles, floatGroups: g, ints: avx2.ints, intTokens: avx2.intTokens, records: recordsGo}
+	s[isaAVX512] = pkSet{float: pkFloatTiles, floatGroups: g, ints: avx2.ints, intTokens: avx2.intTokens, records: avx2.records}
 	if hasVNNI {
 		s[isaAVX512].ints, s[isaAVX512].intTokens, s[isaAVX512].records = pkIntTiles, pkIntTokens, quant512Q8R
 	}

@@ -273,19 +273,29 @@ func pk256Q4K(c half256) {
 	SHRQ(U8(3), c.n)
 	lo, ones := bcastByte(0x0f), bcast32(0x00010001)
 	blockLoop(c.name, "super", c.n, func() {
+		// d and dmin as floats: kept for the super-block when registers
+		// allow (one token), else converted where used.
+		halves := func(off int) func() Op {
+			m := Mem{Base: c.w, Disp: off + 16*c.h}
+			if len(c.acc) > 1 {
+				return func() Op { f := YMM(); VCVTPH2PS(m, f); return f }
+			}
+			f := YMM()
+			VCVTPH2PS(m, f)
+			return func() Op { return f }
+		}
+		d, dmin := halves(0), halves(32)
 		for j := 0; j < 8; j++ {
 			c.prefetch(j, 8)
 			s16 := nibbleSums(c, lo, 320+256*j, len(c.acc))
 			sc, mn := YMM(), YMM()
-			scaled := func(m Mem, d Mem, v VecVirtual) {
-				f := YMM()
+			scaled := func(m Mem, f Op, v VecVirtual) {
 				VPMOVZXBD(m, v)
 				VCVTDQ2PS(v, v)
-				VCVTPH2PS(d, f)
 				VMULPS(f, v, v)
 			}
-			scaled(Mem{Base: c.w, Disp: 64 + 16*j + 8*c.h}, Mem{Base: c.w, Disp: 16 * c.h}, sc)
-			scaled(Mem{Base: c.w, Disp: 192 + 16*j + 8*c.h}, Mem{Base: c.w, Disp: 32 + 16*c.h}, mn)
+			scaled(Mem{Base: c.w, Disp: 64 + 16*j + 8*c.h}, d(), sc)
+			scaled(Mem{Base: c.w, Disp: 192 + 16*j + 8*c.h}, dmin(), mn)
 			for t, i := range s16 {
 				VPMADDWD(ones, i, i)
 				scaleInto(i, sc, c.acc[t], c.rec(t, recD))
