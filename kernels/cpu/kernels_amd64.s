@@ -102596,84 +102596,148 @@ pk256Q8_0x1_group:
 	MOVQ         r+8(FP), CX
 	MOVQ         rs+16(FP), DX
 	MOVQ         nb+24(FP), DX
-	MOVQ         nb+24(FP), BX
-	IMUL3Q       $0x00000220, BX, BX
+	MOVQ         $0x00004000, BX
 	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
 	MOVL         $0x80808080, SI
-	VMOVD        SI, X1
-	VPBROADCASTD X1, Y1
-	MOVL         $0x00010001, SI
 	VMOVD        SI, X2
 	VPBROADCASTD X2, Y2
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X3
+	VPBROADCASTD X3, Y3
 
 pk256Q8_0x1_h0_block:
 	TESTQ        DX, DX
 	JZ           pk256Q8_0x1_h0_block_end
-	VPXOR        (AX), Y1, Y3
-	VPABSB       Y3, Y4
-	VPBROADCASTD (CX), Y5
-	VPSIGNB      Y3, Y5, Y5
-	VPMADDUBSW   Y5, Y4, Y5
-	VPMADDWD     Y2, Y5, Y5
 	PREFETCHT0   (AX)(BX*1)
-	VPXOR        64(AX), Y1, Y3
-	VPABSB       Y3, Y4
-	VPBROADCASTD 4(CX), Y6
-	VPSIGNB      Y3, Y6, Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VPXOR        128(AX), Y1, Y3
-	VPABSB       Y3, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPSIGNB      Y3, Y6, Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
+	PREFETCHT0   64(AX)(BX*1)
 	PREFETCHT0   128(AX)(BX*1)
-	VPXOR        192(AX), Y1, Y3
-	VPABSB       Y3, Y4
-	VPBROADCASTD 12(CX), Y6
-	VPSIGNB      Y3, Y6, Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
+	PREFETCHT0   192(AX)(BX*1)
 	PREFETCHT0   256(AX)(BX*1)
-	VPXOR        256(AX), Y1, Y3
-	VPABSB       Y3, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPSIGNB      Y3, Y6, Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VPXOR        320(AX), Y1, Y3
-	VPABSB       Y3, Y4
-	VPBROADCASTD 20(CX), Y6
-	VPSIGNB      Y3, Y6, Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
+	PREFETCHT0   320(AX)(BX*1)
 	PREFETCHT0   384(AX)(BX*1)
-	VPXOR        384(AX), Y1, Y3
-	VPABSB       Y3, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPSIGNB      Y3, Y6, Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
+	PREFETCHT0   448(AX)(BX*1)
 	PREFETCHT0   512(AX)(BX*1)
-	VPXOR        448(AX), Y1, Y3
-	VPABSB       Y3, Y4
-	VPBROADCASTD 28(CX), Y6
-	VPSIGNB      Y3, Y6, Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    512(AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
+	VPXOR        (AX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPBROADCASTD (CX), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPMADDWD     Y3, Y6, Y6
+	VPXOR        64(AX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPBROADCASTD 4(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPXOR        128(AX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPXOR        192(AX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPBROADCASTD 12(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPXOR        256(AX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPXOR        320(AX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPBROADCASTD 20(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPXOR        384(AX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPXOR        448(AX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPBROADCASTD 28(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    512(AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VPXOR        32(AX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPBROADCASTD (CX), Y6
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPMADDWD     Y3, Y6, Y6
+	VPXOR        96(AX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPBROADCASTD 4(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPXOR        160(AX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPXOR        224(AX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPBROADCASTD 12(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPXOR        288(AX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPXOR        352(AX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPBROADCASTD 20(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPXOR        416(AX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPXOR        480(AX), Y2, Y4
+	VPABSB       Y4, Y5
+	VPBROADCASTD 28(CX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    528(AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y1
 	ADDQ         $0x00000220, AX
 	ADDQ         $0x00000030, CX
 	DECQ         DX
@@ -102685,128 +102749,41 @@ pk256Q8_0x1_h0_block_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), CX
 	CMPQ         CX, $0x01
-	JNE          pk256Q8_0x1_h0_full
+	JNE          pk256Q8_0x1_s0_full
 	MOVWLZX      mask+48(FP), CX
-	VMOVD        CX, X1
-	VPBROADCASTD X1, Y1
-	VPAND        pk256bits<>+0(SB), Y1, Y2
-	VPCMPEQD     pk256bits<>+0(SB), Y2, Y2
-	VPAND        pk256bits<>+32(SB), Y1, Y1
-	VPCMPEQD     pk256bits<>+32(SB), Y1, Y1
-	VMASKMOVPS   Y0, Y2, (AX)
-	JMP          pk256Q8_0x1_h0_stored
+	VMOVD        CX, X2
+	VPBROADCASTD X2, Y2
+	VPAND        pk256bits<>+0(SB), Y2, Y3
+	VPCMPEQD     pk256bits<>+0(SB), Y3, Y3
+	VPAND        pk256bits<>+32(SB), Y2, Y2
+	VPCMPEQD     pk256bits<>+32(SB), Y2, Y2
+	VMASKMOVPS   Y0, Y3, (AX)
+	JMP          pk256Q8_0x1_s0_stored
 
-pk256Q8_0x1_h0_full:
+pk256Q8_0x1_s0_full:
 	VMOVUPS Y0, (AX)
 
-pk256Q8_0x1_h0_stored:
-	MOVQ         w+0(FP), AX
-	MOVQ         r+8(FP), CX
-	MOVQ         rs+16(FP), DX
-	MOVQ         nb+24(FP), DX
-	MOVQ         nb+24(FP), BX
-	IMUL3Q       $0x00000220, BX, BX
-	VXORPS       Y0, Y0, Y0
-	MOVL         $0x80808080, SI
-	VMOVD        SI, X1
-	VPBROADCASTD X1, Y1
-	MOVL         $0x00010001, SI
-	VMOVD        SI, X2
-	VPBROADCASTD X2, Y2
-
-pk256Q8_0x1_h1_block:
-	TESTQ        DX, DX
-	JZ           pk256Q8_0x1_h1_block_end
-	VPXOR        32(AX), Y1, Y3
-	VPABSB       Y3, Y4
-	VPBROADCASTD (CX), Y5
-	VPSIGNB      Y3, Y5, Y5
-	VPMADDUBSW   Y5, Y4, Y5
-	VPMADDWD     Y2, Y5, Y5
-	PREFETCHT0   64(AX)(BX*1)
-	VPXOR        96(AX), Y1, Y3
-	VPABSB       Y3, Y4
-	VPBROADCASTD 4(CX), Y6
-	VPSIGNB      Y3, Y6, Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VPXOR        160(AX), Y1, Y3
-	VPABSB       Y3, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPSIGNB      Y3, Y6, Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	PREFETCHT0   192(AX)(BX*1)
-	VPXOR        224(AX), Y1, Y3
-	VPABSB       Y3, Y4
-	VPBROADCASTD 12(CX), Y6
-	VPSIGNB      Y3, Y6, Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VPXOR        288(AX), Y1, Y3
-	VPABSB       Y3, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPSIGNB      Y3, Y6, Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	PREFETCHT0   320(AX)(BX*1)
-	VPXOR        352(AX), Y1, Y3
-	VPABSB       Y3, Y4
-	VPBROADCASTD 20(CX), Y6
-	VPSIGNB      Y3, Y6, Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VPXOR        416(AX), Y1, Y3
-	VPABSB       Y3, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPSIGNB      Y3, Y6, Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	PREFETCHT0   448(AX)(BX*1)
-	VPXOR        480(AX), Y1, Y3
-	VPABSB       Y3, Y4
-	VPBROADCASTD 28(CX), Y6
-	VPSIGNB      Y3, Y6, Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPMADDWD     Y2, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    528(AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	ADDQ         $0x00000220, AX
-	ADDQ         $0x00000030, CX
-	DECQ         DX
-	JMP          pk256Q8_0x1_h1_block
-
-pk256Q8_0x1_h1_block_end:
+pk256Q8_0x1_s0_stored:
 	MOVQ         dst+32(FP), AX
 	MOVQ         ds+40(FP), CX
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), CX
 	CMPQ         CX, $0x01
-	JNE          pk256Q8_0x1_h1_full
+	JNE          pk256Q8_0x1_s1_full
 	MOVWLZX      mask+48(FP), CX
-	VMOVD        CX, X1
-	VPBROADCASTD X1, Y1
-	VPAND        pk256bits<>+0(SB), Y1, Y2
+	VMOVD        CX, X0
+	VPBROADCASTD X0, Y0
+	VPAND        pk256bits<>+0(SB), Y0, Y2
 	VPCMPEQD     pk256bits<>+0(SB), Y2, Y2
-	VPAND        pk256bits<>+32(SB), Y1, Y1
-	VPCMPEQD     pk256bits<>+32(SB), Y1, Y1
-	VMASKMOVPS   Y0, Y1, 32(AX)
-	JMP          pk256Q8_0x1_h1_stored
+	VPAND        pk256bits<>+32(SB), Y0, Y0
+	VPCMPEQD     pk256bits<>+32(SB), Y0, Y0
+	VMASKMOVPS   Y1, Y0, 32(AX)
+	JMP          pk256Q8_0x1_s1_stored
 
-pk256Q8_0x1_h1_full:
-	VMOVUPS Y0, 32(AX)
+pk256Q8_0x1_s1_full:
+	VMOVUPS Y1, 32(AX)
 
-pk256Q8_0x1_h1_stored:
+pk256Q8_0x1_s1_stored:
 	MOVQ   nb+24(FP), AX
 	IMUL3Q $0x00000220, AX, AX
 	MOVQ   w+0(FP), CX
@@ -102956,7 +102933,7 @@ pk256Q8_0x2_h0_block_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q8_0x2_h0_full
+	JNE          pk256Q8_0x2_s0_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X2
 	VPBROADCASTD X2, Y2
@@ -102967,14 +102944,14 @@ pk256Q8_0x2_h0_block_end:
 	VMASKMOVPS   Y0, Y3, (AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y1, Y3, (AX)
-	JMP          pk256Q8_0x2_h0_stored
+	JMP          pk256Q8_0x2_s0_stored
 
-pk256Q8_0x2_h0_full:
+pk256Q8_0x2_s0_full:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
 
-pk256Q8_0x2_h0_stored:
+pk256Q8_0x2_s0_stored:
 	MOVQ         w+0(FP), AX
 	MOVQ         r+8(FP), CX
 	MOVQ         rs+16(FP), DX
@@ -103105,7 +103082,7 @@ pk256Q8_0x2_h1_block_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q8_0x2_h1_full
+	JNE          pk256Q8_0x2_s1_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X2
 	VPBROADCASTD X2, Y2
@@ -103116,14 +103093,14 @@ pk256Q8_0x2_h1_block_end:
 	VMASKMOVPS   Y0, Y2, 32(AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y1, Y2, 32(AX)
-	JMP          pk256Q8_0x2_h1_stored
+	JMP          pk256Q8_0x2_s1_stored
 
-pk256Q8_0x2_h1_full:
+pk256Q8_0x2_s1_full:
 	VMOVUPS Y0, 32(AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, 32(AX)
 
-pk256Q8_0x2_h1_stored:
+pk256Q8_0x2_s1_stored:
 	MOVQ   nb+24(FP), AX
 	IMUL3Q $0x00000220, AX, AX
 	MOVQ   w+0(FP), CX
@@ -103317,7 +103294,7 @@ pk256Q8_0x3_h0_block_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q8_0x3_h0_full
+	JNE          pk256Q8_0x3_s0_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X3
 	VPBROADCASTD X3, Y3
@@ -103330,16 +103307,16 @@ pk256Q8_0x3_h0_block_end:
 	VMASKMOVPS   Y1, Y4, (AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y2, Y4, (AX)
-	JMP          pk256Q8_0x3_h0_stored
+	JMP          pk256Q8_0x3_s0_stored
 
-pk256Q8_0x3_h0_full:
+pk256Q8_0x3_s0_full:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y2, (AX)
 
-pk256Q8_0x3_h0_stored:
+pk256Q8_0x3_s0_stored:
 	MOVQ         w+0(FP), AX
 	MOVQ         r+8(FP), CX
 	MOVQ         rs+16(FP), DX
@@ -103514,7 +103491,7 @@ pk256Q8_0x3_h1_block_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q8_0x3_h1_full
+	JNE          pk256Q8_0x3_s1_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X3
 	VPBROADCASTD X3, Y3
@@ -103527,16 +103504,16 @@ pk256Q8_0x3_h1_block_end:
 	VMASKMOVPS   Y1, Y3, 32(AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y2, Y3, 32(AX)
-	JMP          pk256Q8_0x3_h1_stored
+	JMP          pk256Q8_0x3_s1_stored
 
-pk256Q8_0x3_h1_full:
+pk256Q8_0x3_s1_full:
 	VMOVUPS Y0, 32(AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, 32(AX)
 	ADDQ    CX, AX
 	VMOVUPS Y2, 32(AX)
 
-pk256Q8_0x3_h1_stored:
+pk256Q8_0x3_s1_stored:
 	MOVQ   nb+24(FP), AX
 	IMUL3Q $0x00000220, AX, AX
 	MOVQ   w+0(FP), CX
@@ -103777,7 +103754,7 @@ pk256Q8_0x4_h0_block_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q8_0x4_h0_full
+	JNE          pk256Q8_0x4_s0_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X4
 	VPBROADCASTD X4, Y4
@@ -103792,9 +103769,9 @@ pk256Q8_0x4_h0_block_end:
 	VMASKMOVPS   Y2, Y5, (AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y3, Y5, (AX)
-	JMP          pk256Q8_0x4_h0_stored
+	JMP          pk256Q8_0x4_s0_stored
 
-pk256Q8_0x4_h0_full:
+pk256Q8_0x4_s0_full:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
@@ -103803,7 +103780,7 @@ pk256Q8_0x4_h0_full:
 	ADDQ    CX, AX
 	VMOVUPS Y3, (AX)
 
-pk256Q8_0x4_h0_stored:
+pk256Q8_0x4_s0_stored:
 	MOVQ         w+0(FP), AX
 	MOVQ         r+8(FP), CX
 	MOVQ         rs+16(FP), DX
@@ -104025,7 +104002,7 @@ pk256Q8_0x4_h1_block_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q8_0x4_h1_full
+	JNE          pk256Q8_0x4_s1_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X4
 	VPBROADCASTD X4, Y4
@@ -104040,9 +104017,9 @@ pk256Q8_0x4_h1_block_end:
 	VMASKMOVPS   Y2, Y4, 32(AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y3, Y4, 32(AX)
-	JMP          pk256Q8_0x4_h1_stored
+	JMP          pk256Q8_0x4_s1_stored
 
-pk256Q8_0x4_h1_full:
+pk256Q8_0x4_s1_full:
 	VMOVUPS Y0, 32(AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, 32(AX)
@@ -104051,7 +104028,7 @@ pk256Q8_0x4_h1_full:
 	ADDQ    CX, AX
 	VMOVUPS Y3, 32(AX)
 
-pk256Q8_0x4_h1_stored:
+pk256Q8_0x4_s1_stored:
 	MOVQ   nb+24(FP), AX
 	IMUL3Q $0x00000220, AX, AX
 	MOVQ   w+0(FP), CX
@@ -104075,69 +104052,118 @@ pk256Q4_0x1_group:
 	MOVQ         r+8(FP), CX
 	MOVQ         rs+16(FP), DX
 	MOVQ         nb+24(FP), DX
-	MOVQ         nb+24(FP), BX
-	IMUL3Q       $0x00000120, BX, BX
+	MOVQ         $0x00004000, BX
 	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
 	MOVL         $0x0f0f0f0f, SI
-	VMOVD        SI, X1
-	VPBROADCASTD X1, Y1
-	MOVL         $0x00010001, SI
 	VMOVD        SI, X2
 	VPBROADCASTD X2, Y2
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X3
+	VPBROADCASTD X3, Y3
 
 pk256Q4_0x1_h0_block:
 	TESTQ        DX, DX
 	JZ           pk256Q4_0x1_h0_block_end
 	PREFETCHT0   (AX)(BX*1)
+	PREFETCHT0   64(AX)(BX*1)
 	PREFETCHT0   128(AX)(BX*1)
+	PREFETCHT0   192(AX)(BX*1)
 	PREFETCHT0   256(AX)(BX*1)
-	VMOVDQU      (AX), Y3
-	VPAND        Y1, Y3, Y4
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VPBROADCASTD (CX), Y5
+	VMOVDQU      (AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPBROADCASTD 16(CX), Y5
 	VPMADDUBSW   Y5, Y4, Y5
-	VPBROADCASTD 16(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPADDW       Y4, Y5, Y5
-	VMOVDQU      64(AX), Y3
-	VPAND        Y1, Y3, Y4
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VPBROADCASTD 4(CX), Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPADDW       Y6, Y5, Y5
-	VPBROADCASTD 20(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPADDW       Y4, Y5, Y5
-	VMOVDQU      128(AX), Y3
-	VPAND        Y1, Y3, Y4
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPADDW       Y6, Y5, Y5
-	VPBROADCASTD 24(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPADDW       Y4, Y5, Y5
-	VMOVDQU      192(AX), Y3
-	VPAND        Y1, Y3, Y4
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VPBROADCASTD 12(CX), Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPADDW       Y6, Y5, Y5
-	VPBROADCASTD 28(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPADDW       Y4, Y5, Y5
-	VCVTPH2PS    256(AX), Y3
-	VPMADDWD     Y2, Y5, Y5
-	VPBROADCASTD 36(CX), Y4
-	VPADDD       Y4, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      64(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      128(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      192(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    256(AX), Y4
+	VPMADDWD     Y3, Y6, Y6
+	VPBROADCASTD 36(CX), Y5
+	VPADDD       Y5, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VMOVDQU      32(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      96(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      160(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      224(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    272(AX), Y4
+	VPMADDWD     Y3, Y6, Y6
+	VPBROADCASTD 36(CX), Y5
+	VPADDD       Y5, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y1
 	ADDQ         $0x00000120, AX
 	ADDQ         $0x00000030, CX
 	DECQ         DX
@@ -104149,113 +104175,41 @@ pk256Q4_0x1_h0_block_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), CX
 	CMPQ         CX, $0x01
-	JNE          pk256Q4_0x1_h0_full
+	JNE          pk256Q4_0x1_s0_full
 	MOVWLZX      mask+48(FP), CX
-	VMOVD        CX, X1
-	VPBROADCASTD X1, Y1
-	VPAND        pk256bits<>+0(SB), Y1, Y2
-	VPCMPEQD     pk256bits<>+0(SB), Y2, Y2
-	VPAND        pk256bits<>+32(SB), Y1, Y1
-	VPCMPEQD     pk256bits<>+32(SB), Y1, Y1
-	VMASKMOVPS   Y0, Y2, (AX)
-	JMP          pk256Q4_0x1_h0_stored
+	VMOVD        CX, X2
+	VPBROADCASTD X2, Y2
+	VPAND        pk256bits<>+0(SB), Y2, Y3
+	VPCMPEQD     pk256bits<>+0(SB), Y3, Y3
+	VPAND        pk256bits<>+32(SB), Y2, Y2
+	VPCMPEQD     pk256bits<>+32(SB), Y2, Y2
+	VMASKMOVPS   Y0, Y3, (AX)
+	JMP          pk256Q4_0x1_s0_stored
 
-pk256Q4_0x1_h0_full:
+pk256Q4_0x1_s0_full:
 	VMOVUPS Y0, (AX)
 
-pk256Q4_0x1_h0_stored:
-	MOVQ         w+0(FP), AX
-	MOVQ         r+8(FP), CX
-	MOVQ         rs+16(FP), DX
-	MOVQ         nb+24(FP), DX
-	MOVQ         nb+24(FP), BX
-	IMUL3Q       $0x00000120, BX, BX
-	VXORPS       Y0, Y0, Y0
-	MOVL         $0x0f0f0f0f, SI
-	VMOVD        SI, X1
-	VPBROADCASTD X1, Y1
-	MOVL         $0x00010001, SI
-	VMOVD        SI, X2
-	VPBROADCASTD X2, Y2
-
-pk256Q4_0x1_h1_block:
-	TESTQ        DX, DX
-	JZ           pk256Q4_0x1_h1_block_end
-	PREFETCHT0   64(AX)(BX*1)
-	PREFETCHT0   192(AX)(BX*1)
-	VMOVDQU      32(AX), Y3
-	VPAND        Y1, Y3, Y4
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VPBROADCASTD (CX), Y5
-	VPMADDUBSW   Y5, Y4, Y5
-	VPBROADCASTD 16(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPADDW       Y4, Y5, Y5
-	VMOVDQU      96(AX), Y3
-	VPAND        Y1, Y3, Y4
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VPBROADCASTD 4(CX), Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPADDW       Y6, Y5, Y5
-	VPBROADCASTD 20(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPADDW       Y4, Y5, Y5
-	VMOVDQU      160(AX), Y3
-	VPAND        Y1, Y3, Y4
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPADDW       Y6, Y5, Y5
-	VPBROADCASTD 24(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPADDW       Y4, Y5, Y5
-	VMOVDQU      224(AX), Y3
-	VPAND        Y1, Y3, Y4
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VPBROADCASTD 12(CX), Y6
-	VPMADDUBSW   Y6, Y4, Y6
-	VPADDW       Y6, Y5, Y5
-	VPBROADCASTD 28(CX), Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPADDW       Y4, Y5, Y5
-	VCVTPH2PS    272(AX), Y3
-	VPMADDWD     Y2, Y5, Y5
-	VPBROADCASTD 36(CX), Y4
-	VPADDD       Y4, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	ADDQ         $0x00000120, AX
-	ADDQ         $0x00000030, CX
-	DECQ         DX
-	JMP          pk256Q4_0x1_h1_block
-
-pk256Q4_0x1_h1_block_end:
+pk256Q4_0x1_s0_stored:
 	MOVQ         dst+32(FP), AX
 	MOVQ         ds+40(FP), CX
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), CX
 	CMPQ         CX, $0x01
-	JNE          pk256Q4_0x1_h1_full
+	JNE          pk256Q4_0x1_s1_full
 	MOVWLZX      mask+48(FP), CX
-	VMOVD        CX, X1
-	VPBROADCASTD X1, Y1
-	VPAND        pk256bits<>+0(SB), Y1, Y2
+	VMOVD        CX, X0
+	VPBROADCASTD X0, Y0
+	VPAND        pk256bits<>+0(SB), Y0, Y2
 	VPCMPEQD     pk256bits<>+0(SB), Y2, Y2
-	VPAND        pk256bits<>+32(SB), Y1, Y1
-	VPCMPEQD     pk256bits<>+32(SB), Y1, Y1
-	VMASKMOVPS   Y0, Y1, 32(AX)
-	JMP          pk256Q4_0x1_h1_stored
+	VPAND        pk256bits<>+32(SB), Y0, Y0
+	VPCMPEQD     pk256bits<>+32(SB), Y0, Y0
+	VMASKMOVPS   Y1, Y0, 32(AX)
+	JMP          pk256Q4_0x1_s1_stored
 
-pk256Q4_0x1_h1_full:
-	VMOVUPS Y0, 32(AX)
+pk256Q4_0x1_s1_full:
+	VMOVUPS Y1, 32(AX)
 
-pk256Q4_0x1_h1_stored:
+pk256Q4_0x1_s1_stored:
 	MOVQ   nb+24(FP), AX
 	IMUL3Q $0x00000120, AX, AX
 	MOVQ   w+0(FP), CX
@@ -104379,7 +104333,7 @@ pk256Q4_0x2_h0_block_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q4_0x2_h0_full
+	JNE          pk256Q4_0x2_s0_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X2
 	VPBROADCASTD X2, Y2
@@ -104390,14 +104344,14 @@ pk256Q4_0x2_h0_block_end:
 	VMASKMOVPS   Y0, Y3, (AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y1, Y3, (AX)
-	JMP          pk256Q4_0x2_h0_stored
+	JMP          pk256Q4_0x2_s0_stored
 
-pk256Q4_0x2_h0_full:
+pk256Q4_0x2_s0_full:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
 
-pk256Q4_0x2_h0_stored:
+pk256Q4_0x2_s0_stored:
 	MOVQ         w+0(FP), AX
 	MOVQ         r+8(FP), CX
 	MOVQ         rs+16(FP), DX
@@ -104502,7 +104456,7 @@ pk256Q4_0x2_h1_block_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q4_0x2_h1_full
+	JNE          pk256Q4_0x2_s1_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X2
 	VPBROADCASTD X2, Y2
@@ -104513,14 +104467,14 @@ pk256Q4_0x2_h1_block_end:
 	VMASKMOVPS   Y0, Y2, 32(AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y1, Y2, 32(AX)
-	JMP          pk256Q4_0x2_h1_stored
+	JMP          pk256Q4_0x2_s1_stored
 
-pk256Q4_0x2_h1_full:
+pk256Q4_0x2_s1_full:
 	VMOVUPS Y0, 32(AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, 32(AX)
 
-pk256Q4_0x2_h1_stored:
+pk256Q4_0x2_s1_stored:
 	MOVQ   nb+24(FP), AX
 	IMUL3Q $0x00000120, AX, AX
 	MOVQ   w+0(FP), CX
@@ -104675,7 +104629,7 @@ pk256Q4_0x3_h0_block_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q4_0x3_h0_full
+	JNE          pk256Q4_0x3_s0_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X3
 	VPBROADCASTD X3, Y3
@@ -104688,16 +104642,16 @@ pk256Q4_0x3_h0_block_end:
 	VMASKMOVPS   Y1, Y4, (AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y2, Y4, (AX)
-	JMP          pk256Q4_0x3_h0_stored
+	JMP          pk256Q4_0x3_s0_stored
 
-pk256Q4_0x3_h0_full:
+pk256Q4_0x3_s0_full:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y2, (AX)
 
-pk256Q4_0x3_h0_stored:
+pk256Q4_0x3_s0_stored:
 	MOVQ         w+0(FP), AX
 	MOVQ         r+8(FP), CX
 	MOVQ         rs+16(FP), DX
@@ -104833,7 +104787,7 @@ pk256Q4_0x3_h1_block_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q4_0x3_h1_full
+	JNE          pk256Q4_0x3_s1_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X3
 	VPBROADCASTD X3, Y3
@@ -104846,16 +104800,16 @@ pk256Q4_0x3_h1_block_end:
 	VMASKMOVPS   Y1, Y3, 32(AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y2, Y3, 32(AX)
-	JMP          pk256Q4_0x3_h1_stored
+	JMP          pk256Q4_0x3_s1_stored
 
-pk256Q4_0x3_h1_full:
+pk256Q4_0x3_s1_full:
 	VMOVUPS Y0, 32(AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, 32(AX)
 	ADDQ    CX, AX
 	VMOVUPS Y2, 32(AX)
 
-pk256Q4_0x3_h1_stored:
+pk256Q4_0x3_s1_stored:
 	MOVQ   nb+24(FP), AX
 	IMUL3Q $0x00000120, AX, AX
 	MOVQ   w+0(FP), CX
@@ -105044,7 +104998,7 @@ pk256Q4_0x4_h0_block_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q4_0x4_h0_full
+	JNE          pk256Q4_0x4_s0_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X4
 	VPBROADCASTD X4, Y4
@@ -105059,9 +105013,9 @@ pk256Q4_0x4_h0_block_end:
 	VMASKMOVPS   Y2, Y5, (AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y3, Y5, (AX)
-	JMP          pk256Q4_0x4_h0_stored
+	JMP          pk256Q4_0x4_s0_stored
 
-pk256Q4_0x4_h0_full:
+pk256Q4_0x4_s0_full:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
@@ -105070,7 +105024,7 @@ pk256Q4_0x4_h0_full:
 	ADDQ    CX, AX
 	VMOVUPS Y3, (AX)
 
-pk256Q4_0x4_h0_stored:
+pk256Q4_0x4_s0_stored:
 	MOVQ         w+0(FP), AX
 	MOVQ         r+8(FP), CX
 	MOVQ         rs+16(FP), DX
@@ -105240,7 +105194,7 @@ pk256Q4_0x4_h1_block_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q4_0x4_h1_full
+	JNE          pk256Q4_0x4_s1_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X4
 	VPBROADCASTD X4, Y4
@@ -105255,9 +105209,9 @@ pk256Q4_0x4_h1_block_end:
 	VMASKMOVPS   Y2, Y4, 32(AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y3, Y4, 32(AX)
-	JMP          pk256Q4_0x4_h1_stored
+	JMP          pk256Q4_0x4_s1_stored
 
-pk256Q4_0x4_h1_full:
+pk256Q4_0x4_s1_full:
 	VMOVUPS Y0, 32(AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, 32(AX)
@@ -105266,7 +105220,7 @@ pk256Q4_0x4_h1_full:
 	ADDQ    CX, AX
 	VMOVUPS Y3, 32(AX)
 
-pk256Q4_0x4_h1_stored:
+pk256Q4_0x4_s1_stored:
 	MOVQ   nb+24(FP), AX
 	IMUL3Q $0x00000120, AX, AX
 	MOVQ   w+0(FP), CX
@@ -105290,465 +105244,928 @@ pk256Q4Kx1_group:
 	MOVQ         r+8(FP), CX
 	MOVQ         rs+16(FP), DX
 	MOVQ         nb+24(FP), DX
-	MOVQ         nb+24(FP), BX
-	SHRQ         $0x03, BX
-	IMUL3Q       $0x00000940, BX, BX
+	MOVQ         $0x00004000, BX
 	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
 	SHRQ         $0x03, DX
 	MOVL         $0x0f0f0f0f, SI
-	VMOVD        SI, X1
-	VPBROADCASTD X1, Y1
-	MOVL         $0x00010001, SI
 	VMOVD        SI, X2
 	VPBROADCASTD X2, Y2
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X3
+	VPBROADCASTD X3, Y3
 
 pk256Q4Kx1_h0_super:
 	TESTQ        DX, DX
 	JZ           pk256Q4Kx1_h0_super_end
-	VCVTPH2PS    (AX), Y3
-	VCVTPH2PS    32(AX), Y4
 	PREFETCHT0   (AX)(BX*1)
+	PREFETCHT0   64(AX)(BX*1)
 	PREFETCHT0   128(AX)(BX*1)
-	VMOVDQU      320(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD (CX), Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPBROADCASTD 16(CX), Y6
+	PREFETCHT0   192(AX)(BX*1)
+	VMOVDQU      320(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
 	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      384(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 4(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 20(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      448(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      512(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 12(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 28(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VPMOVZXBD    64(AX), Y5
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      384(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      448(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      512(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    (AX), Y5
+	VPMOVZXBD    64(AX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y4, Y4
+	VCVTPH2PS    32(AX), Y7
+	VPMOVZXBD    192(AX), Y5
 	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y3, Y5, Y5
-	VPMOVZXBD    192(AX), Y6
+	VMULPS       Y7, Y5, Y5
+	VPMADDWD     Y3, Y6, Y6
 	VCVTDQ2PS    Y6, Y6
-	VMULPS       Y4, Y6, Y6
-	VPMADDWD     Y2, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 32(CX), Y8
-	VMULPS       Y8, Y5, Y8
-	VFMADD231PS  Y8, Y7, Y0
-	VBROADCASTSS 44(CX), Y5
-	VFNMADD231PS Y5, Y6, Y0
+	VBROADCASTSS 32(CX), Y7
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VBROADCASTSS 44(CX), Y4
+	VFNMADD231PS Y4, Y5, Y0
+	VMOVDQU      352(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      416(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      480(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      544(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    16(AX), Y5
+	VPMOVZXBD    72(AX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y4, Y4
+	VCVTPH2PS    48(AX), Y7
+	VPMOVZXBD    200(AX), Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y7, Y5, Y5
+	VPMADDWD     Y3, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y7
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VBROADCASTSS 44(CX), Y4
+	VFNMADD231PS Y4, Y5, Y1
 	ADDQ         $0x00000030, CX
 	PREFETCHT0   256(AX)(BX*1)
+	PREFETCHT0   320(AX)(BX*1)
 	PREFETCHT0   384(AX)(BX*1)
-	VMOVDQU      576(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD (CX), Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      640(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 4(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 20(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      704(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      768(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 12(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 28(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VPMOVZXBD    80(AX), Y5
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y3, Y5, Y5
-	VPMOVZXBD    208(AX), Y6
-	VCVTDQ2PS    Y6, Y6
-	VMULPS       Y4, Y6, Y6
-	VPMADDWD     Y2, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 32(CX), Y8
-	VMULPS       Y8, Y5, Y8
-	VFMADD231PS  Y8, Y7, Y0
-	VBROADCASTSS 44(CX), Y5
-	VFNMADD231PS Y5, Y6, Y0
-	ADDQ         $0x00000030, CX
+	PREFETCHT0   448(AX)(BX*1)
 	PREFETCHT0   512(AX)(BX*1)
-	PREFETCHT0   640(AX)(BX*1)
-	PREFETCHT0   768(AX)(BX*1)
-	VMOVDQU      832(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD (CX), Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPBROADCASTD 16(CX), Y6
+	VMOVDQU      576(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
 	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      896(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 4(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 20(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      960(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1024(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 12(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 28(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VPMOVZXBD    96(AX), Y5
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      640(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      704(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      768(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    (AX), Y5
+	VPMOVZXBD    80(AX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y4, Y4
+	VCVTPH2PS    32(AX), Y7
+	VPMOVZXBD    208(AX), Y5
 	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y3, Y5, Y5
-	VPMOVZXBD    224(AX), Y6
+	VMULPS       Y7, Y5, Y5
+	VPMADDWD     Y3, Y6, Y6
 	VCVTDQ2PS    Y6, Y6
-	VMULPS       Y4, Y6, Y6
-	VPMADDWD     Y2, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 32(CX), Y8
-	VMULPS       Y8, Y5, Y8
-	VFMADD231PS  Y8, Y7, Y0
-	VBROADCASTSS 44(CX), Y5
-	VFNMADD231PS Y5, Y6, Y0
+	VBROADCASTSS 32(CX), Y7
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VBROADCASTSS 44(CX), Y4
+	VFNMADD231PS Y4, Y5, Y0
+	VMOVDQU      608(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      672(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      736(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      800(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    16(AX), Y5
+	VPMOVZXBD    88(AX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y4, Y4
+	VCVTPH2PS    48(AX), Y7
+	VPMOVZXBD    216(AX), Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y7, Y5, Y5
+	VPMADDWD     Y3, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y7
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VBROADCASTSS 44(CX), Y4
+	VFNMADD231PS Y4, Y5, Y1
 	ADDQ         $0x00000030, CX
-	PREFETCHT0   896(AX)(BX*1)
-	PREFETCHT0   1024(AX)(BX*1)
-	VMOVDQU      1088(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD (CX), Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPBROADCASTD 16(CX), Y6
+	PREFETCHT0   576(AX)(BX*1)
+	PREFETCHT0   640(AX)(BX*1)
+	PREFETCHT0   704(AX)(BX*1)
+	PREFETCHT0   768(AX)(BX*1)
+	VMOVDQU      832(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
 	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1152(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 4(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 20(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1216(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1280(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 12(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 28(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VPMOVZXBD    112(AX), Y5
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      896(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      960(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1024(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    (AX), Y5
+	VPMOVZXBD    96(AX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y4, Y4
+	VCVTPH2PS    32(AX), Y7
+	VPMOVZXBD    224(AX), Y5
 	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y3, Y5, Y5
-	VPMOVZXBD    240(AX), Y6
+	VMULPS       Y7, Y5, Y5
+	VPMADDWD     Y3, Y6, Y6
 	VCVTDQ2PS    Y6, Y6
-	VMULPS       Y4, Y6, Y6
-	VPMADDWD     Y2, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 32(CX), Y8
-	VMULPS       Y8, Y5, Y8
-	VFMADD231PS  Y8, Y7, Y0
-	VBROADCASTSS 44(CX), Y5
-	VFNMADD231PS Y5, Y6, Y0
+	VBROADCASTSS 32(CX), Y7
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VBROADCASTSS 44(CX), Y4
+	VFNMADD231PS Y4, Y5, Y0
+	VMOVDQU      864(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      928(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      992(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1056(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    16(AX), Y5
+	VPMOVZXBD    104(AX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y4, Y4
+	VCVTPH2PS    48(AX), Y7
+	VPMOVZXBD    232(AX), Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y7, Y5, Y5
+	VPMADDWD     Y3, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y7
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VBROADCASTSS 44(CX), Y4
+	VFNMADD231PS Y4, Y5, Y1
+	ADDQ         $0x00000030, CX
+	PREFETCHT0   832(AX)(BX*1)
+	PREFETCHT0   896(AX)(BX*1)
+	PREFETCHT0   960(AX)(BX*1)
+	PREFETCHT0   1024(AX)(BX*1)
+	PREFETCHT0   1088(AX)(BX*1)
+	VMOVDQU      1088(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1152(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1216(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1280(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    (AX), Y5
+	VPMOVZXBD    112(AX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y4, Y4
+	VCVTPH2PS    32(AX), Y7
+	VPMOVZXBD    240(AX), Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y7, Y5, Y5
+	VPMADDWD     Y3, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y7
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VBROADCASTSS 44(CX), Y4
+	VFNMADD231PS Y4, Y5, Y0
+	VMOVDQU      1120(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1184(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1248(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1312(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    16(AX), Y5
+	VPMOVZXBD    120(AX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y4, Y4
+	VCVTPH2PS    48(AX), Y7
+	VPMOVZXBD    248(AX), Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y7, Y5, Y5
+	VPMADDWD     Y3, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y7
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VBROADCASTSS 44(CX), Y4
+	VFNMADD231PS Y4, Y5, Y1
 	ADDQ         $0x00000030, CX
 	PREFETCHT0   1152(AX)(BX*1)
+	PREFETCHT0   1216(AX)(BX*1)
 	PREFETCHT0   1280(AX)(BX*1)
-	VMOVDQU      1344(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD (CX), Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1408(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 4(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 20(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1472(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1536(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 12(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 28(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VPMOVZXBD    128(AX), Y5
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y3, Y5, Y5
-	VPMOVZXBD    256(AX), Y6
-	VCVTDQ2PS    Y6, Y6
-	VMULPS       Y4, Y6, Y6
-	VPMADDWD     Y2, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 32(CX), Y8
-	VMULPS       Y8, Y5, Y8
-	VFMADD231PS  Y8, Y7, Y0
-	VBROADCASTSS 44(CX), Y5
-	VFNMADD231PS Y5, Y6, Y0
-	ADDQ         $0x00000030, CX
+	PREFETCHT0   1344(AX)(BX*1)
 	PREFETCHT0   1408(AX)(BX*1)
-	PREFETCHT0   1536(AX)(BX*1)
-	PREFETCHT0   1664(AX)(BX*1)
-	VMOVDQU      1600(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD (CX), Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPBROADCASTD 16(CX), Y6
+	VMOVDQU      1344(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
 	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1664(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 4(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 20(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1728(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1792(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 12(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 28(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VPMOVZXBD    144(AX), Y5
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1408(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1472(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1536(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    (AX), Y5
+	VPMOVZXBD    128(AX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y4, Y4
+	VCVTPH2PS    32(AX), Y7
+	VPMOVZXBD    256(AX), Y5
 	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y3, Y5, Y5
-	VPMOVZXBD    272(AX), Y6
+	VMULPS       Y7, Y5, Y5
+	VPMADDWD     Y3, Y6, Y6
 	VCVTDQ2PS    Y6, Y6
-	VMULPS       Y4, Y6, Y6
-	VPMADDWD     Y2, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 32(CX), Y8
-	VMULPS       Y8, Y5, Y8
-	VFMADD231PS  Y8, Y7, Y0
-	VBROADCASTSS 44(CX), Y5
-	VFNMADD231PS Y5, Y6, Y0
+	VBROADCASTSS 32(CX), Y7
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VBROADCASTSS 44(CX), Y4
+	VFNMADD231PS Y4, Y5, Y0
+	VMOVDQU      1376(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1440(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1504(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1568(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    16(AX), Y5
+	VPMOVZXBD    136(AX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y4, Y4
+	VCVTPH2PS    48(AX), Y7
+	VPMOVZXBD    264(AX), Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y7, Y5, Y5
+	VPMADDWD     Y3, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y7
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VBROADCASTSS 44(CX), Y4
+	VFNMADD231PS Y4, Y5, Y1
 	ADDQ         $0x00000030, CX
-	PREFETCHT0   1792(AX)(BX*1)
-	PREFETCHT0   1920(AX)(BX*1)
-	VMOVDQU      1856(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD (CX), Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPBROADCASTD 16(CX), Y6
+	PREFETCHT0   1472(AX)(BX*1)
+	PREFETCHT0   1536(AX)(BX*1)
+	PREFETCHT0   1600(AX)(BX*1)
+	PREFETCHT0   1664(AX)(BX*1)
+	VMOVDQU      1600(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
 	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1920(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 4(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 20(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1984(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      2048(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 12(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 28(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VPMOVZXBD    160(AX), Y5
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1664(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1728(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1792(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    (AX), Y5
+	VPMOVZXBD    144(AX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y4, Y4
+	VCVTPH2PS    32(AX), Y7
+	VPMOVZXBD    272(AX), Y5
 	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y3, Y5, Y5
-	VPMOVZXBD    288(AX), Y6
+	VMULPS       Y7, Y5, Y5
+	VPMADDWD     Y3, Y6, Y6
 	VCVTDQ2PS    Y6, Y6
-	VMULPS       Y4, Y6, Y6
-	VPMADDWD     Y2, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 32(CX), Y8
-	VMULPS       Y8, Y5, Y8
-	VFMADD231PS  Y8, Y7, Y0
-	VBROADCASTSS 44(CX), Y5
-	VFNMADD231PS Y5, Y6, Y0
+	VBROADCASTSS 32(CX), Y7
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VBROADCASTSS 44(CX), Y4
+	VFNMADD231PS Y4, Y5, Y0
+	VMOVDQU      1632(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1696(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1760(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1824(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    16(AX), Y5
+	VPMOVZXBD    152(AX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y4, Y4
+	VCVTPH2PS    48(AX), Y7
+	VPMOVZXBD    280(AX), Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y7, Y5, Y5
+	VPMADDWD     Y3, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y7
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VBROADCASTSS 44(CX), Y4
+	VFNMADD231PS Y4, Y5, Y1
+	ADDQ         $0x00000030, CX
+	PREFETCHT0   1728(AX)(BX*1)
+	PREFETCHT0   1792(AX)(BX*1)
+	PREFETCHT0   1856(AX)(BX*1)
+	PREFETCHT0   1920(AX)(BX*1)
+	PREFETCHT0   1984(AX)(BX*1)
+	VMOVDQU      1856(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1920(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1984(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      2048(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    (AX), Y5
+	VPMOVZXBD    160(AX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y4, Y4
+	VCVTPH2PS    32(AX), Y7
+	VPMOVZXBD    288(AX), Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y7, Y5, Y5
+	VPMADDWD     Y3, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y7
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VBROADCASTSS 44(CX), Y4
+	VFNMADD231PS Y4, Y5, Y0
+	VMOVDQU      1888(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      1952(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      2016(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      2080(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    16(AX), Y5
+	VPMOVZXBD    168(AX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y4, Y4
+	VCVTPH2PS    48(AX), Y7
+	VPMOVZXBD    296(AX), Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y7, Y5, Y5
+	VPMADDWD     Y3, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y7
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VBROADCASTSS 44(CX), Y4
+	VFNMADD231PS Y4, Y5, Y1
 	ADDQ         $0x00000030, CX
 	PREFETCHT0   2048(AX)(BX*1)
+	PREFETCHT0   2112(AX)(BX*1)
 	PREFETCHT0   2176(AX)(BX*1)
+	PREFETCHT0   2240(AX)(BX*1)
 	PREFETCHT0   2304(AX)(BX*1)
-	VMOVDQU      2112(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD (CX), Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPBROADCASTD 16(CX), Y6
+	VMOVDQU      2112(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
 	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      2176(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 4(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 20(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      2240(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      2304(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 12(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 28(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VPMOVZXBD    176(AX), Y5
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      2176(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      2240(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      2304(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    (AX), Y5
+	VPMOVZXBD    176(AX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y4, Y4
+	VCVTPH2PS    32(AX), Y7
+	VPMOVZXBD    304(AX), Y5
 	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y3, Y5, Y5
-	VPMOVZXBD    304(AX), Y3
-	VCVTDQ2PS    Y3, Y3
-	VMULPS       Y4, Y3, Y3
-	VPMADDWD     Y2, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y5, Y4
-	VFMADD231PS  Y4, Y7, Y0
+	VMULPS       Y7, Y5, Y5
+	VPMADDWD     Y3, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y7
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y7, Y6, Y0
 	VBROADCASTSS 44(CX), Y4
-	VFNMADD231PS Y4, Y3, Y0
+	VFNMADD231PS Y4, Y5, Y0
+	VMOVDQU      2144(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD (CX), Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPBROADCASTD 16(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      2208(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 4(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 20(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      2272(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 24(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VMOVDQU      2336(AX), Y4
+	VPAND        Y2, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 12(CX), Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 28(CX), Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPADDW       Y5, Y6, Y6
+	VCVTPH2PS    16(AX), Y5
+	VPMOVZXBD    184(AX), Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y4, Y4
+	VCVTPH2PS    48(AX), Y7
+	VPMOVZXBD    312(AX), Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y7, Y5, Y5
+	VPMADDWD     Y3, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y7
+	VMULPS       Y7, Y4, Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VBROADCASTSS 44(CX), Y4
+	VFNMADD231PS Y4, Y5, Y1
 	ADDQ         $0x00000030, CX
 	ADDQ         $0x00000940, AX
 	DECQ         DX
@@ -105760,509 +106177,41 @@ pk256Q4Kx1_h0_super_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), CX
 	CMPQ         CX, $0x01
-	JNE          pk256Q4Kx1_h0_full
+	JNE          pk256Q4Kx1_s0_full
 	MOVWLZX      mask+48(FP), CX
-	VMOVD        CX, X1
-	VPBROADCASTD X1, Y1
-	VPAND        pk256bits<>+0(SB), Y1, Y2
-	VPCMPEQD     pk256bits<>+0(SB), Y2, Y2
-	VPAND        pk256bits<>+32(SB), Y1, Y1
-	VPCMPEQD     pk256bits<>+32(SB), Y1, Y1
-	VMASKMOVPS   Y0, Y2, (AX)
-	JMP          pk256Q4Kx1_h0_stored
+	VMOVD        CX, X2
+	VPBROADCASTD X2, Y2
+	VPAND        pk256bits<>+0(SB), Y2, Y3
+	VPCMPEQD     pk256bits<>+0(SB), Y3, Y3
+	VPAND        pk256bits<>+32(SB), Y2, Y2
+	VPCMPEQD     pk256bits<>+32(SB), Y2, Y2
+	VMASKMOVPS   Y0, Y3, (AX)
+	JMP          pk256Q4Kx1_s0_stored
 
-pk256Q4Kx1_h0_full:
+pk256Q4Kx1_s0_full:
 	VMOVUPS Y0, (AX)
 
-pk256Q4Kx1_h0_stored:
-	MOVQ         w+0(FP), AX
-	MOVQ         r+8(FP), CX
-	MOVQ         rs+16(FP), DX
-	MOVQ         nb+24(FP), DX
-	MOVQ         nb+24(FP), BX
-	SHRQ         $0x03, BX
-	IMUL3Q       $0x00000940, BX, BX
-	VXORPS       Y0, Y0, Y0
-	SHRQ         $0x03, DX
-	MOVL         $0x0f0f0f0f, SI
-	VMOVD        SI, X1
-	VPBROADCASTD X1, Y1
-	MOVL         $0x00010001, SI
-	VMOVD        SI, X2
-	VPBROADCASTD X2, Y2
-
-pk256Q4Kx1_h1_super:
-	TESTQ        DX, DX
-	JZ           pk256Q4Kx1_h1_super_end
-	VCVTPH2PS    16(AX), Y3
-	VCVTPH2PS    48(AX), Y4
-	PREFETCHT0   64(AX)(BX*1)
-	PREFETCHT0   192(AX)(BX*1)
-	VMOVDQU      352(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD (CX), Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      416(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 4(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 20(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      480(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      544(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 12(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 28(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VPMOVZXBD    72(AX), Y5
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y3, Y5, Y5
-	VPMOVZXBD    200(AX), Y6
-	VCVTDQ2PS    Y6, Y6
-	VMULPS       Y4, Y6, Y6
-	VPMADDWD     Y2, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 32(CX), Y8
-	VMULPS       Y8, Y5, Y8
-	VFMADD231PS  Y8, Y7, Y0
-	VBROADCASTSS 44(CX), Y5
-	VFNMADD231PS Y5, Y6, Y0
-	ADDQ         $0x00000030, CX
-	PREFETCHT0   320(AX)(BX*1)
-	PREFETCHT0   448(AX)(BX*1)
-	VMOVDQU      608(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD (CX), Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      672(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 4(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 20(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      736(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      800(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 12(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 28(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VPMOVZXBD    88(AX), Y5
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y3, Y5, Y5
-	VPMOVZXBD    216(AX), Y6
-	VCVTDQ2PS    Y6, Y6
-	VMULPS       Y4, Y6, Y6
-	VPMADDWD     Y2, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 32(CX), Y8
-	VMULPS       Y8, Y5, Y8
-	VFMADD231PS  Y8, Y7, Y0
-	VBROADCASTSS 44(CX), Y5
-	VFNMADD231PS Y5, Y6, Y0
-	ADDQ         $0x00000030, CX
-	PREFETCHT0   576(AX)(BX*1)
-	PREFETCHT0   704(AX)(BX*1)
-	VMOVDQU      864(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD (CX), Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      928(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 4(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 20(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      992(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1056(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 12(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 28(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VPMOVZXBD    104(AX), Y5
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y3, Y5, Y5
-	VPMOVZXBD    232(AX), Y6
-	VCVTDQ2PS    Y6, Y6
-	VMULPS       Y4, Y6, Y6
-	VPMADDWD     Y2, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 32(CX), Y8
-	VMULPS       Y8, Y5, Y8
-	VFMADD231PS  Y8, Y7, Y0
-	VBROADCASTSS 44(CX), Y5
-	VFNMADD231PS Y5, Y6, Y0
-	ADDQ         $0x00000030, CX
-	PREFETCHT0   832(AX)(BX*1)
-	PREFETCHT0   960(AX)(BX*1)
-	PREFETCHT0   1088(AX)(BX*1)
-	VMOVDQU      1120(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD (CX), Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1184(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 4(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 20(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1248(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1312(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 12(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 28(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VPMOVZXBD    120(AX), Y5
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y3, Y5, Y5
-	VPMOVZXBD    248(AX), Y6
-	VCVTDQ2PS    Y6, Y6
-	VMULPS       Y4, Y6, Y6
-	VPMADDWD     Y2, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 32(CX), Y8
-	VMULPS       Y8, Y5, Y8
-	VFMADD231PS  Y8, Y7, Y0
-	VBROADCASTSS 44(CX), Y5
-	VFNMADD231PS Y5, Y6, Y0
-	ADDQ         $0x00000030, CX
-	PREFETCHT0   1216(AX)(BX*1)
-	PREFETCHT0   1344(AX)(BX*1)
-	VMOVDQU      1376(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD (CX), Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1440(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 4(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 20(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1504(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1568(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 12(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 28(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VPMOVZXBD    136(AX), Y5
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y3, Y5, Y5
-	VPMOVZXBD    264(AX), Y6
-	VCVTDQ2PS    Y6, Y6
-	VMULPS       Y4, Y6, Y6
-	VPMADDWD     Y2, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 32(CX), Y8
-	VMULPS       Y8, Y5, Y8
-	VFMADD231PS  Y8, Y7, Y0
-	VBROADCASTSS 44(CX), Y5
-	VFNMADD231PS Y5, Y6, Y0
-	ADDQ         $0x00000030, CX
-	PREFETCHT0   1472(AX)(BX*1)
-	PREFETCHT0   1600(AX)(BX*1)
-	VMOVDQU      1632(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD (CX), Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1696(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 4(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 20(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1760(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1824(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 12(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 28(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VPMOVZXBD    152(AX), Y5
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y3, Y5, Y5
-	VPMOVZXBD    280(AX), Y6
-	VCVTDQ2PS    Y6, Y6
-	VMULPS       Y4, Y6, Y6
-	VPMADDWD     Y2, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 32(CX), Y8
-	VMULPS       Y8, Y5, Y8
-	VFMADD231PS  Y8, Y7, Y0
-	VBROADCASTSS 44(CX), Y5
-	VFNMADD231PS Y5, Y6, Y0
-	ADDQ         $0x00000030, CX
-	PREFETCHT0   1728(AX)(BX*1)
-	PREFETCHT0   1856(AX)(BX*1)
-	VMOVDQU      1888(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD (CX), Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      1952(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 4(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 20(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      2016(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      2080(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 12(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 28(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VPMOVZXBD    168(AX), Y5
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y3, Y5, Y5
-	VPMOVZXBD    296(AX), Y6
-	VCVTDQ2PS    Y6, Y6
-	VMULPS       Y4, Y6, Y6
-	VPMADDWD     Y2, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 32(CX), Y8
-	VMULPS       Y8, Y5, Y8
-	VFMADD231PS  Y8, Y7, Y0
-	VBROADCASTSS 44(CX), Y5
-	VFNMADD231PS Y5, Y6, Y0
-	ADDQ         $0x00000030, CX
-	PREFETCHT0   1984(AX)(BX*1)
-	PREFETCHT0   2112(AX)(BX*1)
-	PREFETCHT0   2240(AX)(BX*1)
-	VMOVDQU      2144(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD (CX), Y7
-	VPMADDUBSW   Y7, Y6, Y7
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      2208(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 4(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 20(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      2272(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 8(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VMOVDQU      2336(AX), Y5
-	VPAND        Y1, Y5, Y6
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPBROADCASTD 12(CX), Y8
-	VPMADDUBSW   Y8, Y6, Y8
-	VPADDW       Y8, Y7, Y7
-	VPBROADCASTD 28(CX), Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPADDW       Y6, Y7, Y7
-	VPMOVZXBD    184(AX), Y5
-	VCVTDQ2PS    Y5, Y5
-	VMULPS       Y3, Y5, Y5
-	VPMOVZXBD    312(AX), Y3
-	VCVTDQ2PS    Y3, Y3
-	VMULPS       Y4, Y3, Y3
-	VPMADDWD     Y2, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y5, Y4
-	VFMADD231PS  Y4, Y7, Y0
-	VBROADCASTSS 44(CX), Y4
-	VFNMADD231PS Y4, Y3, Y0
-	ADDQ         $0x00000030, CX
-	ADDQ         $0x00000940, AX
-	DECQ         DX
-	JMP          pk256Q4Kx1_h1_super
-
-pk256Q4Kx1_h1_super_end:
+pk256Q4Kx1_s0_stored:
 	MOVQ         dst+32(FP), AX
 	MOVQ         ds+40(FP), CX
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), CX
 	CMPQ         CX, $0x01
-	JNE          pk256Q4Kx1_h1_full
+	JNE          pk256Q4Kx1_s1_full
 	MOVWLZX      mask+48(FP), CX
-	VMOVD        CX, X1
-	VPBROADCASTD X1, Y1
-	VPAND        pk256bits<>+0(SB), Y1, Y2
+	VMOVD        CX, X0
+	VPBROADCASTD X0, Y0
+	VPAND        pk256bits<>+0(SB), Y0, Y2
 	VPCMPEQD     pk256bits<>+0(SB), Y2, Y2
-	VPAND        pk256bits<>+32(SB), Y1, Y1
-	VPCMPEQD     pk256bits<>+32(SB), Y1, Y1
-	VMASKMOVPS   Y0, Y1, 32(AX)
-	JMP          pk256Q4Kx1_h1_stored
+	VPAND        pk256bits<>+32(SB), Y0, Y0
+	VPCMPEQD     pk256bits<>+32(SB), Y0, Y0
+	VMASKMOVPS   Y1, Y0, 32(AX)
+	JMP          pk256Q4Kx1_s1_stored
 
-pk256Q4Kx1_h1_full:
-	VMOVUPS Y0, 32(AX)
+pk256Q4Kx1_s1_full:
+	VMOVUPS Y1, 32(AX)
 
-pk256Q4Kx1_h1_stored:
+pk256Q4Kx1_s1_stored:
 	MOVQ   nb+24(FP), AX
 	SHRQ   $0x03, AX
 	IMUL3Q $0x00000940, AX, AX
@@ -106990,7 +106939,7 @@ pk256Q4Kx2_h0_super_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q4Kx2_h0_full
+	JNE          pk256Q4Kx2_s0_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X2
 	VPBROADCASTD X2, Y2
@@ -107001,14 +106950,14 @@ pk256Q4Kx2_h0_super_end:
 	VMASKMOVPS   Y0, Y3, (AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y1, Y3, (AX)
-	JMP          pk256Q4Kx2_h0_stored
+	JMP          pk256Q4Kx2_s0_stored
 
-pk256Q4Kx2_h0_full:
+pk256Q4Kx2_s0_full:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
 
-pk256Q4Kx2_h0_stored:
+pk256Q4Kx2_s0_stored:
 	MOVQ         w+0(FP), AX
 	MOVQ         r+8(FP), CX
 	MOVQ         rs+16(FP), DX
@@ -107716,7 +107665,7 @@ pk256Q4Kx2_h1_super_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q4Kx2_h1_full
+	JNE          pk256Q4Kx2_s1_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X2
 	VPBROADCASTD X2, Y2
@@ -107727,14 +107676,14 @@ pk256Q4Kx2_h1_super_end:
 	VMASKMOVPS   Y0, Y2, 32(AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y1, Y2, 32(AX)
-	JMP          pk256Q4Kx2_h1_stored
+	JMP          pk256Q4Kx2_s1_stored
 
-pk256Q4Kx2_h1_full:
+pk256Q4Kx2_s1_full:
 	VMOVUPS Y0, 32(AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, 32(AX)
 
-pk256Q4Kx2_h1_stored:
+pk256Q4Kx2_s1_stored:
 	MOVQ   nb+24(FP), AX
 	SHRQ   $0x03, AX
 	IMUL3Q $0x00000940, AX, AX
@@ -108703,7 +108652,7 @@ pk256Q4Kx3_h0_super_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q4Kx3_h0_full
+	JNE          pk256Q4Kx3_s0_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X3
 	VPBROADCASTD X3, Y3
@@ -108716,16 +108665,16 @@ pk256Q4Kx3_h0_super_end:
 	VMASKMOVPS   Y1, Y4, (AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y2, Y4, (AX)
-	JMP          pk256Q4Kx3_h0_stored
+	JMP          pk256Q4Kx3_s0_stored
 
-pk256Q4Kx3_h0_full:
+pk256Q4Kx3_s0_full:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y2, (AX)
 
-pk256Q4Kx3_h0_stored:
+pk256Q4Kx3_s0_stored:
 	MOVQ         w+0(FP), AX
 	MOVQ         r+8(FP), CX
 	MOVQ         rs+16(FP), DX
@@ -109674,7 +109623,7 @@ pk256Q4Kx3_h1_super_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q4Kx3_h1_full
+	JNE          pk256Q4Kx3_s1_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X3
 	VPBROADCASTD X3, Y3
@@ -109687,16 +109636,16 @@ pk256Q4Kx3_h1_super_end:
 	VMASKMOVPS   Y1, Y3, 32(AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y2, Y3, 32(AX)
-	JMP          pk256Q4Kx3_h1_stored
+	JMP          pk256Q4Kx3_s1_stored
 
-pk256Q4Kx3_h1_full:
+pk256Q4Kx3_s1_full:
 	VMOVUPS Y0, 32(AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, 32(AX)
 	ADDQ    CX, AX
 	VMOVUPS Y2, 32(AX)
 
-pk256Q4Kx3_h1_stored:
+pk256Q4Kx3_s1_stored:
 	MOVQ   nb+24(FP), AX
 	SHRQ   $0x03, AX
 	IMUL3Q $0x00000940, AX, AX
@@ -110916,7 +110865,7 @@ pk256Q4Kx4_h0_super_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q4Kx4_h0_full
+	JNE          pk256Q4Kx4_s0_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X4
 	VPBROADCASTD X4, Y4
@@ -110931,9 +110880,9 @@ pk256Q4Kx4_h0_super_end:
 	VMASKMOVPS   Y2, Y5, (AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y3, Y5, (AX)
-	JMP          pk256Q4Kx4_h0_stored
+	JMP          pk256Q4Kx4_s0_stored
 
-pk256Q4Kx4_h0_full:
+pk256Q4Kx4_s0_full:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
@@ -110942,7 +110891,7 @@ pk256Q4Kx4_h0_full:
 	ADDQ    CX, AX
 	VMOVUPS Y3, (AX)
 
-pk256Q4Kx4_h0_stored:
+pk256Q4Kx4_s0_stored:
 	MOVQ         w+0(FP), AX
 	MOVQ         r+8(FP), CX
 	MOVQ         rs+16(FP), DX
@@ -112142,7 +112091,7 @@ pk256Q4Kx4_h1_super_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q4Kx4_h1_full
+	JNE          pk256Q4Kx4_s1_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X4
 	VPBROADCASTD X4, Y4
@@ -112157,9 +112106,9 @@ pk256Q4Kx4_h1_super_end:
 	VMASKMOVPS   Y2, Y4, 32(AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y3, Y4, 32(AX)
-	JMP          pk256Q4Kx4_h1_stored
+	JMP          pk256Q4Kx4_s1_stored
 
-pk256Q4Kx4_h1_full:
+pk256Q4Kx4_s1_full:
 	VMOVUPS Y0, 32(AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, 32(AX)
@@ -112168,7 +112117,7 @@ pk256Q4Kx4_h1_full:
 	ADDQ    CX, AX
 	VMOVUPS Y3, 32(AX)
 
-pk256Q4Kx4_h1_stored:
+pk256Q4Kx4_s1_stored:
 	MOVQ   nb+24(FP), AX
 	SHRQ   $0x03, AX
 	IMUL3Q $0x00000940, AX, AX
@@ -112187,829 +112136,1622 @@ pk256Q4Kx4_h1_stored:
 
 // func pk256Q6Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·pk256Q6Kx1(SB), NOSPLIT, $128-64
+TEXT ·pk256Q6Kx1(SB), NOSPLIT, $64-64
 pk256Q6Kx1_group:
 	MOVQ         w+0(FP), AX
 	MOVQ         r+8(FP), CX
 	MOVQ         rs+16(FP), DX
 	MOVQ         nb+24(FP), DX
-	MOVQ         nb+24(FP), BX
-	SHRQ         $0x03, BX
-	IMUL3Q       $0x00000d20, BX, BX
+	MOVQ         $0x00004000, BX
 	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
 	SHRQ         $0x03, DX
 	MOVL         $0x0f0f0f0f, SI
-	VMOVD        SI, X1
-	VPBROADCASTD X1, Y1
-	MOVL         $0x30303030, SI
 	VMOVD        SI, X2
 	VPBROADCASTD X2, Y2
+	MOVL         $0x30303030, SI
+	VMOVD        SI, X3
+	VPBROADCASTD X3, Y3
 
 pk256Q6Kx1_h0_super:
 	TESTQ        DX, DX
 	JZ           pk256Q6Kx1_h0_super_end
 	PREFETCHT0   (AX)(BX*1)
+	PREFETCHT0   64(AX)(BX*1)
 	PREFETCHT0   128(AX)(BX*1)
+	PREFETCHT0   192(AX)(BX*1)
 	PREFETCHT0   256(AX)(BX*1)
-	VPMOVSXBD    32(AX), Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPBLENDW     $0x55, Y3, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	VPMOVSXBD    48(AX), Y4
+	PREFETCHT0   320(AX)(BX*1)
+	VPMOVSXBD    32(AX), Y4
 	VPSLLD       $0x10, Y4, Y5
 	VPBLENDW     $0x55, Y4, Y5, Y5
-	VMOVDQU      Y5, 32(SP)
-	VPBROADCASTD 36(CX), Y5
-	VPMULLD      Y3, Y5, Y5
-	VPBROADCASTD 40(CX), Y3
-	VPMULLD      Y4, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      288(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2336(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
+	VMOVDQU      Y5, (SP)
+	VPMOVSXBD    48(AX), Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPBLENDW     $0x55, Y5, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPBROADCASTD 36(CX), Y6
+	VPMULLD      Y4, Y6, Y6
+	VPBROADCASTD 40(CX), Y4
+	VPMULLD      Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      288(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      352(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2336(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD (CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 4(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     (SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      416(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2336(AX), Y4
+	VMOVDQU      2336(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      352(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2336(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD (CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 4(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      416(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      480(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2336(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 12(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     (SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      288(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2400(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      352(AX), Y4
+	VMOVDQU      2336(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      480(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2336(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 12(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      288(AX), Y4
 	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2400(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 20(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     32(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      416(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2400(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      480(AX), Y4
+	VMOVDQU      2400(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      352(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2400(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      416(AX), Y4
 	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2400(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 28(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     32(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    (AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2400(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      480(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2400(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 28(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    (AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VPMOVSXBD    40(AX), Y4
+	VPSLLD       $0x10, Y4, Y5
+	VPBLENDW     $0x55, Y4, Y5, Y5
+	VMOVDQU      Y5, (SP)
+	VPMOVSXBD    56(AX), Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPBLENDW     $0x55, Y5, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPBROADCASTD 36(CX), Y6
+	VPMULLD      Y4, Y6, Y6
+	VPBROADCASTD 40(CX), Y4
+	VPMULLD      Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      320(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2368(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      384(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2368(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD (CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 4(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      448(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2368(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      512(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2368(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 12(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      320(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2432(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      384(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2432(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      448(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2432(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      512(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2432(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 28(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    16(AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y1
 	ADDQ         $0x00000030, CX
 	PREFETCHT0   384(AX)(BX*1)
+	PREFETCHT0   448(AX)(BX*1)
 	PREFETCHT0   512(AX)(BX*1)
+	PREFETCHT0   576(AX)(BX*1)
 	PREFETCHT0   640(AX)(BX*1)
-	VPMOVSXBD    64(AX), Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPBLENDW     $0x55, Y3, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	VPMOVSXBD    80(AX), Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPBLENDW     $0x55, Y4, Y5, Y5
-	VMOVDQU      Y5, 32(SP)
-	VPBROADCASTD 36(CX), Y5
-	VPMULLD      Y3, Y5, Y5
-	VPBROADCASTD 40(CX), Y3
-	VPMULLD      Y4, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      544(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2464(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      608(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2464(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD (CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 4(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     (SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      672(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2464(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      736(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2464(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 12(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     (SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      544(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2528(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      608(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2528(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 20(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     32(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      672(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2528(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      736(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2528(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 28(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     32(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    (AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	ADDQ         $0x00000030, CX
+	PREFETCHT0   704(AX)(BX*1)
 	PREFETCHT0   768(AX)(BX*1)
-	PREFETCHT0   896(AX)(BX*1)
-	PREFETCHT0   1024(AX)(BX*1)
-	PREFETCHT0   1152(AX)(BX*1)
-	VPMOVSXBD    96(AX), Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPBLENDW     $0x55, Y3, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	VPMOVSXBD    112(AX), Y4
+	VPMOVSXBD    64(AX), Y4
 	VPSLLD       $0x10, Y4, Y5
 	VPBLENDW     $0x55, Y4, Y5, Y5
-	VMOVDQU      Y5, 32(SP)
-	VPBROADCASTD 36(CX), Y5
-	VPMULLD      Y3, Y5, Y5
-	VPBROADCASTD 40(CX), Y3
-	VPMULLD      Y4, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      800(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2592(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
+	VMOVDQU      Y5, (SP)
+	VPMOVSXBD    80(AX), Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPBLENDW     $0x55, Y5, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPBROADCASTD 36(CX), Y6
+	VPMULLD      Y4, Y6, Y6
+	VPBROADCASTD 40(CX), Y4
+	VPMULLD      Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      544(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      864(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2592(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD (CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 4(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     (SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      928(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2592(AX), Y4
+	VMOVDQU      2464(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      608(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2464(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD (CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 4(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      672(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      992(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2592(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 12(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     (SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      800(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2656(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      864(AX), Y4
+	VMOVDQU      2464(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      736(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2464(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 12(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      544(AX), Y4
 	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2656(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 20(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     32(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      928(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2656(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      992(AX), Y4
+	VMOVDQU      2528(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      608(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2528(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      672(AX), Y4
 	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2656(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 28(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     32(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    (AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2528(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      736(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2528(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 28(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    (AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VPMOVSXBD    72(AX), Y4
+	VPSLLD       $0x10, Y4, Y5
+	VPBLENDW     $0x55, Y4, Y5, Y5
+	VMOVDQU      Y5, (SP)
+	VPMOVSXBD    88(AX), Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPBLENDW     $0x55, Y5, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPBROADCASTD 36(CX), Y6
+	VPMULLD      Y4, Y6, Y6
+	VPBROADCASTD 40(CX), Y4
+	VPMULLD      Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      576(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2496(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      640(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2496(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD (CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 4(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      704(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2496(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      768(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2496(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 12(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      576(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2560(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      640(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2560(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      704(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2560(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      768(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2560(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 28(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    16(AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y1
 	ADDQ         $0x00000030, CX
-	PREFETCHT0   1280(AX)(BX*1)
-	PREFETCHT0   1408(AX)(BX*1)
-	PREFETCHT0   1536(AX)(BX*1)
-	VPMOVSXBD    128(AX), Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPBLENDW     $0x55, Y3, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	VPMOVSXBD    144(AX), Y4
+	PREFETCHT0   832(AX)(BX*1)
+	PREFETCHT0   896(AX)(BX*1)
+	PREFETCHT0   960(AX)(BX*1)
+	PREFETCHT0   1024(AX)(BX*1)
+	PREFETCHT0   1088(AX)(BX*1)
+	PREFETCHT0   1152(AX)(BX*1)
+	VPMOVSXBD    96(AX), Y4
 	VPSLLD       $0x10, Y4, Y5
 	VPBLENDW     $0x55, Y4, Y5, Y5
-	VMOVDQU      Y5, 32(SP)
-	VPBROADCASTD 36(CX), Y5
-	VPMULLD      Y3, Y5, Y5
-	VPBROADCASTD 40(CX), Y3
-	VPMULLD      Y4, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      1056(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2720(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
+	VMOVDQU      Y5, (SP)
+	VPMOVSXBD    112(AX), Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPBLENDW     $0x55, Y5, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPBROADCASTD 36(CX), Y6
+	VPMULLD      Y4, Y6, Y6
+	VPBROADCASTD 40(CX), Y4
+	VPMULLD      Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      800(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1120(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2720(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD (CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 4(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     (SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1184(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2720(AX), Y4
+	VMOVDQU      2592(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      864(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2592(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD (CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 4(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      928(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1248(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2720(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 12(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     (SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1056(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2784(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1120(AX), Y4
+	VMOVDQU      2592(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      992(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2592(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 12(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      800(AX), Y4
 	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2784(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 20(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     32(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1184(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2784(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1248(AX), Y4
+	VMOVDQU      2656(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      864(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2656(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      928(AX), Y4
 	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2784(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 28(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     32(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    (AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2656(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      992(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2656(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 28(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    (AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VPMOVSXBD    104(AX), Y4
+	VPSLLD       $0x10, Y4, Y5
+	VPBLENDW     $0x55, Y4, Y5, Y5
+	VMOVDQU      Y5, (SP)
+	VPMOVSXBD    120(AX), Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPBLENDW     $0x55, Y5, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPBROADCASTD 36(CX), Y6
+	VPMULLD      Y4, Y6, Y6
+	VPBROADCASTD 40(CX), Y4
+	VPMULLD      Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      832(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2624(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      896(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2624(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD (CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 4(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      960(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2624(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1024(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2624(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 12(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      832(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2688(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      896(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2688(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      960(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2688(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1024(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2688(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 28(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    16(AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y1
+	ADDQ         $0x00000030, CX
+	PREFETCHT0   1216(AX)(BX*1)
+	PREFETCHT0   1280(AX)(BX*1)
+	PREFETCHT0   1344(AX)(BX*1)
+	PREFETCHT0   1408(AX)(BX*1)
+	PREFETCHT0   1472(AX)(BX*1)
+	PREFETCHT0   1536(AX)(BX*1)
+	PREFETCHT0   1600(AX)(BX*1)
+	VPMOVSXBD    128(AX), Y4
+	VPSLLD       $0x10, Y4, Y5
+	VPBLENDW     $0x55, Y4, Y5, Y5
+	VMOVDQU      Y5, (SP)
+	VPMOVSXBD    144(AX), Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPBLENDW     $0x55, Y5, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPBROADCASTD 36(CX), Y6
+	VPMULLD      Y4, Y6, Y6
+	VPBROADCASTD 40(CX), Y4
+	VPMULLD      Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      1056(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2720(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1120(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2720(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD (CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 4(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1184(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2720(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1248(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2720(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 12(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1056(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2784(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1120(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2784(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1184(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2784(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1248(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2784(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 28(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    (AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VPMOVSXBD    136(AX), Y4
+	VPSLLD       $0x10, Y4, Y5
+	VPBLENDW     $0x55, Y4, Y5, Y5
+	VMOVDQU      Y5, (SP)
+	VPMOVSXBD    152(AX), Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPBLENDW     $0x55, Y5, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPBROADCASTD 36(CX), Y6
+	VPMULLD      Y4, Y6, Y6
+	VPBROADCASTD 40(CX), Y4
+	VPMULLD      Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      1088(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2752(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1152(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2752(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD (CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 4(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1216(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2752(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1280(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2752(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 12(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1088(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2816(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1152(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2816(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1216(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2816(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1280(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2816(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 28(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    16(AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y1
 	ADDQ         $0x00000030, CX
 	PREFETCHT0   1664(AX)(BX*1)
+	PREFETCHT0   1728(AX)(BX*1)
 	PREFETCHT0   1792(AX)(BX*1)
+	PREFETCHT0   1856(AX)(BX*1)
 	PREFETCHT0   1920(AX)(BX*1)
-	VPMOVSXBD    160(AX), Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPBLENDW     $0x55, Y3, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	VPMOVSXBD    176(AX), Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPBLENDW     $0x55, Y4, Y5, Y5
-	VMOVDQU      Y5, 32(SP)
-	VPBROADCASTD 36(CX), Y5
-	VPMULLD      Y3, Y5, Y5
-	VPBROADCASTD 40(CX), Y3
-	VPMULLD      Y4, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      1312(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2848(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1376(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2848(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD (CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 4(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     (SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1440(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2848(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1504(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2848(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 12(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     (SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1312(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2912(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1376(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2912(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 20(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     32(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1440(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2912(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1504(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2912(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 28(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     32(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    (AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	ADDQ         $0x00000030, CX
+	PREFETCHT0   1984(AX)(BX*1)
 	PREFETCHT0   2048(AX)(BX*1)
-	PREFETCHT0   2176(AX)(BX*1)
-	PREFETCHT0   2304(AX)(BX*1)
-	PREFETCHT0   2432(AX)(BX*1)
-	VPMOVSXBD    192(AX), Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPBLENDW     $0x55, Y3, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	VPMOVSXBD    208(AX), Y4
+	VPMOVSXBD    160(AX), Y4
 	VPSLLD       $0x10, Y4, Y5
 	VPBLENDW     $0x55, Y4, Y5, Y5
-	VMOVDQU      Y5, 32(SP)
-	VPBROADCASTD 36(CX), Y5
-	VPMULLD      Y3, Y5, Y5
-	VPBROADCASTD 40(CX), Y3
-	VPMULLD      Y4, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      1568(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2976(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
+	VMOVDQU      Y5, (SP)
+	VPMOVSXBD    176(AX), Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPBLENDW     $0x55, Y5, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPBROADCASTD 36(CX), Y6
+	VPMULLD      Y4, Y6, Y6
+	VPBROADCASTD 40(CX), Y4
+	VPMULLD      Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      1312(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1632(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2976(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD (CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 4(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     (SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1696(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2976(AX), Y4
+	VMOVDQU      2848(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1376(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2848(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD (CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 4(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1440(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1760(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2976(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 12(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     (SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1568(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3040(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1632(AX), Y4
+	VMOVDQU      2848(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1504(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2848(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 12(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1312(AX), Y4
 	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3040(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 20(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     32(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1696(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3040(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1760(AX), Y4
+	VMOVDQU      2912(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1376(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2912(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1440(AX), Y4
 	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3040(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 28(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     32(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    (AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2912(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1504(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2912(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 28(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    (AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VPMOVSXBD    168(AX), Y4
+	VPSLLD       $0x10, Y4, Y5
+	VPBLENDW     $0x55, Y4, Y5, Y5
+	VMOVDQU      Y5, (SP)
+	VPMOVSXBD    184(AX), Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPBLENDW     $0x55, Y5, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPBROADCASTD 36(CX), Y6
+	VPMULLD      Y4, Y6, Y6
+	VPBROADCASTD 40(CX), Y4
+	VPMULLD      Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      1344(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2880(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1408(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2880(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD (CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 4(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1472(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2880(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1536(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2880(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 12(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1344(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2944(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1408(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2944(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1472(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      2944(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1536(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2944(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 28(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    16(AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y1
 	ADDQ         $0x00000030, CX
-	PREFETCHT0   2560(AX)(BX*1)
-	PREFETCHT0   2688(AX)(BX*1)
-	PREFETCHT0   2816(AX)(BX*1)
-	VPMOVSXBD    224(AX), Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPBLENDW     $0x55, Y3, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	VPMOVSXBD    240(AX), Y4
+	PREFETCHT0   2112(AX)(BX*1)
+	PREFETCHT0   2176(AX)(BX*1)
+	PREFETCHT0   2240(AX)(BX*1)
+	PREFETCHT0   2304(AX)(BX*1)
+	PREFETCHT0   2368(AX)(BX*1)
+	PREFETCHT0   2432(AX)(BX*1)
+	VPMOVSXBD    192(AX), Y4
 	VPSLLD       $0x10, Y4, Y5
 	VPBLENDW     $0x55, Y4, Y5, Y5
-	VMOVDQU      Y5, 32(SP)
-	VPBROADCASTD 36(CX), Y5
-	VPMULLD      Y3, Y5, Y5
-	VPBROADCASTD 40(CX), Y3
-	VPMULLD      Y4, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      1824(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3104(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
+	VMOVDQU      Y5, (SP)
+	VPMOVSXBD    208(AX), Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPBLENDW     $0x55, Y5, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPBROADCASTD 36(CX), Y6
+	VPMULLD      Y4, Y6, Y6
+	VPBROADCASTD 40(CX), Y4
+	VPMULLD      Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      1568(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1888(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3104(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD (CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 4(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     (SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1952(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3104(AX), Y4
+	VMOVDQU      2976(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1632(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2976(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD (CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 4(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1696(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      2016(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3104(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 12(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     (SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1824(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3168(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1888(AX), Y4
+	VMOVDQU      2976(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1760(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      2976(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 12(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1568(AX), Y4
 	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3168(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 20(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     32(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1952(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3168(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      2016(AX), Y4
+	VMOVDQU      3040(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1632(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3040(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1696(AX), Y4
 	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3168(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 28(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     32(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    (AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3040(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1760(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3040(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 28(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    (AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VPMOVSXBD    200(AX), Y4
+	VPSLLD       $0x10, Y4, Y5
+	VPBLENDW     $0x55, Y4, Y5, Y5
+	VMOVDQU      Y5, (SP)
+	VPMOVSXBD    216(AX), Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPBLENDW     $0x55, Y5, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPBROADCASTD 36(CX), Y6
+	VPMULLD      Y4, Y6, Y6
+	VPBROADCASTD 40(CX), Y4
+	VPMULLD      Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      1600(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3008(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1664(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3008(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD (CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 4(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1728(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3008(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1792(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3008(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 12(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1600(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3072(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1664(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3072(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1728(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3072(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1792(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3072(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 28(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    16(AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y1
+	ADDQ         $0x00000030, CX
+	PREFETCHT0   2496(AX)(BX*1)
+	PREFETCHT0   2560(AX)(BX*1)
+	PREFETCHT0   2624(AX)(BX*1)
+	PREFETCHT0   2688(AX)(BX*1)
+	PREFETCHT0   2752(AX)(BX*1)
+	PREFETCHT0   2816(AX)(BX*1)
+	PREFETCHT0   2880(AX)(BX*1)
+	VPMOVSXBD    224(AX), Y4
+	VPSLLD       $0x10, Y4, Y5
+	VPBLENDW     $0x55, Y4, Y5, Y5
+	VMOVDQU      Y5, (SP)
+	VPMOVSXBD    240(AX), Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPBLENDW     $0x55, Y5, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPBROADCASTD 36(CX), Y6
+	VPMULLD      Y4, Y6, Y6
+	VPBROADCASTD 40(CX), Y4
+	VPMULLD      Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      1824(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3104(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1888(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3104(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD (CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 4(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1952(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3104(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      2016(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3104(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 12(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1824(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3168(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1888(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3168(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1952(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3168(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      2016(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3168(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 28(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    (AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VPMOVSXBD    232(AX), Y4
+	VPSLLD       $0x10, Y4, Y5
+	VPBLENDW     $0x55, Y4, Y5, Y5
+	VMOVDQU      Y5, (SP)
+	VPMOVSXBD    248(AX), Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPBLENDW     $0x55, Y5, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPBROADCASTD 36(CX), Y6
+	VPMULLD      Y4, Y6, Y6
+	VPBROADCASTD 40(CX), Y4
+	VPMULLD      Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      1856(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3136(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1920(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3136(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD (CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 4(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1984(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3136(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      2048(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3136(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 12(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1856(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3200(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      1920(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3200(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      1984(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3200(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      2048(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3200(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 28(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    16(AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y1
 	ADDQ         $0x00000030, CX
 	PREFETCHT0   2944(AX)(BX*1)
+	PREFETCHT0   3008(AX)(BX*1)
 	PREFETCHT0   3072(AX)(BX*1)
+	PREFETCHT0   3136(AX)(BX*1)
 	PREFETCHT0   3200(AX)(BX*1)
+	PREFETCHT0   3264(AX)(BX*1)
 	PREFETCHT0   3328(AX)(BX*1)
-	VPMOVSXBD    256(AX), Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPBLENDW     $0x55, Y3, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	VPMOVSXBD    272(AX), Y4
+	VPMOVSXBD    256(AX), Y4
 	VPSLLD       $0x10, Y4, Y5
 	VPBLENDW     $0x55, Y4, Y5, Y5
-	VMOVDQU      Y5, 32(SP)
-	VPBROADCASTD 36(CX), Y5
-	VPMULLD      Y3, Y5, Y5
-	VPBROADCASTD 40(CX), Y3
-	VPMULLD      Y4, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      2080(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3232(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
+	VMOVDQU      Y5, (SP)
+	VPMOVSXBD    272(AX), Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPBLENDW     $0x55, Y5, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPBROADCASTD 36(CX), Y6
+	VPMULLD      Y4, Y6, Y6
+	VPBROADCASTD 40(CX), Y4
+	VPMULLD      Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      2080(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      2144(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3232(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD (CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 4(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     (SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      2208(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3232(AX), Y4
+	VMOVDQU      3232(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      2144(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3232(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD (CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 4(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      2208(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      2272(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3232(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 12(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     (SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      2080(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3296(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      2144(AX), Y4
+	VMOVDQU      3232(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      2272(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3232(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 12(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      2080(AX), Y4
 	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3296(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 20(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     32(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      2208(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3296(AX), Y4
 	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      2272(AX), Y4
+	VMOVDQU      3296(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      2144(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3296(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      2208(AX), Y4
 	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3296(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 28(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     32(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    (AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3296(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      2272(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3296(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 28(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    (AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y0
+	VPMOVSXBD    264(AX), Y4
+	VPSLLD       $0x10, Y4, Y5
+	VPBLENDW     $0x55, Y4, Y5, Y5
+	VMOVDQU      Y5, (SP)
+	VPMOVSXBD    280(AX), Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPBLENDW     $0x55, Y5, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPBROADCASTD 36(CX), Y6
+	VPMULLD      Y4, Y6, Y6
+	VPBROADCASTD 40(CX), Y4
+	VPMULLD      Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VMOVDQU      2112(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3264(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      2176(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3264(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD (CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 4(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      2240(AX), Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3264(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      2304(AX), Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3264(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 8(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 12(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     (SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      2112(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3328(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      2176(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3328(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 16(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      2240(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VMOVDQU      3328(AX), Y5
+	VPAND        Y3, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      2304(AX), Y5
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VMOVDQU      3328(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VPOR         Y7, Y5, Y5
+	VPBROADCASTD 24(CX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 28(CX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y7, Y7
+	VPMADDWD     32(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VCVTPH2PS    16(AX), Y4
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(CX), Y5
+	VMULPS       Y5, Y4, Y5
+	VFMADD231PS  Y5, Y6, Y1
 	ADDQ         $0x00000030, CX
 	ADDQ         $0x00000d20, AX
 	DECQ         DX
@@ -113021,867 +113763,41 @@ pk256Q6Kx1_h0_super_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), CX
 	CMPQ         CX, $0x01
-	JNE          pk256Q6Kx1_h0_full
+	JNE          pk256Q6Kx1_s0_full
 	MOVWLZX      mask+48(FP), CX
-	VMOVD        CX, X1
-	VPBROADCASTD X1, Y1
-	VPAND        pk256bits<>+0(SB), Y1, Y2
-	VPCMPEQD     pk256bits<>+0(SB), Y2, Y2
-	VPAND        pk256bits<>+32(SB), Y1, Y1
-	VPCMPEQD     pk256bits<>+32(SB), Y1, Y1
-	VMASKMOVPS   Y0, Y2, (AX)
-	JMP          pk256Q6Kx1_h0_stored
+	VMOVD        CX, X2
+	VPBROADCASTD X2, Y2
+	VPAND        pk256bits<>+0(SB), Y2, Y3
+	VPCMPEQD     pk256bits<>+0(SB), Y3, Y3
+	VPAND        pk256bits<>+32(SB), Y2, Y2
+	VPCMPEQD     pk256bits<>+32(SB), Y2, Y2
+	VMASKMOVPS   Y0, Y3, (AX)
+	JMP          pk256Q6Kx1_s0_stored
 
-pk256Q6Kx1_h0_full:
+pk256Q6Kx1_s0_full:
 	VMOVUPS Y0, (AX)
 
-pk256Q6Kx1_h0_stored:
-	MOVQ         w+0(FP), AX
-	MOVQ         r+8(FP), CX
-	MOVQ         rs+16(FP), DX
-	MOVQ         nb+24(FP), DX
-	MOVQ         nb+24(FP), BX
-	SHRQ         $0x03, BX
-	IMUL3Q       $0x00000d20, BX, BX
-	VXORPS       Y0, Y0, Y0
-	SHRQ         $0x03, DX
-	MOVL         $0x0f0f0f0f, SI
-	VMOVD        SI, X1
-	VPBROADCASTD X1, Y1
-	MOVL         $0x30303030, SI
-	VMOVD        SI, X2
-	VPBROADCASTD X2, Y2
-
-pk256Q6Kx1_h1_super:
-	TESTQ        DX, DX
-	JZ           pk256Q6Kx1_h1_super_end
-	PREFETCHT0   64(AX)(BX*1)
-	PREFETCHT0   192(AX)(BX*1)
-	PREFETCHT0   320(AX)(BX*1)
-	VPMOVSXBD    40(AX), Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPBLENDW     $0x55, Y3, Y4, Y4
-	VMOVDQU      Y4, 64(SP)
-	VPMOVSXBD    56(AX), Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPBLENDW     $0x55, Y4, Y5, Y5
-	VMOVDQU      Y5, 96(SP)
-	VPBROADCASTD 36(CX), Y5
-	VPMULLD      Y3, Y5, Y5
-	VPBROADCASTD 40(CX), Y3
-	VPMULLD      Y4, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      320(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2368(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      384(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2368(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD (CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 4(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     64(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      448(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2368(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      512(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2368(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 12(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     64(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      320(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2432(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      384(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2432(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 20(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     96(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      448(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2432(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      512(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2432(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 28(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     96(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    16(AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	ADDQ         $0x00000030, CX
-	PREFETCHT0   448(AX)(BX*1)
-	PREFETCHT0   576(AX)(BX*1)
-	PREFETCHT0   704(AX)(BX*1)
-	VPMOVSXBD    72(AX), Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPBLENDW     $0x55, Y3, Y4, Y4
-	VMOVDQU      Y4, 64(SP)
-	VPMOVSXBD    88(AX), Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPBLENDW     $0x55, Y4, Y5, Y5
-	VMOVDQU      Y5, 96(SP)
-	VPBROADCASTD 36(CX), Y5
-	VPMULLD      Y3, Y5, Y5
-	VPBROADCASTD 40(CX), Y3
-	VPMULLD      Y4, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      576(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2496(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      640(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2496(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD (CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 4(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     64(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      704(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2496(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      768(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2496(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 12(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     64(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      576(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2560(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      640(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2560(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 20(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     96(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      704(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2560(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      768(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2560(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 28(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     96(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    16(AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	ADDQ         $0x00000030, CX
-	PREFETCHT0   832(AX)(BX*1)
-	PREFETCHT0   960(AX)(BX*1)
-	PREFETCHT0   1088(AX)(BX*1)
-	VPMOVSXBD    104(AX), Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPBLENDW     $0x55, Y3, Y4, Y4
-	VMOVDQU      Y4, 64(SP)
-	VPMOVSXBD    120(AX), Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPBLENDW     $0x55, Y4, Y5, Y5
-	VMOVDQU      Y5, 96(SP)
-	VPBROADCASTD 36(CX), Y5
-	VPMULLD      Y3, Y5, Y5
-	VPBROADCASTD 40(CX), Y3
-	VPMULLD      Y4, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      832(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2624(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      896(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2624(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD (CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 4(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     64(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      960(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2624(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1024(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2624(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 12(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     64(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      832(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2688(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      896(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2688(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 20(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     96(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      960(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2688(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1024(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2688(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 28(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     96(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    16(AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	ADDQ         $0x00000030, CX
-	PREFETCHT0   1216(AX)(BX*1)
-	PREFETCHT0   1344(AX)(BX*1)
-	PREFETCHT0   1472(AX)(BX*1)
-	PREFETCHT0   1600(AX)(BX*1)
-	VPMOVSXBD    136(AX), Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPBLENDW     $0x55, Y3, Y4, Y4
-	VMOVDQU      Y4, 64(SP)
-	VPMOVSXBD    152(AX), Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPBLENDW     $0x55, Y4, Y5, Y5
-	VMOVDQU      Y5, 96(SP)
-	VPBROADCASTD 36(CX), Y5
-	VPMULLD      Y3, Y5, Y5
-	VPBROADCASTD 40(CX), Y3
-	VPMULLD      Y4, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      1088(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2752(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1152(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2752(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD (CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 4(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     64(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1216(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2752(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1280(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2752(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 12(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     64(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1088(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2816(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1152(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2816(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 20(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     96(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1216(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2816(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1280(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2816(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 28(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     96(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    16(AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	ADDQ         $0x00000030, CX
-	PREFETCHT0   1728(AX)(BX*1)
-	PREFETCHT0   1856(AX)(BX*1)
-	PREFETCHT0   1984(AX)(BX*1)
-	VPMOVSXBD    168(AX), Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPBLENDW     $0x55, Y3, Y4, Y4
-	VMOVDQU      Y4, 64(SP)
-	VPMOVSXBD    184(AX), Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPBLENDW     $0x55, Y4, Y5, Y5
-	VMOVDQU      Y5, 96(SP)
-	VPBROADCASTD 36(CX), Y5
-	VPMULLD      Y3, Y5, Y5
-	VPBROADCASTD 40(CX), Y3
-	VPMULLD      Y4, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      1344(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2880(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1408(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2880(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD (CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 4(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     64(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1472(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2880(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1536(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2880(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 12(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     64(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1344(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2944(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1408(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2944(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 20(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     96(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1472(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      2944(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1536(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      2944(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 28(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     96(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    16(AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	ADDQ         $0x00000030, CX
-	PREFETCHT0   2112(AX)(BX*1)
-	PREFETCHT0   2240(AX)(BX*1)
-	PREFETCHT0   2368(AX)(BX*1)
-	VPMOVSXBD    200(AX), Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPBLENDW     $0x55, Y3, Y4, Y4
-	VMOVDQU      Y4, 64(SP)
-	VPMOVSXBD    216(AX), Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPBLENDW     $0x55, Y4, Y5, Y5
-	VMOVDQU      Y5, 96(SP)
-	VPBROADCASTD 36(CX), Y5
-	VPMULLD      Y3, Y5, Y5
-	VPBROADCASTD 40(CX), Y3
-	VPMULLD      Y4, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      1600(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3008(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1664(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3008(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD (CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 4(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     64(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1728(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3008(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1792(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3008(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 12(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     64(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1600(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3072(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1664(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3072(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 20(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     96(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1728(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3072(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1792(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3072(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 28(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     96(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    16(AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	ADDQ         $0x00000030, CX
-	PREFETCHT0   2496(AX)(BX*1)
-	PREFETCHT0   2624(AX)(BX*1)
-	PREFETCHT0   2752(AX)(BX*1)
-	VPMOVSXBD    232(AX), Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPBLENDW     $0x55, Y3, Y4, Y4
-	VMOVDQU      Y4, 64(SP)
-	VPMOVSXBD    248(AX), Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPBLENDW     $0x55, Y4, Y5, Y5
-	VMOVDQU      Y5, 96(SP)
-	VPBROADCASTD 36(CX), Y5
-	VPMULLD      Y3, Y5, Y5
-	VPBROADCASTD 40(CX), Y3
-	VPMULLD      Y4, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      1856(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3136(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1920(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3136(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD (CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 4(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     64(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1984(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3136(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      2048(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3136(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 12(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     64(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1856(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3200(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      1920(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3200(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 20(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     96(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      1984(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3200(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      2048(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3200(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 28(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     96(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    16(AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	ADDQ         $0x00000030, CX
-	PREFETCHT0   2880(AX)(BX*1)
-	PREFETCHT0   3008(AX)(BX*1)
-	PREFETCHT0   3136(AX)(BX*1)
-	PREFETCHT0   3264(AX)(BX*1)
-	VPMOVSXBD    264(AX), Y3
-	VPSLLD       $0x10, Y3, Y4
-	VPBLENDW     $0x55, Y3, Y4, Y4
-	VMOVDQU      Y4, 64(SP)
-	VPMOVSXBD    280(AX), Y4
-	VPSLLD       $0x10, Y4, Y5
-	VPBLENDW     $0x55, Y4, Y5, Y5
-	VMOVDQU      Y5, 96(SP)
-	VPBROADCASTD 36(CX), Y5
-	VPMULLD      Y3, Y5, Y5
-	VPBROADCASTD 40(CX), Y3
-	VPMULLD      Y4, Y3, Y3
-	VPADDD       Y3, Y5, Y5
-	VMOVDQU      2112(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3264(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      2176(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3264(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD (CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 4(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     64(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      2240(AX), Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3264(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      2304(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3264(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 8(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 12(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     64(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      2112(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3328(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      2176(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3328(AX), Y6
-	VPSLLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 16(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 20(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     96(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VMOVDQU      2240(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        Y1, Y3, Y3
-	VMOVDQU      3328(AX), Y4
-	VPAND        Y2, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VMOVDQU      2304(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VMOVDQU      3328(AX), Y6
-	VPSRLW       $0x02, Y6, Y6
-	VPAND        Y2, Y6, Y6
-	VPOR         Y6, Y4, Y4
-	VPBROADCASTD 24(CX), Y6
-	VPMADDUBSW   Y6, Y3, Y6
-	VPBROADCASTD 28(CX), Y3
-	VPMADDUBSW   Y3, Y4, Y3
-	VPADDW       Y3, Y6, Y6
-	VPMADDWD     96(SP), Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VCVTPH2PS    16(AX), Y3
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(CX), Y4
-	VMULPS       Y4, Y3, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	ADDQ         $0x00000030, CX
-	ADDQ         $0x00000d20, AX
-	DECQ         DX
-	JMP          pk256Q6Kx1_h1_super
-
-pk256Q6Kx1_h1_super_end:
+pk256Q6Kx1_s0_stored:
 	MOVQ         dst+32(FP), AX
 	MOVQ         ds+40(FP), CX
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), CX
 	CMPQ         CX, $0x01
-	JNE          pk256Q6Kx1_h1_full
+	JNE          pk256Q6Kx1_s1_full
 	MOVWLZX      mask+48(FP), CX
-	VMOVD        CX, X1
-	VPBROADCASTD X1, Y1
-	VPAND        pk256bits<>+0(SB), Y1, Y2
+	VMOVD        CX, X0
+	VPBROADCASTD X0, Y0
+	VPAND        pk256bits<>+0(SB), Y0, Y2
 	VPCMPEQD     pk256bits<>+0(SB), Y2, Y2
-	VPAND        pk256bits<>+32(SB), Y1, Y1
-	VPCMPEQD     pk256bits<>+32(SB), Y1, Y1
-	VMASKMOVPS   Y0, Y1, 32(AX)
-	JMP          pk256Q6Kx1_h1_stored
+	VPAND        pk256bits<>+32(SB), Y0, Y0
+	VPCMPEQD     pk256bits<>+32(SB), Y0, Y0
+	VMASKMOVPS   Y1, Y0, 32(AX)
+	JMP          pk256Q6Kx1_s1_stored
 
-pk256Q6Kx1_h1_full:
-	VMOVUPS Y0, 32(AX)
+pk256Q6Kx1_s1_full:
+	VMOVUPS Y1, 32(AX)
 
-pk256Q6Kx1_h1_stored:
+pk256Q6Kx1_s1_stored:
 	MOVQ   nb+24(FP), AX
 	SHRQ   $0x03, AX
 	IMUL3Q $0x00000d20, AX, AX
@@ -115001,7 +114917,7 @@ pk256Q6Kx2_h0_super_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q6Kx2_h0_full
+	JNE          pk256Q6Kx2_s0_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X2
 	VPBROADCASTD X2, Y2
@@ -115012,14 +114928,14 @@ pk256Q6Kx2_h0_super_end:
 	VMASKMOVPS   Y0, Y3, (AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y1, Y3, (AX)
-	JMP          pk256Q6Kx2_h0_stored
+	JMP          pk256Q6Kx2_s0_stored
 
-pk256Q6Kx2_h0_full:
+pk256Q6Kx2_s0_full:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
 
-pk256Q6Kx2_h0_stored:
+pk256Q6Kx2_s0_stored:
 	MOVQ         w+0(FP), AX
 	MOVQ         r+8(FP), CX
 	MOVQ         rs+16(FP), DX
@@ -116119,7 +116035,7 @@ pk256Q6Kx2_h1_super_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q6Kx2_h1_full
+	JNE          pk256Q6Kx2_s1_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X2
 	VPBROADCASTD X2, Y2
@@ -116130,14 +116046,14 @@ pk256Q6Kx2_h1_super_end:
 	VMASKMOVPS   Y0, Y2, 32(AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y1, Y2, 32(AX)
-	JMP          pk256Q6Kx2_h1_stored
+	JMP          pk256Q6Kx2_s1_stored
 
-pk256Q6Kx2_h1_full:
+pk256Q6Kx2_s1_full:
 	VMOVUPS Y0, 32(AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, 32(AX)
 
-pk256Q6Kx2_h1_stored:
+pk256Q6Kx2_s1_stored:
 	MOVQ   nb+24(FP), AX
 	SHRQ   $0x03, AX
 	IMUL3Q $0x00000d20, AX, AX
@@ -117554,7 +117470,7 @@ pk256Q6Kx3_h0_super_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q6Kx3_h0_full
+	JNE          pk256Q6Kx3_s0_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X3
 	VPBROADCASTD X3, Y3
@@ -117567,16 +117483,16 @@ pk256Q6Kx3_h0_super_end:
 	VMASKMOVPS   Y1, Y4, (AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y2, Y4, (AX)
-	JMP          pk256Q6Kx3_h0_stored
+	JMP          pk256Q6Kx3_s0_stored
 
-pk256Q6Kx3_h0_full:
+pk256Q6Kx3_s0_full:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y2, (AX)
 
-pk256Q6Kx3_h0_stored:
+pk256Q6Kx3_s0_stored:
 	MOVQ         w+0(FP), AX
 	MOVQ         r+8(FP), CX
 	MOVQ         rs+16(FP), DX
@@ -118973,7 +118889,7 @@ pk256Q6Kx3_h1_super_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q6Kx3_h1_full
+	JNE          pk256Q6Kx3_s1_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X3
 	VPBROADCASTD X3, Y3
@@ -118986,16 +118902,16 @@ pk256Q6Kx3_h1_super_end:
 	VMASKMOVPS   Y1, Y3, 32(AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y2, Y3, 32(AX)
-	JMP          pk256Q6Kx3_h1_stored
+	JMP          pk256Q6Kx3_s1_stored
 
-pk256Q6Kx3_h1_full:
+pk256Q6Kx3_s1_full:
 	VMOVUPS Y0, 32(AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, 32(AX)
 	ADDQ    CX, AX
 	VMOVUPS Y2, 32(AX)
 
-pk256Q6Kx3_h1_stored:
+pk256Q6Kx3_s1_stored:
 	MOVQ   nb+24(FP), AX
 	SHRQ   $0x03, AX
 	IMUL3Q $0x00000d20, AX, AX
@@ -120719,7 +120635,7 @@ pk256Q6Kx4_h0_super_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q6Kx4_h0_full
+	JNE          pk256Q6Kx4_s0_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X4
 	VPBROADCASTD X4, Y4
@@ -120734,9 +120650,9 @@ pk256Q6Kx4_h0_super_end:
 	VMASKMOVPS   Y2, Y5, (AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y3, Y5, (AX)
-	JMP          pk256Q6Kx4_h0_stored
+	JMP          pk256Q6Kx4_s0_stored
 
-pk256Q6Kx4_h0_full:
+pk256Q6Kx4_s0_full:
 	VMOVUPS Y0, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, (AX)
@@ -120745,7 +120661,7 @@ pk256Q6Kx4_h0_full:
 	ADDQ    CX, AX
 	VMOVUPS Y3, (AX)
 
-pk256Q6Kx4_h0_stored:
+pk256Q6Kx4_s0_stored:
 	MOVQ         w+0(FP), AX
 	MOVQ         r+8(FP), CX
 	MOVQ         rs+16(FP), DX
@@ -122449,7 +122365,7 @@ pk256Q6Kx4_h1_super_end:
 	SHLQ         $0x02, CX
 	MOVQ         groups+56(FP), DX
 	CMPQ         DX, $0x01
-	JNE          pk256Q6Kx4_h1_full
+	JNE          pk256Q6Kx4_s1_full
 	MOVWLZX      mask+48(FP), DX
 	VMOVD        DX, X4
 	VPBROADCASTD X4, Y4
@@ -122464,9 +122380,9 @@ pk256Q6Kx4_h1_super_end:
 	VMASKMOVPS   Y2, Y4, 32(AX)
 	ADDQ         CX, AX
 	VMASKMOVPS   Y3, Y4, 32(AX)
-	JMP          pk256Q6Kx4_h1_stored
+	JMP          pk256Q6Kx4_s1_stored
 
-pk256Q6Kx4_h1_full:
+pk256Q6Kx4_s1_full:
 	VMOVUPS Y0, 32(AX)
 	ADDQ    CX, AX
 	VMOVUPS Y1, 32(AX)
@@ -122475,7 +122391,7 @@ pk256Q6Kx4_h1_full:
 	ADDQ    CX, AX
 	VMOVUPS Y3, 32(AX)
 
-pk256Q6Kx4_h1_stored:
+pk256Q6Kx4_s1_stored:
 	MOVQ   nb+24(FP), AX
 	SHRQ   $0x03, AX
 	IMUL3Q $0x00000d20, AX, AX

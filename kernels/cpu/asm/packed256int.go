@@ -21,77 +21,87 @@ import (
 // multiply |w| by x·sign(w) (2·128·127 < 2^15), whose sum is Σw·x, the
 // same integer as the record's offset plus Σ(w+128)·x.
 //
-// NOTE: a tile runs a group's two 8-row halves one after the other, each
-// over all of K (half h reads bytes 32h…32h+31 of every 64-byte load):
-// T accumulators and T int sums then fit 16 ymm for up to 4 tokens, and
-// each block's weights are unpacked once for all of them. The first
-// half's pass brings the group's lines into the cache; the second reads
-// them from there.
+// NOTE: a batch tile runs a group's two 8-row halves one after the other,
+// each over all of K (half h reads bytes 32h…32h+31 of every 64-byte
+// load): T accumulators and T int sums then fit 16 ymm for up to 4
+// tokens, and each block's weights are unpacked once for all of them (the
+// first pass brings the group's lines into the cache, the second reads
+// them from there). A one-token tile reads its weights from DRAM: it runs
+// both halves in one pass, each line used once, prefetching ahead.
 
 // pk256IntTokens is the most tokens of an AVX2 integer tile.
 const pk256IntTokens = 4
 
 var pk256IntTypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K"}
 
-// half256 is one 8-row half's pass of an integer tile.
-type half256 struct {
+// pass256 is one pass of an integer tile over K: the halves hs of the
+// group (both for one token, else one a pass).
+type pass256 struct {
 	name string
-	h    int                  // the half: rows 8h … 8h+7
+	hs   []int                // the halves: rows 8h … 8h+7
 	w    Register             // the group's current block
 	n    Register             // blocks (or super-blocks) left
 	rec  func(t, off int) Mem // token t's current record
 	next func()               // moves every token to its next record
-	acc  []VecVirtual         // token: the float outputs
-	gs   Register             // the group's bytes, when one token prefetches
+	acc  [][]VecVirtual       // [half of hs][token]: the float outputs
+	pf   Register             // prefetch distance in bytes, or nil
 	size int                  // bytes of a block
 }
 
-// prefetch emits part k of parts of the half's prefetches of a block: a
-// one-token tile reads its weights from DRAM, and the lines it asks for a
-// group ahead (each half every other line) arrive while it computes.
-func (c half256) prefetch(k, parts int) {
-	if c.gs == nil {
+// at is half h's bytes at off of a load of 64 bytes (16 rows × 4).
+func (c pass256) at(h, off int) Mem { return Mem{Base: c.w, Disp: off + 32*h} }
+
+// pk256Prefetch is how far ahead (bytes) a one-token tile prefetches its
+// weights: single thread, DRAM-sized matrices, one-pass tiles read Q4_K at
+// 25, 32, 33, 31 GB/s prefetching 4, 12, 24, 48 KB ahead (Q6_K 20, 24,
+// 25, 25; Q8_0 28, 33-38, 35-39, 34-38), and the two-pass tile that
+// prefetched the next group 31 (Q6_K 24, Q8_0 23-29).
+const pk256Prefetch = 16384
+
+// prefetch emits part k of parts of the prefetches of a block's lines
+// pf bytes ahead: a one-token tile reads its weights from DRAM, and the
+// lines it asks for ahead arrive while it computes.
+func (c pass256) prefetch(k, parts int) {
+	if c.pf == nil {
 		return
 	}
-	var lines []int
-	for l := c.h; 64*l < c.size; l += 2 {
-		lines = append(lines, l)
-	}
-	for _, l := range lines[k*len(lines)/parts : (k+1)*len(lines)/parts] {
-		PREFETCHT0(Mem{Base: c.w, Index: c.gs, Scale: 1, Disp: 64 * l})
+	lines := (c.size + 63) / 64
+	for l := k * lines / parts; l < (k+1)*lines/parts; l++ {
+		PREFETCHT0(Mem{Base: c.w, Index: c.pf, Scale: 1, Disp: 64 * l})
 	}
 }
-
-// at is the half's bytes at off of a load of 64 bytes (16 rows × 4).
-func (c half256) at(off int) Mem { return Mem{Base: c.w, Disp: off + 32*c.h} }
 
 func pk256Int(typ string, T int) {
 	name := pk256IntName(typ, T)
 	TEXT(name, NOSPLIT, "func(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)")
 	Label(name + "_group")
-	for h := range 2 {
+	passes := [][]int{{0}, {1}}
+	if T == 1 {
+		passes = [][]int{{0, 1}}
+	}
+	for _, hs := range passes {
 		w := Load(Param("w"), GP64())
 		r0, rs := Load(Param("r"), GP64()), Load(Param("rs"), GP64())
 		rb := strided(r0, rs, T)
-		c := half256{name: fmt.Sprintf("%s_h%d", name, h), h: h, w: w, n: Load(Param("nb"), GP64()),
+		c := pass256{name: fmt.Sprintf("%s_h%d", name, hs[0]), hs: hs, w: w, n: Load(Param("nb"), GP64()),
 			rec: func(t, off int) Mem { return stridedAt(rb, rs, t).Offset(off) },
 			next: func() {
 				for _, b := range rb {
 					ADDQ(U32(recBytes), b)
 				}
-			}}
-		c.size = pkIntBytes[typ]
+			},
+			size: pkIntBytes[typ]}
 		if T == 1 {
-			c.gs = Load(Param("nb"), GP64())
-			if pkSuper[typ] {
-				SHRQ(U8(3), c.gs)
-			}
-			IMUL3Q(U32(c.size), c.gs, c.gs)
+			c.pf = GP64()
+			MOVQ(U32(pk256Prefetch), c.pf)
 		}
-		c.acc = make([]VecVirtual, T)
-		for t := range c.acc {
-			c.acc[t] = YMM()
-			VXORPS(c.acc[t], c.acc[t], c.acc[t])
+		c.acc = make([][]VecVirtual, len(hs))
+		for k := range c.acc {
+			c.acc[k] = make([]VecVirtual, T)
+			for t := range c.acc[k] {
+				c.acc[k][t] = YMM()
+				VXORPS(c.acc[k][t], c.acc[k][t], c.acc[k][t])
+			}
 		}
 		switch typ {
 		case "Q8_0":
@@ -103,7 +113,9 @@ func pk256Int(typ string, T int) {
 		case "Q6K":
 			pk256Q6K(c)
 		}
-		storeHalf(c)
+		for k, h := range hs {
+			storeHalf(fmt.Sprintf("%s_s%d", name, h), h, c.acc[k])
+		}
 	}
 	// Next group: w moves past this group's blocks, dst by 16 rows.
 	nb := Load(Param("nb"), GP64())
@@ -125,30 +137,31 @@ func pk256Int(typ string, T int) {
 	RET()
 }
 
-// storeHalf stores the half's outputs, masked in the last group.
-func storeHalf(c half256) {
+// storeHalf stores half h's outputs acc (one a token), masked in the
+// last group.
+func storeHalf(name string, h int, acc []VecVirtual) {
 	dst, ds := Load(Param("dst"), GP64()), Load(Param("ds"), GP64())
 	SHLQ(U8(2), ds)
 	g := Load(Param("groups"), GP64())
-	full, done := LabelRef(c.name+"_full"), LabelRef(c.name+"_stored")
+	full, done := LabelRef(name+"_full"), LabelRef(name+"_stored")
 	CMPQ(g, U8(1))
 	JNE(full)
-	mask := rowMasks(Load(Param("mask"), GP32()))[c.h]
-	for t, a := range c.acc {
-		VMASKMOVPS(a, mask, Mem{Base: dst, Disp: 32 * c.h})
-		if t+1 < len(c.acc) {
+	mask := rowMasks(Load(Param("mask"), GP32()))[h]
+	for t, a := range acc {
+		VMASKMOVPS(a, mask, Mem{Base: dst, Disp: 32 * h})
+		if t+1 < len(acc) {
 			ADDQ(ds, dst)
 		}
 	}
 	JMP(done)
-	Label(c.name + "_full")
-	for t, a := range c.acc {
-		VMOVUPS(a, Mem{Base: dst, Disp: 32 * c.h})
-		if t+1 < len(c.acc) {
+	Label(name + "_full")
+	for t, a := range acc {
+		VMOVUPS(a, Mem{Base: dst, Disp: 32 * h})
+		if t+1 < len(acc) {
 			ADDQ(ds, dst)
 		}
 	}
-	Label(c.name + "_stored")
+	Label(name + "_stored")
 }
 
 // blockLoop runs body over n blocks (labels from name and tag).
@@ -185,12 +198,13 @@ func scaleInto(i, s, acc VecVirtual, dx Mem) {
 }
 
 // nibbleSums sets s16[t] to token t's int16 pair sums over the 8 steps of
-// the block of nibbles at off (4 loads: load c holds steps c and c+4).
-func nibbleSums(c half256, lo VecVirtual, off int, T int) []VecVirtual {
+// half h of the block of nibbles at off (4 loads: load c holds steps c
+// and c+4).
+func nibbleSums(c pass256, h int, lo VecVirtual, off int, T int) []VecVirtual {
 	s16 := make([]VecVirtual, T)
 	for s := 0; s < 4; s++ {
 		v, u := YMM(), YMM()
-		VMOVDQU(c.at(off+64*s), v)
+		VMOVDQU(c.at(h, off+64*s), v)
 		VPAND(lo, v, u)
 		VPSRLW(U8(4), v, v)
 		VPAND(lo, v, v)
@@ -214,33 +228,35 @@ func nibbleSums(c half256, lo VecVirtual, off int, T int) []VecVirtual {
 
 // pk256Q8: per block, i = Σw·x over its 8 steps (w = stored ^ 0x80),
 // out = fma(float(i), d_w·d_x, out).
-func pk256Q8(c half256) {
+func pk256Q8(c pass256) {
 	c80, ones := bcastByte(0x80), bcast32(0x00010001)
 	blockLoop(c.name, "block", c.n, func() {
-		i := make([]VecVirtual, len(c.acc))
-		for s := 0; s < 8; s++ {
-			c.prefetch(s, 8)
-			ws, a := YMM(), YMM()
-			VPXOR(c.at(64*s), c80, ws)
-			VPABSB(ws, a)
-			for t := range c.acc {
-				x := YMM()
-				VPBROADCASTD(c.rec(t, 4*s), x)
-				VPSIGNB(ws, x, x)
-				VPMADDUBSW(x, a, x)
-				if s == 0 {
-					i[t] = x
-					VPMADDWD(ones, x, x)
-				} else {
-					VPMADDWD(ones, x, x)
-					VPADDD(x, i[t], i[t])
+		c.prefetch(0, 1)
+		for k, h := range c.hs {
+			i := make([]VecVirtual, len(c.acc[k]))
+			for s := 0; s < 8; s++ {
+				ws, a := YMM(), YMM()
+				VPXOR(c.at(h, 64*s), c80, ws)
+				VPABSB(ws, a)
+				for t := range i {
+					x := YMM()
+					VPBROADCASTD(c.rec(t, 4*s), x)
+					VPSIGNB(ws, x, x)
+					VPMADDUBSW(x, a, x)
+					if s == 0 {
+						i[t] = x
+						VPMADDWD(ones, x, x)
+					} else {
+						VPMADDWD(ones, x, x)
+						VPADDD(x, i[t], i[t])
+					}
 				}
 			}
-		}
-		sw := YMM()
-		VCVTPH2PS(Mem{Base: c.w, Disp: 512 + 16*c.h}, sw)
-		for t := range c.acc {
-			scaleInto(i[t], sw, c.acc[t], c.rec(t, recD))
+			sw := YMM()
+			VCVTPH2PS(Mem{Base: c.w, Disp: 512 + 16*h}, sw)
+			for t := range i {
+				scaleInto(i[t], sw, c.acc[k][t], c.rec(t, recD))
+			}
 		}
 		ADDQ(U32(544), c.w)
 		c.next()
@@ -248,19 +264,21 @@ func pk256Q8(c half256) {
 }
 
 // pk256Q4: Q4_0, out = fma(float(Σq·x + o), d_w·d_x, out).
-func pk256Q4(c half256) {
+func pk256Q4(c pass256) {
 	lo, ones := bcastByte(0x0f), bcast32(0x00010001)
 	blockLoop(c.name, "block", c.n, func() {
 		c.prefetch(0, 1)
-		s16 := nibbleSums(c, lo, 0, len(c.acc))
-		sw := YMM()
-		VCVTPH2PS(Mem{Base: c.w, Disp: 256 + 16*c.h}, sw)
-		for t, i := range s16 {
-			VPMADDWD(ones, i, i)
-			o := YMM()
-			VPBROADCASTD(c.rec(t, recO0), o)
-			VPADDD(o, i, i)
-			scaleInto(i, sw, c.acc[t], c.rec(t, recD))
+		for k, h := range c.hs {
+			s16 := nibbleSums(c, h, lo, 0, len(c.acc[k]))
+			sw := YMM()
+			VCVTPH2PS(Mem{Base: c.w, Disp: 256 + 16*h}, sw)
+			for t, i := range s16 {
+				VPMADDWD(ones, i, i)
+				o := YMM()
+				VPBROADCASTD(c.rec(t, recO0), o)
+				VPADDD(o, i, i)
+				scaleInto(i, sw, c.acc[k][t], c.rec(t, recD))
+			}
 		}
 		ADDQ(U32(288), c.w)
 		c.next()
@@ -269,39 +287,31 @@ func pk256Q4(c half256) {
 
 // pk256Q4K: per sub-block j, out = fma(float(Σq·x), (d·sc_j)·d_x, out),
 // then out = fma(−(dmin·m_j), d_x·Σx, out).
-func pk256Q4K(c half256) {
+func pk256Q4K(c pass256) {
 	SHRQ(U8(3), c.n)
 	lo, ones := bcastByte(0x0f), bcast32(0x00010001)
 	blockLoop(c.name, "super", c.n, func() {
-		// d and dmin as floats: kept for the super-block when registers
-		// allow (one token), else converted where used.
-		halves := func(off int) func() Op {
-			m := Mem{Base: c.w, Disp: off + 16*c.h}
-			if len(c.acc) > 1 {
-				return func() Op { f := YMM(); VCVTPH2PS(m, f); return f }
-			}
-			f := YMM()
-			VCVTPH2PS(m, f)
-			return func() Op { return f }
-		}
-		d, dmin := halves(0), halves(32)
 		for j := 0; j < 8; j++ {
 			c.prefetch(j, 8)
-			s16 := nibbleSums(c, lo, 320+256*j, len(c.acc))
-			sc, mn := YMM(), YMM()
-			scaled := func(m Mem, f Op, v VecVirtual) {
-				VPMOVZXBD(m, v)
-				VCVTDQ2PS(v, v)
-				VMULPS(f, v, v)
-			}
-			scaled(Mem{Base: c.w, Disp: 64 + 16*j + 8*c.h}, d(), sc)
-			scaled(Mem{Base: c.w, Disp: 192 + 16*j + 8*c.h}, dmin(), mn)
-			for t, i := range s16 {
-				VPMADDWD(ones, i, i)
-				scaleInto(i, sc, c.acc[t], c.rec(t, recD))
-				a := YMM()
-				VBROADCASTSS(c.rec(t, recA), a)
-				VFNMADD231PS(a, mn, c.acc[t])
+			for k, h := range c.hs {
+				s16 := nibbleSums(c, h, lo, 320+256*j, len(c.acc[k]))
+				sc, mn := YMM(), YMM()
+				scaled := func(m, d Mem, v VecVirtual) {
+					f := YMM()
+					VCVTPH2PS(d, f)
+					VPMOVZXBD(m, v)
+					VCVTDQ2PS(v, v)
+					VMULPS(f, v, v)
+				}
+				scaled(Mem{Base: c.w, Disp: 64 + 16*j + 8*h}, Mem{Base: c.w, Disp: 16 * h}, sc)
+				scaled(Mem{Base: c.w, Disp: 192 + 16*j + 8*h}, Mem{Base: c.w, Disp: 32 + 16*h}, mn)
+				for t, i := range s16 {
+					VPMADDWD(ones, i, i)
+					scaleInto(i, sc, c.acc[k][t], c.rec(t, recD))
+					a := YMM()
+					VBROADCASTSS(c.rec(t, recA), a)
+					VFNMADD231PS(a, mn, c.acc[k][t])
+				}
 			}
 			c.next()
 		}
@@ -313,74 +323,81 @@ func pk256Q4K(c half256) {
 // out = fma(float(sc_A·(Σ_A u·x + o0) + sc_B·(Σ_B u·x + o1)), d·d_x, out).
 // Two steps' int16 pair sums add up before VPMADDWD multiplies them by
 // the rows' scales (each in both words of its lane, from the stack).
-func pk256Q6K(c half256) {
+func pk256Q6K(c pass256) {
 	SHRQ(U8(3), c.n)
 	lo, hi := bcastByte(0x0f), bcastByte(0x30)
 	sc16 := AllocLocal(64) // A's and B's scales, as int16 pairs
 	blockLoop(c.name, "super", c.n, func() {
 		for b := 0; b < 8; b++ {
 			c.prefetch(b, 8)
-			ql, qh := 288+256*b, 2336+128*b
-			// Each token's sum starts at sc_A·o0 + sc_B·o1.
-			var s32 [2]VecVirtual
-			for k := range s32 {
-				s32[k] = YMM()
-				VPMOVSXBD(Mem{Base: c.w, Disp: 32 + 16*(2*b+k) + 8*c.h}, s32[k])
-				w := YMM()
-				VPSLLD(U8(16), s32[k], w)
-				VPBLENDW(U8(0x55), s32[k], w, w)
-				VMOVDQU(w, sc16.Offset(32*k))
-			}
-			i := make([]VecVirtual, len(c.acc))
-			for t := range i {
-				i[t] = YMM()
-				o := YMM()
-				VPBROADCASTD(c.rec(t, recO0), i[t])
-				VPMULLD(s32[0], i[t], i[t])
-				VPBROADCASTD(c.rec(t, recO1), o)
-				VPMULLD(s32[1], o, o)
-				VPADDD(o, i[t], i[t])
-			}
-			// step s: its low nibbles (load s%4, high nibbles from step 4)
-			// and its highs at bits 4-5 (field s%4 of load s/4 at 2f).
-			step := func(s int) VecVirtual {
-				u, e := YMM(), YMM()
-				VMOVDQU(c.at(ql+64*(s%4)), u)
-				if s >= 4 {
-					VPSRLW(U8(4), u, u)
-				}
-				VPAND(lo, u, u)
-				VMOVDQU(c.at(qh+64*(s/4)), e)
-				switch f := s % 4; {
-				case f < 2:
-					VPSLLW(U8(4-2*f), e, e)
-				case f == 3:
-					VPSRLW(U8(2), e, e)
-				}
-				VPAND(hi, e, e)
-				VPOR(e, u, u)
-				return u
-			}
-			for s := 0; s < 8; s += 2 {
-				u0, u1 := step(s), step(s+1)
-				for t := range i {
-					x, y := YMM(), YMM()
-					VPBROADCASTD(c.rec(t, 4*s), x)
-					VPMADDUBSW(x, u0, x)
-					VPBROADCASTD(c.rec(t, 4*(s+1)), y)
-					VPMADDUBSW(y, u1, y)
-					VPADDW(y, x, x)
-					VPMADDWD(sc16.Offset(32*(s/4)), x, x)
-					VPADDD(x, i[t], i[t])
-				}
-			}
-			d := YMM()
-			VCVTPH2PS(Mem{Base: c.w, Disp: 16 * c.h}, d)
-			for t := range i {
-				scaleInto(i[t], d, c.acc[t], c.rec(t, recD))
+			for k, h := range c.hs {
+				pk256Q6KBlock(c, k, h, b, lo, hi, sc16)
 			}
 			c.next()
 		}
 		ADDQ(U32(3360), c.w)
 	})
+}
+
+// pk256Q6KBlock is block b of a Q6_K super-block for half h.
+func pk256Q6KBlock(c pass256, k, h, b int, lo, hi VecVirtual, sc16 Mem) {
+	ql, qh := 288+256*b, 2336+128*b
+	// Each token's sum starts at sc_A·o0 + sc_B·o1.
+	var s32 [2]VecVirtual
+	for k := range s32 {
+		s32[k] = YMM()
+		VPMOVSXBD(Mem{Base: c.w, Disp: 32 + 16*(2*b+k) + 8*h}, s32[k])
+		w := YMM()
+		VPSLLD(U8(16), s32[k], w)
+		VPBLENDW(U8(0x55), s32[k], w, w)
+		VMOVDQU(w, sc16.Offset(32*k))
+	}
+	i := make([]VecVirtual, len(c.acc[k]))
+	for t := range i {
+		i[t] = YMM()
+		o := YMM()
+		VPBROADCASTD(c.rec(t, recO0), i[t])
+		VPMULLD(s32[0], i[t], i[t])
+		VPBROADCASTD(c.rec(t, recO1), o)
+		VPMULLD(s32[1], o, o)
+		VPADDD(o, i[t], i[t])
+	}
+	// step s: its low nibbles (load s%4, high nibbles from step 4) and
+	// its highs at bits 4-5 (field s%4 of load s/4 at 2f).
+	step := func(s int) VecVirtual {
+		u, e := YMM(), YMM()
+		VMOVDQU(c.at(h, ql+64*(s%4)), u)
+		if s >= 4 {
+			VPSRLW(U8(4), u, u)
+		}
+		VPAND(lo, u, u)
+		VMOVDQU(c.at(h, qh+64*(s/4)), e)
+		switch f := s % 4; {
+		case f < 2:
+			VPSLLW(U8(4-2*f), e, e)
+		case f == 3:
+			VPSRLW(U8(2), e, e)
+		}
+		VPAND(hi, e, e)
+		VPOR(e, u, u)
+		return u
+	}
+	for s := 0; s < 8; s += 2 {
+		u0, u1 := step(s), step(s+1)
+		for t := range i {
+			x, y := YMM(), YMM()
+			VPBROADCASTD(c.rec(t, 4*s), x)
+			VPMADDUBSW(x, u0, x)
+			VPBROADCASTD(c.rec(t, 4*(s+1)), y)
+			VPMADDUBSW(y, u1, y)
+			VPADDW(y, x, x)
+			VPMADDWD(sc16.Offset(32*(s/4)), x, x)
+			VPADDD(x, i[t], i[t])
+		}
+	}
+	d := YMM()
+	VCVTPH2PS(Mem{Base: c.w, Disp: 16 * h}, d)
+	for t := range i {
+		scaleInto(i[t], d, c.acc[k][t], c.rec(t, recD))
+	}
 }
