@@ -291,20 +291,35 @@ func pk256Q4K(c pass256) {
 	SHRQ(U8(3), c.n)
 	lo, ones := bcastByte(0x0f), bcast32(0x00010001)
 	blockLoop(c.name, "super", c.n, func() {
+		// d and dmin as floats: kept for the super-block when registers
+		// allow (one token), else converted where used.
+		var kept [2][2]VecVirtual
+		half := func(h, off int) VecVirtual {
+			m := Mem{Base: c.w, Disp: off + 16*h}
+			if f := kept[h][off/32]; f != nil {
+				return f
+			}
+			f := YMM()
+			VCVTPH2PS(m, f)
+			return f
+		}
+		if len(c.acc[0]) == 1 {
+			for _, h := range c.hs {
+				kept[h] = [2]VecVirtual{half(h, 0), half(h, 32)}
+			}
+		}
 		for j := 0; j < 8; j++ {
 			c.prefetch(j, 8)
 			for k, h := range c.hs {
 				s16 := nibbleSums(c, h, lo, 320+256*j, len(c.acc[k]))
 				sc, mn := YMM(), YMM()
-				scaled := func(m, d Mem, v VecVirtual) {
-					f := YMM()
-					VCVTPH2PS(d, f)
+				scaled := func(m Mem, f, v VecVirtual) {
 					VPMOVZXBD(m, v)
 					VCVTDQ2PS(v, v)
 					VMULPS(f, v, v)
 				}
-				scaled(Mem{Base: c.w, Disp: 64 + 16*j + 8*h}, Mem{Base: c.w, Disp: 16 * h}, sc)
-				scaled(Mem{Base: c.w, Disp: 192 + 16*j + 8*h}, Mem{Base: c.w, Disp: 32 + 16*h}, mn)
+				scaled(Mem{Base: c.w, Disp: 64 + 16*j + 8*h}, half(h, 0), sc)
+				scaled(Mem{Base: c.w, Disp: 192 + 16*j + 8*h}, half(h, 32), mn)
 				for t, i := range s16 {
 					VPMADDWD(ones, i, i)
 					scaleInto(i, sc, c.acc[k][t], c.rec(t, recD))
