@@ -8,7 +8,7 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// The AVX2 integer tiles pk256{Q8_0,Q4_0,Q4K,Q6K}x{T}: T tokens × one
+// The AVX2 integer tiles pk256{Q8_0,Q4_0,Q4K,Q6K,Q5K}x{T}: T tokens × one
 // group, run down `groups` consecutive groups, each output by the
 // arithmetic kernels/cpu/packed.go states (the bits of the AVX-512 tiles).
 //
@@ -32,7 +32,7 @@ import (
 // pk256IntTokens is the most tokens of an AVX2 integer tile.
 const pk256IntTokens = 4
 
-var pk256IntTypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K"}
+var pk256IntTypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K", "Q5K"}
 
 // pass256 is one pass of an integer tile over K: the halves hs of the
 // group (both for one token, else one a pass).
@@ -112,6 +112,8 @@ func pk256Int(typ string, T int) {
 			pk256Q4K(c)
 		case "Q6K":
 			pk256Q6K(c)
+		case "Q5K":
+			pk256Q5K(c)
 		}
 		for k, h := range hs {
 			storeHalf(fmt.Sprintf("%s_s%d", name, h), h, c.acc[k])
@@ -415,4 +417,79 @@ func pk256Q6KBlock(c pass256, k, h, b int, lo, hi VecVirtual, sc16 Mem) {
 	for t := range i {
 		scaleInto(i[t], d, c.acc[k][t], c.rec(t, recD))
 	}
+}
+
+// pk256Q5K: as Q4_K, each sub-block's nibbles followed by one load of its
+// fifth bits (byte e of a lane, bit c: step c's element e). Codes are
+// 0…31, so two steps' pair sums (2·2·31·127) add up in int16 before
+// VPMADDWD.
+func pk256Q5K(c pass256) {
+	SHRQ(U8(3), c.n)
+	lo, bit := bcastByte(0x0f), bcastByte(0x10)
+	ones := AllocLocal(32)
+	o := bcast32(0x00010001)
+	VMOVDQU(o, ones)
+	blockLoop(c.name, "super", c.n, func() {
+		for j := 0; j < 8; j++ {
+			c.prefetch(j, 8)
+			at := 320 + 320*j
+			for k, h := range c.hs {
+				// step s: nibbles (load s%4, high from step 4), fifth bit to bit 4.
+				step := func(s int) VecVirtual {
+					u, e := YMM(), YMM()
+					VMOVDQU(c.at(h, at+64*(s%4)), u)
+					if s >= 4 {
+						VPSRLW(U8(4), u, u)
+					}
+					VPAND(lo, u, u)
+					VMOVDQU(c.at(h, at+256), e)
+					switch {
+					case s < 4:
+						VPSLLW(U8(4-s), e, e)
+					case s > 4:
+						VPSRLW(U8(s-4), e, e)
+					}
+					VPAND(bit, e, e)
+					VPOR(e, u, u)
+					return u
+				}
+				i := make([]VecVirtual, len(c.acc[k]))
+				for s := 0; s < 8; s += 2 {
+					u0, u1 := step(s), step(s+1)
+					for t := range i {
+						x, y := YMM(), YMM()
+						VPBROADCASTD(c.rec(t, 4*s), x)
+						VPMADDUBSW(x, u0, x)
+						VPBROADCASTD(c.rec(t, 4*(s+1)), y)
+						VPMADDUBSW(y, u1, y)
+						VPADDW(y, x, x)
+						VPMADDWD(ones, x, x)
+						if s == 0 {
+							i[t] = x
+						} else {
+							VPADDD(x, i[t], i[t])
+						}
+					}
+				}
+				sc, mn := YMM(), YMM()
+				scaled := func(m, d Mem, v VecVirtual) {
+					f := YMM()
+					VCVTPH2PS(d, f)
+					VPMOVZXBD(m, v)
+					VCVTDQ2PS(v, v)
+					VMULPS(f, v, v)
+				}
+				scaled(Mem{Base: c.w, Disp: 64 + 16*j + 8*h}, Mem{Base: c.w, Disp: 16 * h}, sc)
+				scaled(Mem{Base: c.w, Disp: 192 + 16*j + 8*h}, Mem{Base: c.w, Disp: 32 + 16*h}, mn)
+				for t := range i {
+					scaleInto(i[t], sc, c.acc[k][t], c.rec(t, recD))
+					a := YMM()
+					VBROADCASTSS(c.rec(t, recA), a)
+					VFNMADD231PS(a, mn, c.acc[k][t])
+				}
+			}
+			c.next()
+		}
+		ADDQ(U32(2880), c.w)
+	})
 }
