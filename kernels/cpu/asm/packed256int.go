@@ -8,7 +8,7 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// The AVX2 integer tiles pk256{Q8_0,Q4_0,Q4K,Q6K,Q5K}x{T}: T tokens × one
+// The AVX2 integer tiles pk256{Q8_0,Q4_0,Q4K,Q6K,Q5K,Q4_1,Q5_0,Q5_1}x{T}: T tokens × one
 // group, run down `groups` consecutive groups, each output by the
 // arithmetic kernels/cpu/packed.go states (the bits of the AVX-512 tiles).
 //
@@ -32,7 +32,7 @@ import (
 // pk256IntTokens is the most tokens of an AVX2 integer tile.
 const pk256IntTokens = 4
 
-var pk256IntTypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K", "Q5K"}
+var pk256IntTypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K", "Q5K", "Q4_1", "Q5_0", "Q5_1"}
 
 // pass256 is one pass of an integer tile over K: the halves hs of the
 // group (both for one token, else one a pass).
@@ -114,6 +114,8 @@ func pk256Int(typ string, T int) {
 			pk256Q6K(c)
 		case "Q5K":
 			pk256Q5K(c)
+		case "Q4_1", "Q5_0", "Q5_1":
+			pk256Q32More(typ, c)
 		}
 		for k, h := range hs {
 			storeHalf(fmt.Sprintf("%s_s%d", name, h), h, c.acc[k])
@@ -419,58 +421,70 @@ func pk256Q6KBlock(c pass256, k, h, b int, lo, hi VecVirtual, sc16 Mem) {
 	}
 }
 
+// fiveSums sets i[t] to token t's int32 dot products over the 8 steps
+// of half h of a block of 5-bit codes: nibbles at off (4 loads: load c
+// holds steps c and c+4) and one load of fifth bits at bits (byte e of a
+// lane, bit c: step c's element e). Codes are 0…31, so two steps' pair
+// sums (2·2·31·127) add up in int16 before VPMADDWD (ones: int16 ones).
+func fiveSums(c pass256, h int, lo, bit VecVirtual, off, bits, T int, ones Mem) []VecVirtual {
+	step := func(s int) VecVirtual {
+		u, e := YMM(), YMM()
+		VMOVDQU(c.at(h, off+64*(s%4)), u)
+		if s >= 4 {
+			VPSRLW(U8(4), u, u)
+		}
+		VPAND(lo, u, u)
+		VMOVDQU(c.at(h, bits), e)
+		switch {
+		case s < 4:
+			VPSLLW(U8(4-s), e, e)
+		case s > 4:
+			VPSRLW(U8(s-4), e, e)
+		}
+		VPAND(bit, e, e)
+		VPOR(e, u, u)
+		return u
+	}
+	i := make([]VecVirtual, T)
+	for s := 0; s < 8; s += 2 {
+		u0, u1 := step(s), step(s+1)
+		for t := range i {
+			x, y := YMM(), YMM()
+			VPBROADCASTD(c.rec(t, 4*s), x)
+			VPMADDUBSW(x, u0, x)
+			VPBROADCASTD(c.rec(t, 4*(s+1)), y)
+			VPMADDUBSW(y, u1, y)
+			VPADDW(y, x, x)
+			VPMADDWD(ones, x, x)
+			if s == 0 {
+				i[t] = x
+			} else {
+				VPADDD(x, i[t], i[t])
+			}
+		}
+	}
+	return i
+}
+
+// onesOnStack is int16 ones in a stack slot (a register saved).
+func onesOnStack() Mem {
+	m := AllocLocal(32)
+	VMOVDQU(bcast32(0x00010001), m)
+	return m
+}
+
 // pk256Q5K: as Q4_K, each sub-block's nibbles followed by one load of its
-// fifth bits (byte e of a lane, bit c: step c's element e). Codes are
-// 0…31, so two steps' pair sums (2·2·31·127) add up in int16 before
-// VPMADDWD.
+// fifth bits (fiveSums).
 func pk256Q5K(c pass256) {
 	SHRQ(U8(3), c.n)
 	lo, bit := bcastByte(0x0f), bcastByte(0x10)
-	ones := AllocLocal(32)
-	o := bcast32(0x00010001)
-	VMOVDQU(o, ones)
+	ones := onesOnStack()
 	blockLoop(c.name, "super", c.n, func() {
 		for j := 0; j < 8; j++ {
 			c.prefetch(j, 8)
 			at := 320 + 320*j
 			for k, h := range c.hs {
-				// step s: nibbles (load s%4, high from step 4), fifth bit to bit 4.
-				step := func(s int) VecVirtual {
-					u, e := YMM(), YMM()
-					VMOVDQU(c.at(h, at+64*(s%4)), u)
-					if s >= 4 {
-						VPSRLW(U8(4), u, u)
-					}
-					VPAND(lo, u, u)
-					VMOVDQU(c.at(h, at+256), e)
-					switch {
-					case s < 4:
-						VPSLLW(U8(4-s), e, e)
-					case s > 4:
-						VPSRLW(U8(s-4), e, e)
-					}
-					VPAND(bit, e, e)
-					VPOR(e, u, u)
-					return u
-				}
-				i := make([]VecVirtual, len(c.acc[k]))
-				for s := 0; s < 8; s += 2 {
-					u0, u1 := step(s), step(s+1)
-					for t := range i {
-						x, y := YMM(), YMM()
-						VPBROADCASTD(c.rec(t, 4*s), x)
-						VPMADDUBSW(x, u0, x)
-						VPBROADCASTD(c.rec(t, 4*(s+1)), y)
-						VPMADDUBSW(y, u1, y)
-						VPADDW(y, x, x)
-						VPMADDWD(ones, x, x)
-						if s == 0 {
-							i[t] = x
-						} else {
-							VPADDD(x, i[t], i[t])
-						}
-					}
-				}
+				i := fiveSums(c, h, lo, bit, at, at+256, len(c.acc[k]), ones)
 				sc, mn := YMM(), YMM()
 				scaled := func(m, d Mem, v VecVirtual) {
 					f := YMM()
@@ -491,5 +505,56 @@ func pk256Q5K(c pass256) {
 			c.next()
 		}
 		ADDQ(U32(2880), c.w)
+	})
+}
+
+// pk256Q32More: Q4_1, Q5_0, Q5_1 (pk32Pieces lays them out): per block,
+// out = fma(float(Σu·x + o), d·d_x, out), then for Q4_1 and Q5_1
+// out = fma(m, d_x·Σx, out); o is Q5_0's −16·Σx.
+func pk256Q32More(typ string, c pass256) {
+	l := pk32Pieces[typ]
+	lo, ones := bcastByte(0x0f), onesOnStack()
+	var bit VecVirtual
+	if l.bits >= 0 {
+		bit = bcastByte(0x10)
+	}
+	blockLoop(c.name, "block", c.n, func() {
+		c.prefetch(0, 1)
+		for k, h := range c.hs {
+			T := len(c.acc[k])
+			var i []VecVirtual
+			if l.bits >= 0 {
+				i = fiveSums(c, h, lo, bit, 0, l.bits, T, ones)
+			} else {
+				i = nibbleSums(c, h, lo, 0, T)
+				for _, v := range i {
+					VPMADDWD(ones, v, v)
+				}
+			}
+			if typ == "Q5_0" {
+				for t, v := range i {
+					o := YMM()
+					VPBROADCASTD(c.rec(t, recO0), o)
+					VPADDD(o, v, v)
+				}
+			}
+			sw := YMM()
+			VCVTPH2PS(Mem{Base: c.w, Disp: l.scale + 16*h}, sw)
+			var mw VecVirtual
+			if l.min >= 0 {
+				mw = YMM()
+				VCVTPH2PS(Mem{Base: c.w, Disp: l.min + 16*h}, mw)
+			}
+			for t, v := range i {
+				scaleInto(v, sw, c.acc[k][t], c.rec(t, recD))
+				if l.min >= 0 {
+					a := YMM()
+					VBROADCASTSS(c.rec(t, recA), a)
+					VFMADD231PS(a, mw, c.acc[k][t])
+				}
+			}
+		}
+		ADDQ(U32(pkIntBytes[typ]), c.w)
+		c.next()
 	})
 }
