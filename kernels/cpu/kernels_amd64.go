@@ -714,6 +714,30 @@ func pk256Q5_1x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask ui
 
 func pk256Q5_1x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
+func pk256IQ4_NLx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256IQ4_NLx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256IQ4_NLx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256IQ4_NLx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256MXFP4x1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256MXFP4x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256MXFP4x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256MXFP4x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256IQ4XSx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256IQ4XSx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256IQ4XSx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256IQ4XSx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
 func quant256Q8R(x *float32, r *byte, nb int, c int32, halves bool)
 
 func cvt256F16(dst *float32, src *uint16, n int)

@@ -8,7 +8,8 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// The AVX2 integer tiles pk256{Q8_0,Q4_0,Q4K,Q6K,Q5K,Q4_1,Q5_0,Q5_1}x{T}: T tokens × one
+// The AVX2 integer tiles pk256{Type}x{T} (every integer type but Q2_K
+// and Q3_K): T tokens × one
 // group, run down `groups` consecutive groups, each output by the
 // arithmetic kernels/cpu/packed.go states (the bits of the AVX-512 tiles).
 //
@@ -32,7 +33,7 @@ import (
 // pk256IntTokens is the most tokens of an AVX2 integer tile.
 const pk256IntTokens = 4
 
-var pk256IntTypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K", "Q5K", "Q4_1", "Q5_0", "Q5_1"}
+var pk256IntTypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K", "Q5K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "MXFP4", "IQ4XS"}
 
 // pass256 is one pass of an integer tile over K: the halves hs of the
 // group (both for one token, else one a pass).
@@ -116,6 +117,8 @@ func pk256Int(typ string, T int) {
 			pk256Q5K(c)
 		case "Q4_1", "Q5_0", "Q5_1":
 			pk256Q32More(typ, c)
+		case "IQ4_NL", "MXFP4", "IQ4XS":
+			pk256Grid(typ, c)
 		}
 		for k, h := range hs {
 			storeHalf(fmt.Sprintf("%s_s%d", name, h), h, c.acc[k])
@@ -552,6 +555,109 @@ func pk256Q32More(typ string, c pass256) {
 					VBROADCASTSS(c.rec(t, recA), a)
 					VFMADD231PS(a, mw, c.acc[k][t])
 				}
+			}
+		}
+		ADDQ(U32(pkIntBytes[typ]), c.w)
+		c.next()
+	})
+}
+
+// grid256 is a grid type's 16 signed values in both 128-bit lanes, for
+// VPSHUFB.
+func grid256(typ string) VecVirtual {
+	name, vals := "pk256gridiq4nl", [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+	if typ == "MXFP4" {
+		name, vals = "pk256gridmxfp4", [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+	}
+	m, ok := grids[name]
+	if !ok {
+		m = GLOBL(name, RODATA|NOPTR)
+		for i := range 32 {
+			DATA(i, U8(uint8(vals[i%16])))
+		}
+		grids[name] = m
+	}
+	g := YMM()
+	VMOVDQU(m, g)
+	return g
+}
+
+// gridSums sets i[t] to token t's int32 Σv·x over the 8 steps of half h
+// of a block of grid nibbles at off: v = grid[nibble] by VPSHUFB, then
+// |v| times x·sign(v) as Q8_0's (|v| ≤ 127: no saturation). The records'
+// offset (the AVX-512 tiles' v+128) is not used.
+func gridSums(c pass256, h int, lo, grid VecVirtual, off, T int, ones Mem) []VecVirtual {
+	i := make([]VecVirtual, T)
+	for s := 0; s < 8; s++ {
+		v, a := YMM(), YMM()
+		VMOVDQU(c.at(h, off+64*(s%4)), v)
+		if s >= 4 {
+			VPSRLW(U8(4), v, v)
+		}
+		VPAND(lo, v, v)
+		VPSHUFB(v, grid, v)
+		VPABSB(v, a)
+		for t := range i {
+			x := YMM()
+			VPBROADCASTD(c.rec(t, 4*s), x)
+			VPSIGNB(v, x, x)
+			VPMADDUBSW(x, a, x)
+			VPMADDWD(ones, x, x)
+			if s == 0 {
+				i[t] = x
+			} else {
+				VPADDD(x, i[t], i[t])
+			}
+		}
+	}
+	return i
+}
+
+// pk256Grid: IQ4_NL and MXFP4 (nibbles, then 16 halves d or exponent
+// bytes e: s = 2^(e−128)), out = fma(float(Σv·x), s·d_x, out); IQ4_XS
+// (d, [8][16] int8 scales, 8 sub-blocks of nibbles), per sub-block j
+// out = fma(float(Σv·x), (d·sc_j)·d_x, out).
+func pk256Grid(typ string, c pass256) {
+	lo, grid, ones := bcastByte(0x0f), grid256(typ), onesOnStack()
+	if typ == "IQ4XS" {
+		SHRQ(U8(3), c.n)
+		blockLoop(c.name, "super", c.n, func() {
+			for j := 0; j < 8; j++ {
+				c.prefetch(j, 8)
+				for k, h := range c.hs {
+					i := gridSums(c, h, lo, grid, 160+256*j, len(c.acc[k]), ones)
+					sc, d := YMM(), YMM()
+					VCVTPH2PS(Mem{Base: c.w, Disp: 16 * h}, d)
+					VPMOVSXBD(Mem{Base: c.w, Disp: 32 + 16*j + 8*h}, sc)
+					VCVTDQ2PS(sc, sc)
+					VMULPS(d, sc, sc)
+					for t := range i {
+						scaleInto(i[t], sc, c.acc[k][t], c.rec(t, recD))
+					}
+				}
+				c.next()
+			}
+			ADDQ(U32(2208), c.w)
+		})
+		return
+	}
+	blockLoop(c.name, "block", c.n, func() {
+		c.prefetch(0, 1)
+		for k, h := range c.hs {
+			i := gridSums(c, h, lo, grid, 0, len(c.acc[k]), ones)
+			sw := YMM()
+			if typ == "MXFP4" {
+				// 2^(e−127) as float bits, e = 0 raised to the subnormal
+				// 2^−127, then halved: 2^(e−128) exactly, as E8M0Half.
+				VPMOVZXBD(Mem{Base: c.w, Disp: 256 + 8*h}, sw)
+				VPSLLD(U8(23), sw, sw)
+				VPMAXUD(bcast32(0x00400000), sw, sw)
+				VMULPS(bcast32(0x3f000000), sw, sw)
+			} else {
+				VCVTPH2PS(Mem{Base: c.w, Disp: 256 + 16*h}, sw)
+			}
+			for t := range i {
+				scaleInto(i[t], sw, c.acc[k][t], c.rec(t, recD))
 			}
 		}
 		ADDQ(U32(pkIntBytes[typ]), c.w)
