@@ -738,6 +738,22 @@ func pk256IQ4XSx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask u
 
 func pk256IQ4XSx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
+func pk256Q3Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q3Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q3Kx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q3Kx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q2Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q2Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q2Kx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q2Kx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
 func quant256Q8R(x *float32, r *byte, nb int, c int32, halves bool)
 
 func cvt256F16(dst *float32, src *uint16, n int)

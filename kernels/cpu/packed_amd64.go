@@ -48,6 +48,8 @@ var pk256IntTiles = map[quant.Type]*pkIntShapes{
 	quant.IQ4_NL: {1: pk256IQ4_NLx1, 2: pk256IQ4_NLx2, 3: pk256IQ4_NLx3, 4: pk256IQ4_NLx4},
 	quant.MXFP4:  {1: pk256MXFP4x1, 2: pk256MXFP4x2, 3: pk256MXFP4x3, 4: pk256MXFP4x4},
 	quant.IQ4_XS: {1: pk256IQ4XSx1, 2: pk256IQ4XSx2, 3: pk256IQ4XSx3, 4: pk256IQ4XSx4},
+	quant.Q3_K:   {1: pk256Q3Kx1, 2: pk256Q3Kx2, 3: pk256Q3Kx3, 4: pk256Q3Kx4},
+	quant.Q2_K:   {1: pk256Q2Kx1, 2: pk256Q2Kx2, 3: pk256Q2Kx3, 4: pk256Q2Kx4},
 }
 
 // pk256FloatGroups[t] is the widest AVX2 float tile of t tokens.

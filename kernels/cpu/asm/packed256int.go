@@ -8,8 +8,7 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// The AVX2 integer tiles pk256{Type}x{T} (every integer type but Q2_K
-// and Q3_K): T tokens × one
+// The AVX2 integer tiles pk256{Type}x{T}, every integer type: T tokens × one
 // group, run down `groups` consecutive groups, each output by the
 // arithmetic kernels/cpu/packed.go states (the bits of the AVX-512 tiles).
 //
@@ -33,7 +32,7 @@ import (
 // pk256IntTokens is the most tokens of an AVX2 integer tile.
 const pk256IntTokens = 4
 
-var pk256IntTypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K", "Q5K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "MXFP4", "IQ4XS"}
+var pk256IntTypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K", "Q5K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "MXFP4", "IQ4XS", "Q3K", "Q2K"}
 
 // pass256 is one pass of an integer tile over K: the halves hs of the
 // group (both for one token, else one a pass).
@@ -119,6 +118,8 @@ func pk256Int(typ string, T int) {
 			pk256Q32More(typ, c)
 		case "IQ4_NL", "MXFP4", "IQ4XS":
 			pk256Grid(typ, c)
+		case "Q3K", "Q2K":
+			pk256K16(typ, c)
 		}
 		for k, h := range hs {
 			storeHalf(fmt.Sprintf("%s_s%d", name, h), h, c.acc[k])
@@ -662,5 +663,133 @@ func pk256Grid(typ string, c pass256) {
 		}
 		ADDQ(U32(pkIntBytes[typ]), c.w)
 		c.next()
+	})
+}
+
+// pk256K16: Q3_K (1824: d, [16][16] int8 scales −32…31, then per block 2
+// loads of 2-bit codes and one of third bits, u = q+4) and Q2_K (1344: d,
+// dmin, [16][16] bytes sc | m<<4, then per block 2 loads of 2-bit codes).
+// With sub-block halves A (steps 0-3) and B (4-7) of a block:
+//
+//	Q3_K: out = fma(float(sc_A·(Σ_A u·x + o0) + sc_B·(Σ_B u·x + o1)), d·d_x, out)
+//	Q2_K: out = fma(float(sc_A·Σ_A u·x + sc_B·Σ_B u·x), d·d_x, out)
+//	      out = fma(float(m_A·o0 + m_B·o1), −(dmin·d_x), out)
+//
+// (o0, o1: the records' −4·Σ_A x, −4·Σ_B x for Q3_K, Σ_A x, Σ_B x for
+// Q2_K). As Q6_K's, two steps' pair sums meet the scales in VPMADDWD.
+func pk256K16(typ string, c pass256) {
+	q3 := typ == "Q3K"
+	SHRQ(U8(3), c.n)
+	three := bcastByte(0x03)
+	var bit VecVirtual
+	if q3 {
+		bit = bcastByte(0x04)
+	}
+	sc16 := AllocLocal(64) // A's and B's scales, as int16 pairs
+	blockLoop(c.name, "super", c.n, func() {
+		for b := 0; b < 8; b++ {
+			c.prefetch(b, 8)
+			for k, h := range c.hs {
+				at := 320 + 128*b
+				if q3 {
+					at = 288 + 192*b
+				}
+				// the halves' scales: int32 lanes, and int16 pairs on the stack
+				var s32 [2]VecVirtual
+				for q := range s32 {
+					s32[q] = YMM()
+					if q3 {
+						VPMOVSXBD(Mem{Base: c.w, Disp: 32 + 16*(2*b+q) + 8*h}, s32[q])
+					} else {
+						VPMOVZXBD(Mem{Base: c.w, Disp: 64 + 16*(2*b+q) + 8*h}, s32[q])
+						VPAND(bcast32(0x0f), s32[q], s32[q])
+					}
+					w := YMM()
+					VPSLLD(U8(16), s32[q], w)
+					VPBLENDW(U8(0x55), s32[q], w, w)
+					VMOVDQU(w, sc16.Offset(32*q))
+				}
+				i := make([]VecVirtual, len(c.acc[k]))
+				for t := range i {
+					i[t] = YMM()
+					if !q3 {
+						VPXOR(i[t], i[t], i[t])
+						continue
+					}
+					o := YMM()
+					VPBROADCASTD(c.rec(t, recO0), i[t])
+					VPMULLD(s32[0], i[t], i[t])
+					VPBROADCASTD(c.rec(t, recO1), o)
+					VPMULLD(s32[1], o, o)
+					VPADDD(o, i[t], i[t])
+				}
+				// step s: field s%4 of pair load s/4 (bits 2f), Q3_K's third
+				// bit (bit s of the bits load's byte) at bit 2.
+				step := func(s int) VecVirtual {
+					u := YMM()
+					VMOVDQU(c.at(h, at+64*(s/4)), u)
+					if f := s % 4; f > 0 {
+						VPSRLW(U8(2*f), u, u)
+					}
+					VPAND(three, u, u)
+					if q3 {
+						e := YMM()
+						VMOVDQU(c.at(h, at+128), e)
+						switch {
+						case s < 2:
+							VPSLLW(U8(2-s), e, e)
+						case s > 2:
+							VPSRLW(U8(s-2), e, e)
+						}
+						VPAND(bit, e, e)
+						VPOR(e, u, u)
+					}
+					return u
+				}
+				for s := 0; s < 8; s += 2 {
+					u0, u1 := step(s), step(s+1)
+					for t := range i {
+						x, y := YMM(), YMM()
+						VPBROADCASTD(c.rec(t, 4*s), x)
+						VPMADDUBSW(x, u0, x)
+						VPBROADCASTD(c.rec(t, 4*(s+1)), y)
+						VPMADDUBSW(y, u1, y)
+						VPADDW(y, x, x)
+						VPMADDWD(sc16.Offset(32*(s/4)), x, x)
+						VPADDD(x, i[t], i[t])
+					}
+				}
+				d := YMM()
+				VCVTPH2PS(Mem{Base: c.w, Disp: 16 * h}, d)
+				for t := range i {
+					scaleInto(i[t], d, c.acc[k][t], c.rec(t, recD))
+				}
+				if q3 {
+					continue
+				}
+				var m [2]VecVirtual
+				for q := range m {
+					m[q] = YMM()
+					VPMOVZXBD(Mem{Base: c.w, Disp: 64 + 16*(2*b+q) + 8*h}, m[q])
+					VPSRLD(U8(4), m[q], m[q])
+				}
+				dm := YMM()
+				VCVTPH2PS(Mem{Base: c.w, Disp: 32 + 16*h}, dm)
+				for t := range i {
+					im, o, s := YMM(), YMM(), YMM()
+					VPBROADCASTD(c.rec(t, recO0), im)
+					VPMULLD(m[0], im, im)
+					VPBROADCASTD(c.rec(t, recO1), o)
+					VPMULLD(m[1], o, o)
+					VPADDD(o, im, im)
+					VCVTDQ2PS(im, im)
+					VBROADCASTSS(c.rec(t, recD), s)
+					VMULPS(s, dm, s)
+					VFNMADD231PS(s, im, c.acc[k][t])
+				}
+			}
+			c.next()
+		}
+		ADDQ(U32(pkIntBytes[typ]), c.w)
 	})
 }
