@@ -9,8 +9,8 @@ import (
 	"jspark/kernels/quant"
 )
 
-// On AVX-512 (and on AVX2 for the types it has tiles of, pkSets) every
-// weight matrix is multiplied in a packed layout, made
+// On AVX-512 and AVX2 (pkSets) every weight matrix is multiplied in a
+// packed layout, made
 // once (Prepare, or the first product): groups of 16 rows whose values for
 // one step of K lie side by side, so that one vector load holds a step of
 // 16 rows, each lane accumulates one row's output, and a one-token product
