@@ -91,7 +91,7 @@ func pk256Int(typ string, T int) {
 				}
 			},
 			size: pkIntBytes[typ]}
-		if T == 1 {
+		if hs[0] == 0 { // the pass that reads the group first
 			c.pf = GP64()
 			MOVQ(U32(pk256Prefetch), c.pf)
 		}
