@@ -2,10 +2,10 @@
 // On AVX-512 and AVX2, weight matrices are packed at load into groups of
 // 16 rows (packed.go; in memory outside the Go heap that takes the place
 // of the file's pages, pagemem_linux.go) and multiplied by register tiles
-// of tokens × groups, the same arithmetic on both (AVX2 packs the float
-// types, Q8_0, Q4_0, Q4_K and Q6_K). Other types on AVX2, and the plain-Go
-// fallback, multiply the rows as the file encodes them (matmul.go,
-// qmatmul.go). JSPARK_ISA forces an instruction set (isa.go). Products split groups (rows) across goroutines
+// of tokens × groups, the same arithmetic on both, every weight type. The
+// plain-Go fallback multiplies the rows as the file encodes them
+// (matmul.go, qmatmul.go). JSPARK_ISA forces an instruction set (isa.go).
+// Products split groups (rows) across goroutines
 // and tile the tokens; attention splits (run of tokens, head) pairs.
 // Each output element is computed by one goroutine in a fixed order,
 // which keeps results batch-invariant.

@@ -654,17 +654,107 @@ func pk256Q8_0x1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask ui
 
 func pk256Q8_0x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
+func pk256Q8_0x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q8_0x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
 func pk256Q4_0x1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
 func pk256Q4_0x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4_0x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4_0x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
 func pk256Q4Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
 func pk256Q4Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
+func pk256Q4Kx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4Kx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
 func pk256Q6Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
 func pk256Q6Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q6Kx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q6Kx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q5Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q5Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q5Kx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q5Kx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4_1x1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4_1x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4_1x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4_1x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q5_0x1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q5_0x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q5_0x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q5_0x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q5_1x1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q5_1x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q5_1x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q5_1x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256IQ4_NLx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256IQ4_NLx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256IQ4_NLx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256IQ4_NLx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256MXFP4x1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256MXFP4x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256MXFP4x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256MXFP4x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256IQ4XSx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256IQ4XSx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256IQ4XSx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256IQ4XSx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q3Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q3Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q3Kx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q3Kx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q2Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q2Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q2Kx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q2Kx4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func quant256Q8R(x *float32, r *byte, nb int, c int32, halves bool)
 
 func cvt256F16(dst *float32, src *uint16, n int)
 

@@ -9,8 +9,8 @@ import (
 	"jspark/kernels/quant"
 )
 
-// On AVX-512 (and on AVX2 for the types it has tiles of, pkSets) every
-// weight matrix is multiplied in a packed layout, made
+// On AVX-512 and AVX2 (pkSets) every weight matrix is multiplied in a
+// packed layout, made
 // once (Prepare, or the first product): groups of 16 rows whose values for
 // one step of K lie side by side, so that one vector load holds a step of
 // 16 rows, each lane accumulates one row's output, and a one-token product
@@ -96,14 +96,14 @@ type pkSet struct {
 // an AVX-512 CPU without VNNI.
 var pkSets = func() (s [isaAVX512 + 1]pkSet) {
 	avx2 := pkSet{float: pk256FloatTiles, floatGroups: pk256FloatGroups,
-		ints: pk256IntTiles, intTokens: pk256IntTokens, records: recordsGo}
+		ints: pk256IntTiles, intTokens: pk256IntTokens, records: quant256Q8R}
 	s[isaAVX2] = avx2
 	g := make([]int, pkTokens+1)
 	for t := range g {
 		g[t] = pkGroups
 	}
 	g[1] = pkDecodeGroups
-	s[isaAVX512] = pkSet{float: pkFloatTiles, floatGroups: g, ints: avx2.ints, intTokens: avx2.intTokens, records: recordsGo}
+	s[isaAVX512] = pkSet{float: pkFloatTiles, floatGroups: g, ints: avx2.ints, intTokens: avx2.intTokens, records: avx2.records}
 	if hasVNNI {
 		s[isaAVX512].ints, s[isaAVX512].intTokens, s[isaAVX512].records = pkIntTiles, pkIntTokens, quant512Q8R
 	}

@@ -37,13 +37,22 @@ var pk256FloatTiles = map[quant.Type]*pkFloatShapes{
 
 // pk256IntTiles[type][tokens] is the AVX2 integer tile of that shape.
 var pk256IntTiles = map[quant.Type]*pkIntShapes{
-	quant.Q8_0: {1: pk256Q8_0x1, 2: pk256Q8_0x2},
-	quant.Q4_0: {1: pk256Q4_0x1, 2: pk256Q4_0x2},
-	quant.Q4_K: {1: pk256Q4Kx1, 2: pk256Q4Kx2},
-	quant.Q6_K: {1: pk256Q6Kx1, 2: pk256Q6Kx2},
+	quant.Q8_0:   {1: pk256Q8_0x1, 2: pk256Q8_0x2, 3: pk256Q8_0x3, 4: pk256Q8_0x4},
+	quant.Q4_0:   {1: pk256Q4_0x1, 2: pk256Q4_0x2, 3: pk256Q4_0x3, 4: pk256Q4_0x4},
+	quant.Q4_K:   {1: pk256Q4Kx1, 2: pk256Q4Kx2, 3: pk256Q4Kx3, 4: pk256Q4Kx4},
+	quant.Q6_K:   {1: pk256Q6Kx1, 2: pk256Q6Kx2, 3: pk256Q6Kx3, 4: pk256Q6Kx4},
+	quant.Q5_K:   {1: pk256Q5Kx1, 2: pk256Q5Kx2, 3: pk256Q5Kx3, 4: pk256Q5Kx4},
+	quant.Q4_1:   {1: pk256Q4_1x1, 2: pk256Q4_1x2, 3: pk256Q4_1x3, 4: pk256Q4_1x4},
+	quant.Q5_0:   {1: pk256Q5_0x1, 2: pk256Q5_0x2, 3: pk256Q5_0x3, 4: pk256Q5_0x4},
+	quant.Q5_1:   {1: pk256Q5_1x1, 2: pk256Q5_1x2, 3: pk256Q5_1x3, 4: pk256Q5_1x4},
+	quant.IQ4_NL: {1: pk256IQ4_NLx1, 2: pk256IQ4_NLx2, 3: pk256IQ4_NLx3, 4: pk256IQ4_NLx4},
+	quant.MXFP4:  {1: pk256MXFP4x1, 2: pk256MXFP4x2, 3: pk256MXFP4x3, 4: pk256MXFP4x4},
+	quant.IQ4_XS: {1: pk256IQ4XSx1, 2: pk256IQ4XSx2, 3: pk256IQ4XSx3, 4: pk256IQ4XSx4},
+	quant.Q3_K:   {1: pk256Q3Kx1, 2: pk256Q3Kx2, 3: pk256Q3Kx3, 4: pk256Q3Kx4},
+	quant.Q2_K:   {1: pk256Q2Kx1, 2: pk256Q2Kx2, 3: pk256Q2Kx3, 4: pk256Q2Kx4},
 }
 
 // pk256FloatGroups[t] is the widest AVX2 float tile of t tokens.
 var pk256FloatGroups = []int{0, 6, 3, 2, 1, 1}
 
-const pk256IntTokens = 2
+const pk256IntTokens = 4

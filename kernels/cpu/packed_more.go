@@ -127,8 +127,8 @@ const (
 	recA  = 44 // float32: scale · Σq
 )
 
-// recordsGo writes the activation records quant512Q8R does, in Go, for the
-// tiles of an instruction set without it: per block the 32 quants of
+// recordsGo writes the activation records quant512Q8R and quant256Q8R do,
+// in Go (their reference): per block the 32 quants of
 // quant.QuantizeQ8, its scale, the offset terms and d·Σq.
 func recordsGo(x *float32, r *byte, nb int, c int32, halves bool) {
 	xs := unsafe.Slice(x, nb*quant.Q8Block)

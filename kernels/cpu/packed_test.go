@@ -190,7 +190,7 @@ func TestPackedMatchesSpec(t *testing.T) {
 				cols = append(cols, 7, 37)
 			}
 			for _, c := range cols {
-				for _, shape := range []struct{ rows, n int }{{45, 1}, {45, 13}, {1000, 1}, {300, 9}} {
+				for _, shape := range []struct{ rows, n int }{{45, 1}, {45, 2}, {45, 7}, {45, 13}, {1000, 1}, {300, 9}} {
 					t.Run(fmt.Sprintf("%v/%v/k%d/r%d/n%d", is, typ, c, shape.rows, shape.n), func(t *testing.T) {
 						w := matrix(r, typ, shape.rows, c)
 						x := randVec(r, shape.n*c)

@@ -5,8 +5,8 @@ import (
 	"jspark/kernels/quant"
 )
 
-// The unpacked quantized product (AVX2 and portable; AVX-512 with VNNI
-// runs packed.go), llama.cpp's way: each token's activations are quantized
+// The unpacked quantized product (the portable path: AVX2 and AVX-512 run
+// packed.go; its AVX2 tiles, qkernAVX2, are no longer chosen), llama.cpp's way: each token's activations are quantized
 // once per call to 8-bit blocks of 32 (quant.QuantizeQ8), then every
 // output is an integer dot product per block against the weight rows as
 // the file encodes them (VPMADDUBSW and VPMADDWD on AVX2), scaled to float

@@ -52,6 +52,7 @@ func main() {
 	siluMul()
 	packedKernels()
 	packed256Kernels()
+	records256()
 	cvtHalves()
 	read512()
 	Generate()
