@@ -232,17 +232,14 @@ func (at *attend) task(worker, i int) {
 		}
 		base := int(table[p0/bs]) * bs
 		for j0 := 0; j0 < min(bs, last-p0); j0 += 16 {
-			c0 := p0 + j0 // the chunk's first position
+			c0 := p0 + j0          // the chunk's first position
+			full := min(16, bs-j0) // slots of the chunk a token past it sees
 			// The next chunk's slots, prefetched strip by strip beside
 			// this chunk's steps (pf < 0: none).
-			pf := -1
-			if c0+16 < to {
-				pf = base + j0 + 16
-				if j0+16 >= bs {
-					pf = int(table[(p0+bs)/bs]) * bs
-				}
+			pf, pn := -1, 0
+			if pq := c0 + full; pq < to {
+				pf, pn = int(table[pq/bs])*bs+pq%bs, min(16, bs-pq%bs, to-pq)
 			}
-			full := min(16, bs-j0) // slots of the chunk a token past it sees
 			// see says which slots of the chunk token t sees: n of them
 			// and the mask (ok false: none, nor do the later tokens).
 			see := func(t int) (nn int, mask uint16, ok bool) {
@@ -260,7 +257,7 @@ func (at *attend) task(worker, i int) {
 				k, v := &kb[off], &vb[off]
 				if pf >= 0 && !noPrefetch {
 					off := (pf*kvDim + kvh*hd) * elem
-					attnPrefetch512(&kb[off], &vb[off], stride, min(16, to-c0-16), hd*elem/64)
+					attnPrefetch512(&kb[off], &vb[off], stride, pn, hd*elem/64)
 				}
 				ha, hb := max(h0, kvh*g)-h0, min(h0+nh, (kvh+1)*g)-h0
 				if acrossHeads {
