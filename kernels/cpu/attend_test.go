@@ -18,19 +18,29 @@ func withSegment(seg int, f func()) {
 	f()
 }
 
-// tail is the attention of a's last n tokens alone (a's keys, values and
-// table; its own queries and outputs), as a later step of the sequence.
+// tail is the attention of n of a's tokens from from on alone (a's keys,
+// values and table; its own queries and outputs), as a later step of the
+// sequence.
 func tail(a *kernels.Attention, from, n int) *kernels.Attention {
+	pos := make([]int, n)
+	for i := range pos {
+		pos[i] = from + i
+	}
+	return pick(a, pos)
+}
+
+// pick is the attention of a's tokens at positions pos, in one batch.
+func pick(a *kernels.Attention, pos []int) *kernels.Attention {
 	dim := a.Heads * a.HeadDim
 	one := *a
-	one.N, one.MaxPos = n, from+n-1
-	one.Q = f32(kernels.HostF32(a.Q)[from*dim : (from+n)*dim])
-	one.Out = f32(make([]float32, n*dim))
-	pos := make([]int32, n)
-	for i := range pos {
-		pos[i] = int32(from + i)
+	one.N, one.MaxPos = len(pos), slices.Max(pos)
+	q, p := make([]float32, 0, len(pos)*dim), make([]int32, len(pos))
+	for i, x := range pos {
+		q = append(q, kernels.HostF32(a.Q)[x*dim:(x+1)*dim]...)
+		p[i] = int32(x)
 	}
-	one.Pos, one.Seq = i32(pos), i32(make([]int32, n))
+	one.Q, one.Out = f32(q), f32(make([]float32, len(pos)*dim))
+	one.Pos, one.Seq = i32(p), i32(make([]int32, len(pos)))
 	return &one
 }
 
@@ -76,6 +86,20 @@ func checkSegments(t *testing.T, r *rand.Rand, n, heads, kvHeads, hd, bs, window
 			k.Attend(one)
 			if got, want := kernels.HostF32(one.Out), all[run.from*dim:(run.from+run.n)*dim]; !slices.Equal(got, want) {
 				t.Fatalf("%d threads, tokens %d..%d alone differ from in the batch", threads, run.from, run.from+run.n-1)
+			}
+		}
+		// One batch of a decode token (split), a prefill chunk across a
+		// boundary (whole) and two drafted tokens (split).
+		pos := []int{n - 1}
+		for p := 20; p < 45; p++ {
+			pos = append(pos, p)
+		}
+		pos = append(pos, n-11, n-10)
+		mixed := pick(a, pos)
+		k.Attend(mixed)
+		for i, p := range pos {
+			if got := kernels.HostF32(mixed.Out)[i*dim : (i+1)*dim]; !slices.Equal(got, all[p*dim:(p+1)*dim]) {
+				t.Fatalf("%d threads, token %d in a mixed batch differs", threads, p)
 			}
 		}
 	}
