@@ -102,7 +102,8 @@ type (
 
 // oneHeadPerTask, set by a benchmark, makes every task one query head
 // (each reads its KV head alone), the shape before heads were grouped;
-// noSplit, likewise, keeps decode runs whole (a task per KV head).
+// noSplit, likewise, keeps decode runs whole (a task per KV head), and
+// noPrefetch leaves the next chunk to the hardware's prefetchers.
 var oneHeadPerTask, noSplit, noPrefetch bool
 
 // headsPerTask is the query heads of a task: a KV head's whole group,
