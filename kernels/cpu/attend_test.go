@@ -54,15 +54,13 @@ func TestAttendSegmentsInvariant(t *testing.T) {
 	for _, c := range []struct{ n, heads, kvHeads, hd, bs, window int }{
 		{100, 8, 2, 64, 16, 0}, {90, 32, 8, 64, 16, 0}, {77, 2, 1, 128, 24, 0}, {70, 4, 2, 64, 7, 0},
 		{60, 3, 1, 16, 16, 0}, {85, 4, 4, 128, 32, 0}, {90, 12, 2, 32, 16, 0},
-		{100, 4, 2, 64, 16, 40}, {90, 16, 2, 64, 16, 20}, {77, 2, 1, 128, 24, 33},
+		{100, 4, 2, 64, 16, 40}, {90, 16, 2, 64, 16, 20}, {77, 2, 1, 128, 24, 33}, {70, 4, 2, 64, 16, 200},
 	} {
 		for _, kv := range []quant.Type{quant.F32, quant.F16} {
-			for _, sinks := range []bool{false, true} {
-				name := fmt.Sprintf("%+v/%v/sinks%v", c, kv, sinks)
-				t.Run(name, func(t *testing.T) {
-					withSegment(32, func() { checkSegments(t, r, c.n, c.heads, c.kvHeads, c.hd, c.bs, c.window, kv, sinks) })
-				})
-			}
+			sinks := c.window > 0 // gpt-oss's layers have both
+			t.Run(fmt.Sprintf("%+v/%v", c, kv), func(t *testing.T) {
+				withSegment(32, func() { checkSegments(t, r, c.n, c.heads, c.kvHeads, c.hd, c.bs, c.window, kv, sinks) })
+			})
 		}
 	}
 }
