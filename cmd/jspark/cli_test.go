@@ -195,3 +195,31 @@ func TestServeReadyLineAndHealth(t *testing.T) {
 		t.Fatalf("models without key: %d", resp.StatusCode)
 	}
 }
+
+// TestChatTemplateFileBounded: a --chat-template-file past the bound, or
+// one that never ends (/dev/zero), is an error naming the flag, read no
+// further than the bound; a real template is read whole.
+func TestChatTemplateFileBounded(t *testing.T) {
+	big := filepath.Join(t.TempDir(), "big.jinja")
+	if err := os.WriteFile(big, make([]byte, maxTemplateBytes+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{big, "/dev/zero"} {
+		o := EngineFlags{ChatTemplateFile: path}
+		if _, err := o.chatTemplate("gguf"); err == nil || !strings.Contains(err.Error(), "--chat-template-file "+path) {
+			t.Errorf("%s: err = %v, want one naming the flag and the file", path, err)
+		}
+	}
+	ok := filepath.Join(t.TempDir(), "ok.jinja")
+	src := strings.Repeat("{{ messages }}", maxTemplateBytes/14)
+	if err := os.WriteFile(ok, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := EngineFlags{ChatTemplateFile: ok}
+	if got, err := o.chatTemplate("gguf"); err != nil || got != src {
+		t.Errorf("a template at the bound: %d bytes, %v", len(got), err)
+	}
+	if got, _ := (&EngineFlags{}).chatTemplate("gguf"); got != "gguf" {
+		t.Errorf("no file: %q, want the GGUF's", got)
+	}
+}

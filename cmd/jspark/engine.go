@@ -93,12 +93,26 @@ func (o *EngineFlags) chatTemplate(fromGGUF string) (string, error) {
 	if o.ChatTemplateFile == "" {
 		return fromGGUF, nil
 	}
-	b, err := os.ReadFile(o.ChatTemplateFile)
+	f, err := os.Open(o.ChatTemplateFile)
 	if err != nil {
 		return "", fmt.Errorf("--chat-template-file: %w", err)
 	}
+	defer f.Close()
+	// Read at most one byte past the bound: /dev/zero or a FIFO must not
+	// be read without end.
+	b, err := io.ReadAll(io.LimitReader(f, maxTemplateBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("--chat-template-file: %w", err)
+	}
+	if len(b) > maxTemplateBytes {
+		return "", fmt.Errorf("--chat-template-file %s: larger than %d KiB (chat templates are tens of KiB)", o.ChatTemplateFile, maxTemplateBytes>>10)
+	}
 	return string(b), nil
 }
+
+// maxTemplateBytes bounds a --chat-template-file: the largest real
+// template (ik_llama.cpp's models/templates) is under 30 KiB.
+const maxTemplateBytes = 1 << 20
 
 // newServer builds the HTTP front of e and says once when the model's
 // template could not be used.

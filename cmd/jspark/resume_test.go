@@ -105,7 +105,13 @@ func hashes(t *testing.T, dir string) map[string]string {
 // finish it; `--resume` finishes it: the finished trial is read back with
 // its files untouched (their hashes compared), the interrupted one and the
 // last run, and results.json holds all three, each session scored.
-func TestWorkSIGINTThenResume(t *testing.T) {
+func TestWorkSIGINTThenResume(t *testing.T) { interruptThenResume(t, os.Interrupt) }
+
+// A run killed outright (SIGKILL: no handler runs, the trial's sandbox and
+// partial files stay behind) is finished by `--resume` just the same.
+func TestWorkSIGKILLThenResume(t *testing.T) { interruptThenResume(t, os.Kill) }
+
+func interruptThenResume(t *testing.T, sig os.Signal) {
 	dir := t.TempDir()
 	recipe := filepath.Join(dir, "resume.yaml")
 	if err := os.WriteFile(recipe, []byte(resumeRecipe), 0o644); err != nil {
@@ -131,12 +137,15 @@ func TestWorkSIGINTThenResume(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("trial 2 never asked:\n%s", stderr.String())
 	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	err := cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 || !strings.Contains(stderr.String(), "--resume` finishes the run") {
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
 		t.Fatalf("interrupted run: %v\n%s", err, stderr.String())
+	}
+	if sig == os.Interrupt && !strings.Contains(stderr.String(), "--resume` finishes the run") {
+		t.Fatalf("interrupted run does not say how to finish it:\n%s", stderr.String())
 	}
 	first := hashes(t, filepath.Join(out, "solo", "t1"))
 	if len(first) < 4 {

@@ -23,7 +23,10 @@ import (
 //     `groups` consecutive groups. Per 32-element block, 8 VPDPBUSD (the
 //     token's 4 activations of a step broadcast against the 16 rows' 4
 //     weights) give each row's exact integer dot product, scaled to float
-//     and accumulated in block order.
+//     and accumulated in block order. Tiles of up to pkPrefetchTokens
+//     tokens (decode) ask for their weights pkPrefetch bytes ahead of
+//     their reads: one stream a thread, which the hardware prefetchers
+//     alone kept well short of the memory limit.
 
 // Float tiles: tokens × groups, the most of each.
 const (
@@ -34,6 +37,15 @@ const (
 	pkDecodeGroups = 8
 	// pkIntTokens is the most tokens of an integer tile.
 	pkIntTokens = 8
+	// pkPrefetch is how far ahead (bytes) a few-token integer tile asks
+	// for its weights. Its one stream a thread left the hardware
+	// prefetchers short of the memory limit (Q4_K read 41 GB/s where the
+	// machine reads 53): the lines must be asked for early.
+	pkPrefetch = 2048
+	// pkPrefetchTokens is the most tokens of a tile that prefetches: a
+	// few sequences decoding together stream the weights as one does;
+	// wider tiles (prefill) reuse each load enough to hide the memory.
+	pkPrefetchTokens = 4
 )
 
 var pkFloatTypes = []string{"F32", "F16", "BF16"}
@@ -228,6 +240,10 @@ func pkInt(typ string, T int) {
 		acc[t] = ZMM()
 		VXORPS(acc[t], acc[t], acc[t])
 	}
+	pfAhead = 0
+	if T <= pkPrefetchTokens {
+		pfAhead = pkPrefetch
+	}
 	rec := func(t, off int) Mem { return stridedAt(rb, rs, t).Offset(off) }
 	nextRec := func() {
 		for _, b := range rb {
@@ -290,6 +306,27 @@ func pkInt(typ string, T int) {
 	JNZ(LabelRef(name + "_group"))
 	VZEROUPPER()
 	RET()
+	pfAhead = 0
+}
+
+// pfAhead is how far ahead of its reads (bytes) the tile being emitted
+// asks for its weights, 0 for none (pkInt sets it).
+var pfAhead int
+
+// prefetchPart asks for part j of parts of the block of size bytes at w,
+// pfAhead bytes ahead: the parts together cover the block's lines and the
+// one a block that is not line-aligned spills into.
+func prefetchPart(w Register, size, j, parts int) {
+	if pfAhead == 0 {
+		return
+	}
+	lines := (size + 63) / 64
+	if size%64 != 0 {
+		lines++
+	}
+	for l := j * lines / parts; l < (j+1)*lines/parts; l++ {
+		PREFETCHT0(Mem{Base: w, Disp: pfAhead + 64*l})
+	}
 }
 
 func bcastConst(c uint32) VecVirtual {
@@ -343,6 +380,7 @@ func pkQ32(typ, name string, w, n Register, acc []VecVirtual, rec func(t, off in
 	} else {
 		nibbles(Mem{Base: w}, lo, u)
 	}
+	prefetchPart(w, size, 0, 1)
 	VCVTPH2PS(Mem{Base: w, Disp: scales}, sw)
 	for t := range acc {
 		VPBROADCASTD(rec(t, recO0), i)
@@ -376,6 +414,7 @@ func pkQ4K(name string, w, n Register, acc []VecVirtual, rec func(t, off int) Me
 	VCVTPH2PS(Mem{Base: w}, d)
 	VCVTPH2PS(Mem{Base: w, Disp: 32}, dm)
 	for j := 0; j < 8; j++ {
+		prefetchPart(w, 2368, j, 8)
 		VPMOVZXBD(Mem{Base: w, Disp: 64 + 16*j}, sc)
 		VCVTDQ2PS(sc, sc)
 		VMULPS(d, sc, sc)
@@ -423,8 +462,9 @@ func pkQ6K(name string, w, n Register, acc []VecVirtual, rec func(t, off int) Me
 		u[c] = ZMM()
 	}
 	lo, hi := bcastConst(0x0f0f0f0f), bcastConst(0x30303030)
-	// u = (a & lo) | b, b already masked to bits 4-5.
-	merge := ternImm(func(a, b, c bool) bool { return (a && c) || b })
+	// u = a | (b & lo), a the highs already masked to bits 4-5 (into
+	// a: no copy of the nibbles).
+	merge := ternImm(func(a, b, c bool) bool { return a || (b && c) })
 	d, sa, sb, ia, ib, s := ZMM(), ZMM(), ZMM(), ZMM(), ZMM(), ZMM()
 	h := []VecVirtual{ZMM(), ZMM()}
 	Label(name + "_super")
@@ -432,6 +472,7 @@ func pkQ6K(name string, w, n Register, acc []VecVirtual, rec func(t, off int) Me
 	JZ(LabelRef(name + "_end"))
 	VCVTPH2PS(Mem{Base: w}, d)
 	for b := 0; b < 8; b++ {
+		prefetchPart(w, 3360, b, 8)
 		VPMOVSXBD(Mem{Base: w, Disp: 32 + 16*(2*b)}, sa)
 		VPMOVSXBD(Mem{Base: w, Disp: 32 + 16*(2*b+1)}, sb)
 		ql := Mem{Base: w, Disp: 288 + 256*b}
@@ -449,14 +490,15 @@ func pkQ6K(name string, w, n Register, acc []VecVirtual, rec func(t, off int) Me
 			switch f := c % 4; {
 			case f < 2:
 				VPSLLW(U8(4-2*f), h[c/4], t)
+				VPANDD(hi, t, t)
 			case f == 2:
-				VMOVDQA32(h[c/4], t)
+				VPANDD(hi, h[c/4], t)
 			default:
 				VPSRLW(U8(2), h[c/4], t)
+				VPANDD(hi, t, t)
 			}
-			VPANDD(hi, t, t)
-			VMOVDQA32(l, u[c])
-			VPTERNLOGD(U8(merge), lo, t, u[c])
+			VPTERNLOGD(U8(merge), lo, l, t)
+			u[c] = t
 		}
 		for t := range acc {
 			r := func(off int) Mem { return rec(t, off) }

@@ -142,6 +142,7 @@ func pk32More(typ, name string, w, n Register, acc []VecVirtual, rec func(t, off
 	Label(name + "_block")
 	TESTQ(n, n)
 	JZ(LabelRef(name + "_end"))
+	prefetchPart(w, pkIntBytes[typ], 0, 1)
 	nibbles(Mem{Base: w}, lo, u)
 	if l.bits >= 0 {
 		h := ZMM()
@@ -203,6 +204,7 @@ func pkK32More(typ, name string, w, n Register, acc []VecVirtual, rec func(t, of
 		VCVTPH2PS(Mem{Base: w, Disp: 32}, dm)
 	}
 	for j := 0; j < 8; j++ {
+		prefetchPart(w, pkIntBytes[typ], j, 8)
 		if q5 {
 			VPMOVZXBD(Mem{Base: w, Disp: 64 + 16*j}, sc)
 		} else {
@@ -271,6 +273,7 @@ func pkK16(typ, name string, w, n Register, acc []VecVirtual, rec func(t, off in
 		VCVTPH2PS(Mem{Base: w, Disp: 32}, dm)
 	}
 	for b := 0; b < 8; b++ {
+		prefetchPart(w, pkIntBytes[typ], b, 8)
 		if q3 {
 			VPMOVSXBD(Mem{Base: w, Disp: 32 + 16*(2*b)}, sa)
 			VPMOVSXBD(Mem{Base: w, Disp: 32 + 16*(2*b+1)}, sb)
