@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"math"
-
 	"jspark/kernels"
 	"jspark/kernels/quant"
 	"jspark/kernels/ref"
@@ -14,16 +12,29 @@ import (
 // slots per call), so no score row is materialised. A token's result
 // depends only on its own sequence's keys and values, in position order.
 //
-// A task is the query heads of one KV head (its whole group, or a share
-// of it when there are too few tasks for the threads) for a run of up to
-// qBlock consecutive tokens of one sequence (a prefill chunk's, or one
-// decode token): chunk by chunk of keys, every (token, head) of the task
-// that sees the chunk takes its step while the chunk's keys and values
-// are in L1. So a KV head's keys and values are read once per task, not
-// once per query head (grouped-query attention shares them), and not once
-// per token (at 4,000 tokens of prefill attention was 64% of the time, at
-// 0.5 instructions a cycle, when each token streamed the context from
-// L3). Several queries take one step together (the fixed-width steps'
+// Positions fall in segments of segLen: a query's softmax runs over each
+// segment from a fresh state, and the segments' states are folded into
+// the result in position order (foldSeg). The boundaries are positions,
+// not threads, so a query's bits are the same whether one task walks all
+// its segments (a prefill run, folding as it crosses each boundary) or
+// each segment is a task of its own whose state is folded after the pool
+// has run (a decode, split by positions: flash-decoding).
+//
+// A task is a run of up to qBlock consecutive tokens of one sequence, the
+// query heads of some KV heads (one KV head's group or a share of it, or
+// several whole groups), and all the positions the run sees or one
+// segment of them. Chunk by chunk of 16 keys, every (token, head) of the
+// task that sees the chunk takes its step while the chunk's keys and
+// values are in L1. So a KV head's keys and values are read once per
+// task, not once per query head (grouped-query attention shares them),
+// and not once per token (at 4,000 tokens of prefill attention was 64% of
+// the time, at 0.5 instructions a cycle, when each token streamed the
+// context from L3). A decode's task reads whole slots, every KV head, of
+// one segment: each page once, front to back, by one thread (a task per
+// KV head read the 1B shape's 32K-token F16 context at 4 GB/s, 128 bytes
+// of every 1 KB slot at a time, on 8 tasks for the threads).
+//
+// Several queries take one step together (the fixed-width steps'
 // "many"): the heads of one token when the run is short (decode), else
 // consecutive tokens of one head; their chains interleave, which is what
 // keeps a one-token decode from waiting on each step's latency. Each
@@ -37,16 +48,41 @@ type attend struct {
 	pos, seq []int32
 	tables   []int32
 	sinks    []float32 // (heads), nil: none
-	runs     []qrun    // reused across calls
-	per      int       // query heads per task
+	seg      int       // segLen(a.BlockSize)
+	runs     []qrun    // reused across calls, as are tasks and the partials
+	tasks    []atask
+	// The split runs' segment states and value sums: query (token t, head
+	// h) of run r keeps segment s's at r.part + (t·heads + h)·r.segs +
+	// s - r.seg0.
+	pst []([2]float32)
+	po  []float32
 }
 
-// qrun is tokens [from, to) of one sequence at consecutive positions.
-type qrun struct{ from, to int32 }
+// qrun is tokens [from, to) of one sequence at consecutive positions; a
+// split run's tasks are its segments seg0.. seg0+segs-1 (segs 0: not split).
+type qrun struct {
+	from, to         int32
+	seg0, segs, part int32
+}
+
+// atask is query heads [h0, h0+nh) of a run, over all the positions its
+// tokens see (seg < 0) or over segment seg.
+type atask struct{ run, h0, nh, seg int32 }
 
 // qBlock is the most tokens of a run: their states and outputs (qBlock ×
 // head_dim floats a head) stay in L1 beside a chunk's keys and values.
 const qBlock = 32
+
+// splitTokens is the most tokens of a run that is split by segments:
+// shorter runs (decode, speculative drafts) read more keys than they do
+// work on them, longer ones share each chunk among their tokens.
+const splitTokens = 4
+
+// attnSegment is the positions of a segment (a multiple of the block size
+// near it); tests make it short to cross many boundaries.
+var attnSegment = 1024
+
+func segLen(bs int) int { return max(1, attnSegment/bs) * bs }
 
 type (
 	// attnFn is one query's step over n ≤ 16 slots, any head width.
@@ -65,8 +101,10 @@ type (
 )
 
 // oneHeadPerTask, set by a benchmark, makes every task one query head
-// (each reads its KV head alone), the shape before heads were grouped.
-var oneHeadPerTask bool
+// (each reads its KV head alone), the shape before heads were grouped;
+// noSplit, likewise, keeps decode runs whole (a task per KV head), and
+// noPrefetch leaves the next chunk to the hardware's prefetchers.
+var oneHeadPerTask, noSplit, noPrefetch bool
 
 // headsPerTask is the query heads of a task: a KV head's whole group,
 // unless that leaves fewer than two tasks a thread (one sequence's decode
@@ -80,36 +118,83 @@ func headsPerTask(runs, heads, kvHeads, workers int) int {
 	return (g + parts - 1) / parts
 }
 
+// plan cuts the batch into runs and tasks. A short run whose tokens see
+// more than one segment is split: a task per segment and share of the KV
+// heads, enough tasks for two a thread. The heaviest runs (latest
+// positions) come first, so that the threads end together.
+func (at *attend) plan(workers int) {
+	a := at.a
+	at.splitRuns(a.N)
+	g := a.Heads / a.KVHeads
+	whole, segs, part := 0, 0, 0
+	for i := range at.runs {
+		r := &at.runs[i]
+		nq := int(r.to - r.from)
+		s0 := ref.WindowStart(int(at.pos[r.from]), a.Window) / at.seg
+		s1 := int(at.pos[r.to-1]) / at.seg
+		if noSplit || oneHeadPerTask || nq > splitTokens || s1 == s0 {
+			whole++
+			continue
+		}
+		r.seg0, r.segs, r.part = int32(s0), int32(s1-s0+1), int32(part)
+		part += nq * a.Heads * (s1 - s0 + 1)
+		segs += s1 - s0 + 1
+	}
+	if cap(at.pst) < part {
+		at.pst = make([][2]float32, part+part/2)
+	}
+	if cap(at.po) < part*a.HeadDim {
+		at.po = make([]float32, (part+part/2)*a.HeadDim)
+	}
+	at.pst, at.po = at.pst[:part], at.po[:part*a.HeadDim]
+	per := headsPerTask(max(1, whole), a.Heads, a.KVHeads, workers)
+	kvPer := a.KVHeads
+	if segs > 0 {
+		parts := min(a.KVHeads, (2*workers+segs-1)/segs)
+		kvPer = (a.KVHeads + parts - 1) / parts
+	}
+	for i := len(at.runs) - 1; i >= 0; i-- {
+		r := at.runs[i]
+		if r.segs == 0 {
+			for kvh := 0; kvh < a.KVHeads; kvh++ {
+				for h := 0; h < g; h += per {
+					at.tasks = append(at.tasks, atask{int32(i), int32(kvh*g + h), int32(min(per, g-h)), -1})
+				}
+			}
+			continue
+		}
+		for s := r.seg0 + r.segs - 1; s >= r.seg0; s-- {
+			for kvh := 0; kvh < a.KVHeads; kvh += kvPer {
+				at.tasks = append(at.tasks, atask{int32(i), int32(kvh * g), int32(min(kvPer, a.KVHeads-kvh) * g), s})
+			}
+		}
+	}
+}
+
 func (at *attend) task(worker, i int) {
 	a := at.a
 	hd := a.HeadDim
 	g := a.Heads / a.KVHeads
-	parts := (g + at.per - 1) / at.per
-	perRun := a.KVHeads * parts
-	// The heaviest runs (latest positions) first, so that the threads end
-	// together.
-	run, j := at.runs[len(at.runs)-1-i/perRun], i%perRun
-	kvh, part := j/parts, j%parts
-	h0 := kvh*g + part*at.per
-	nh := min(at.per, g-part*at.per)
+	tk := at.tasks[i]
+	run := at.runs[tk.run]
+	h0, nh := int(tk.h0), int(tk.nh)
 	dim, kvDim := a.Heads*hd, a.KVHeads*hd
-	kvOff := kvh * hd
 	elem := a.K.Type.RowBytes(1)
 	s := &at.k.scratch[worker]
 	nq := int(run.to - run.from)
 	nQ := nq * nh
-	if len(s.o) < nQ*hd {
-		s.o = make([]float32, nQ*hd)
+	// A query's segment state and value sum come first, then (a whole
+	// run's) what the segments before have folded into.
+	if len(s.o) < 2*nQ*hd {
+		s.o = make([]float32, 2*nQ*hd)
 	}
-	if len(s.states) < nQ {
-		s.states = make([][2]float32, nQ)
+	if len(s.states) < 2*nQ {
+		s.states = make([][2]float32, 2*nQ)
 	}
-	o := s.o[:nQ*hd]
-	clear(o)
-	states := s.states[:nQ] // in scratch: locals would escape to the assembly
-	for t := range states {
-		states[t] = [2]float32{-1e30, 0}
-	}
+	o, sumO := s.o[:nQ*hd], s.o[nQ*hd:2*nQ*hd]
+	states, sumStates := s.states[:nQ], s.states[nQ:2*nQ] // in scratch: locals would escape to the assembly
+	resetStates(states, o)
+	resetStates(sumStates, sumO)
 	first := int(run.from)
 	table := at.tables[int(at.seq[first])*a.TableStride:][:a.TableStride]
 	bs := a.BlockSize
@@ -138,13 +223,24 @@ func (at *attend) task(worker, i int) {
 	// grow with t.
 	lo := func(t int) int { return ref.WindowStart(int(at.pos[first+t]), a.Window) }
 	last := int(at.pos[run.to-1]) + 1 // keys the run's last token sees
-	for p0 := lo(0) / bs * bs; p0 < last; p0 += bs {
+	from, to := lo(0)/bs*bs, last
+	if tk.seg >= 0 {
+		from, to = max(from, int(tk.seg)*at.seg), min(to, int(tk.seg+1)*at.seg)
+	}
+	for p0 := from; p0 < to; p0 += bs {
+		if p0%at.seg == 0 && tk.seg < 0 {
+			foldSegs(sumStates, sumO, states, o, hd)
+		}
 		base := int(table[p0/bs]) * bs
 		for j0 := 0; j0 < min(bs, last-p0); j0 += 16 {
-			c0 := p0 + j0 // the chunk's first position
-			off := ((base+j0)*kvDim + kvOff) * elem
-			k, v := &kb[off], &vb[off]
+			c0 := p0 + j0          // the chunk's first position
 			full := min(16, bs-j0) // slots of the chunk a token past it sees
+			// The next chunk's slots, prefetched strip by strip beside
+			// this chunk's steps (pf < 0: none).
+			pf, pn := -1, 0
+			if pq := c0 + full; pq < to {
+				pf, pn = int(table[pq/bs])*bs+pq%bs, min(16, bs-pq%bs, to-pq)
+			}
 			// see says which slots of the chunk token t sees: n of them
 			// and the mask (ok false: none, nor do the later tokens).
 			see := func(t int) (nn int, mask uint16, ok bool) {
@@ -155,65 +251,163 @@ func (at *attend) task(worker, i int) {
 				}
 				return nn, uint16(1<<nn-1) &^ uint16(1<<skip-1), true
 			}
-			if acrossHeads {
-				for t := 0; t < nq; t++ {
-					if c0 > int(at.pos[first+t]) {
-						continue // the chunk lies past this token
-					}
-					nn, mask, ok := see(t)
-					if !ok {
-						break
-					}
-					for hh := 0; hh < nh; {
-						i := x(hh, t)
-						if nh-hh >= steps.queries {
-							steps.many(q(t, hh), hd, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
-							hh += steps.queries
-							continue
-						}
-						steps.one(q(t, hh), dim, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
-						hh++
-					}
+			// The task's heads of each KV head, whose keys and values are
+			// one strip of the chunk's slots.
+			for kvh := h0 / g; kvh*g < h0+nh; kvh++ {
+				off := ((base+j0)*kvDim + kvh*hd) * elem
+				k, v := &kb[off], &vb[off]
+				if pf >= 0 && !noPrefetch {
+					off := (pf*kvDim + kvh*hd) * elem
+					attnPrefetch512(&kb[off], &vb[off], stride, pn, hd*elem/64)
 				}
-				continue
-			}
-			for hh := 0; hh < nh; hh++ {
-				for t := 0; t < nq; {
-					if c0 > int(at.pos[first+t]) {
-						t++
-						continue // the chunk lies past this token
+				ha, hb := max(h0, kvh*g)-h0, min(h0+nh, (kvh+1)*g)-h0
+				if acrossHeads {
+					for t := 0; t < nq; t++ {
+						if c0 > int(at.pos[first+t]) {
+							continue // the chunk lies past this token
+						}
+						nn, mask, ok := see(t)
+						if !ok {
+							break
+						}
+						for hh := ha; hh < hb; {
+							i := x(hh, t)
+							if hb-hh >= steps.queries {
+								steps.many(q(t, hh), hd, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
+								hh += steps.queries
+								continue
+							}
+							steps.one(q(t, hh), dim, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
+							hh++
+						}
 					}
-					nn, mask, ok := see(t)
-					if !ok {
-						break // the chunk lies before this token's window, and so the later tokens'
-					}
-					i := x(hh, t)
-					switch {
-					case !fixed:
-						generic(q(t, hh), k, v, stride, nn, mask, hd, a.Scale, &states[i], &o[i*hd], (*[16]float32)(s.s64[:16]))
-						t++
-					case nn == full && nq-t >= steps.queries && lo(t+steps.queries-1) <= c0:
-						// Tokens are in position order: from here on all see the
-						// whole chunk, and the last of these sees its first slot.
-						steps.many(q(t, hh), dim, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
-						t += steps.queries
-					default:
-						steps.one(q(t, hh), dim, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
-						t++
+					continue
+				}
+				for hh := ha; hh < hb; hh++ {
+					for t := 0; t < nq; {
+						if c0 > int(at.pos[first+t]) {
+							t++
+							continue // the chunk lies past this token
+						}
+						nn, mask, ok := see(t)
+						if !ok {
+							break // the chunk lies before this token's window, and so the later tokens'
+						}
+						i := x(hh, t)
+						switch {
+						case !fixed:
+							generic(q(t, hh), k, v, stride, nn, mask, hd, a.Scale, &states[i], &o[i*hd], (*[16]float32)(s.s64[:16]))
+							t++
+						case nn == full && nq-t >= steps.queries && lo(t+steps.queries-1) <= c0:
+							// Tokens are in position order: from here on all see the
+							// whole chunk, and the last of these sees its first slot.
+							steps.many(q(t, hh), dim, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
+							t += steps.queries
+						default:
+							steps.one(q(t, hh), dim, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
+							t++
+						}
 					}
 				}
 			}
 		}
 	}
+	if tk.seg >= 0 {
+		// A segment's states wait for the others (fold).
+		ns := int(run.segs)
+		for t := range nq {
+			for hh := range nh {
+				i := x(hh, t)
+				pi := int(run.part) + (t*a.Heads+h0+hh)*ns + int(tk.seg-run.seg0)
+				at.pst[pi] = states[i]
+				copy(at.po[pi*hd:(pi+1)*hd], o[i*hd:(i+1)*hd])
+			}
+		}
+		return
+	}
+	foldSegs(sumStates, sumO, states, o, hd)
 	for hh := 0; hh < nh; hh++ {
 		for t := range nq {
 			i := x(hh, t)
-			out := at.out[(first+t)*dim+(h0+hh)*hd:][:hd]
-			scale := sinkScale(&states[i], at.sinks, h0+hh)
-			for d, v := range o[i*hd : (i+1)*hd] {
-				out[d] = v * scale
+			at.finish(first+t, h0+hh, &sumStates[i], sumO[i*hd:(i+1)*hd])
+		}
+	}
+}
+
+// fold merges the split runs' segment states, in segment order, into
+// their outputs.
+func (at *attend) fold() {
+	a := at.a
+	hd := a.HeadDim
+	s := &at.k.scratch[0]
+	if len(s.o) < hd {
+		s.o = make([]float32, hd)
+	}
+	if len(s.states) < 1 {
+		s.states = make([][2]float32, 1)
+	}
+	sumO, st := s.o[:hd], &s.states[0]
+	for _, r := range at.runs {
+		ns := int(r.segs)
+		if ns == 0 {
+			continue
+		}
+		for t := r.from; t < r.to; t++ {
+			for h := range a.Heads {
+				*st = [2]float32{-1e30, 0}
+				clear(sumO)
+				pi := int(r.part) + (int(t-r.from)*a.Heads+h)*ns
+				for j := pi; j < pi+ns; j++ {
+					foldSeg(st, sumO, &at.pst[j], at.po[j*hd:(j+1)*hd])
+				}
+				at.finish(int(t), h, st, sumO)
 			}
 		}
+	}
+}
+
+// finish writes token i's head h: its value sum o, scaled by its state.
+func (at *attend) finish(i, h int, state *[2]float32, o []float32) {
+	hd := len(o)
+	out := at.out[i*at.a.Heads*hd+h*hd:][:hd]
+	scale := sinkScale(state, at.sinks, h)
+	for d, v := range o {
+		out[d] = v * scale
+	}
+}
+
+// resetStates makes every query's state fresh: nothing seen.
+func resetStates(states [][2]float32, o []float32) {
+	for i := range states {
+		states[i] = [2]float32{-1e30, 0}
+	}
+	clear(o)
+}
+
+// foldSegs folds each query's segment state into its sum (foldSeg) and
+// starts the next segment fresh.
+func foldSegs(sums [][2]float32, sumO []float32, states [][2]float32, o []float32, hd int) {
+	for i := range states {
+		foldSeg(&sums[i], sumO[i*hd:(i+1)*hd], &states[i], o[i*hd:(i+1)*hd])
+	}
+	resetStates(states, o)
+}
+
+// foldSeg merges one segment's online-softmax state (m, l) and value sum
+// o into the sum of the segments before: both rescaled to the larger
+// maximum. A segment that saw nothing (m -1e30, l and o 0) leaves the sum
+// as it was, bit for bit, and a first segment becomes the sum as it is
+// (its factor is e^0 = 1, the empty sum's e^-1e30 = 0): short contexts
+// give the bits of one softmax over all.
+//
+//go:noinline
+func foldSeg(sum *[2]float32, sumO []float32, st *[2]float32, o []float32) {
+	m := max(sum[0], st[0])
+	a, b := expf(sum[0]-m), expf(st[0]-m)
+	sum[0], sum[1] = m, sum[1]*a+st[1]*b
+	o = o[:len(sumO)]
+	for d, v := range o {
+		sumO[d] = sumO[d]*a + v*b
 	}
 }
 
@@ -240,7 +434,7 @@ func (at *attend) splitRuns(n int) {
 		for j < n && j-i < qBlock && at.seq[j] == at.seq[i] && at.pos[j] == at.pos[j-1]+1 {
 			j++
 		}
-		at.runs = append(at.runs, qrun{int32(i), int32(j)})
+		at.runs = append(at.runs, qrun{from: int32(i), to: int32(j)})
 		i = j
 	}
 }
@@ -253,13 +447,11 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 		*at = attend{k: k, a: a, q: kernels.HostF32(a.Q), out: kernels.HostF32(a.Out),
 			kv:  [2][]byte{kernels.HostBytes(a.K), kernels.HostBytes(a.V)},
 			pos: kernels.HostI32(a.Pos), seq: kernels.HostI32(a.Seq), tables: kernels.HostI32(a.Table),
-			sinks: sinksOf(a), runs: at.runs}
-		at.splitRuns(a.N)
-		at.per = headsPerTask(len(at.runs), a.Heads, a.KVHeads, k.pool.workers)
-		g := a.Heads / a.KVHeads
-		tasks := len(at.runs) * a.KVHeads * ((g + at.per - 1) / at.per)
-		k.pool.runSized(tasks, a.N*a.Heads*a.HeadDim*2*(a.MaxPos+1), at)
-		*at = attend{runs: at.runs[:0]}
+			sinks: sinksOf(a), seg: segLen(a.BlockSize), runs: at.runs, tasks: at.tasks[:0], pst: at.pst, po: at.po}
+		at.plan(k.pool.workers)
+		k.pool.runSized(len(at.tasks), a.N*a.Heads*a.HeadDim*2*(a.MaxPos+1), at)
+		at.fold()
+		*at = attend{runs: at.runs[:0], tasks: at.tasks[:0], pst: at.pst[:0], po: at.po[:0]}
 		return
 	}
 	if (a.K.Type != quant.F32 && a.K.Type != quant.F16) || a.Window > 0 || a.Sinks != nil {
@@ -290,201 +482,4 @@ func sinksOf(a *kernels.Attention) []float32 {
 		return nil
 	}
 	return kernels.HostF32(a.Sinks)
-}
-
-// attendGo is the portable attention in flight (a struct, not a closure,
-// so a call allocates nothing).
-type attendGo struct {
-	k        *Kernels
-	a        *kernels.Attention
-	q, out   []float32
-	kv       [2][]float32
-	kv16     [2][]uint16 // F16 keys and values (kv unset), cvt converts a row
-	cvt      func(dst []float32, src []uint16)
-	pos, seq []int32
-	tables   []int32
-}
-
-func (ag *attendGo) task(worker, task int) {
-	a := ag.a
-	i, h := task/a.Heads, task%a.Heads
-	dim, kvDim := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
-	q := ag.q[i*dim+h*a.HeadDim:][:a.HeadDim]
-	out := ag.out[i*dim+h*a.HeadDim:][:a.HeadDim]
-	kvOff := (h / (a.Heads / a.KVHeads)) * a.HeadDim
-	n := int(ag.pos[i]) + 1
-	table := ag.tables[int(ag.seq[i])*a.TableStride:][:a.TableStride]
-	s := &ag.k.scratch[worker]
-	if cap(s.scores) < n {
-		s.scores = make([]float32, n+n/2)
-	}
-	scores := s.scores[:n]
-	if ag.cvt != nil {
-		if len(s.row) < a.HeadDim {
-			s.row = make([]float32, a.HeadDim)
-		}
-		attendOneF16(out, q, scores, table, a.BlockSize, ag.kv16, kvDim, kvOff, a.Scale, s.row[:a.HeadDim], ag.cvt)
-	} else if a.HeadDim == 8 {
-		attend8(out, q, scores, table, a.BlockSize, ag.kv[0], ag.kv[1], kvDim, kvOff, a.Scale)
-	} else {
-		attendOne(out, q, scores, table, a.BlockSize, ag.kv[0], ag.kv[1], kvDim, kvOff, a.Scale)
-	}
-}
-
-// attendOne is one query head over its sequence's paged K/V. Positions are
-// walked block by block (no division per position); short heads use an
-// inlined dot, which beats a SIMD call below 32 lanes.
-func attendOne(out, q, scores []float32, table []int32, bs int, K, V []float32, kvDim, kvOff int, scale float32) {
-	n := len(scores)
-	hd := len(q)
-	maxS := float32(math.Inf(-1))
-	for p0 := 0; p0 < n; p0 += bs {
-		base := int(table[p0/bs]) * bs
-		for j := 0; j < bs && p0+j < n; j++ {
-			k := K[(base+j)*kvDim+kvOff:][:hd]
-			var sc float32
-			if hd >= 32 {
-				sc = quant.DotF32(q, k)
-			} else {
-				for d, x := range q {
-					sc += x * k[d]
-				}
-			}
-			sc *= scale
-			scores[p0+j] = sc
-			maxS = max(maxS, sc)
-		}
-	}
-	sum := expScores(scores, maxS)
-	clear(out)
-	inv := 1 / sum
-	for p0 := 0; p0 < n; p0 += bs {
-		base := int(table[p0/bs]) * bs
-		for j := 0; j < bs && p0+j < n; j++ {
-			w := scores[p0+j] * inv
-			v := V[(base+j)*kvDim+kvOff:][:hd]
-			for d := range out {
-				out[d] += w * v[d]
-			}
-		}
-	}
-}
-
-// attendOneF16 is attendOne over F16 keys and values, each row converted
-// to floats (row) by cvt as it is read.
-func attendOneF16(out, q, scores []float32, table []int32, bs int, kv [2][]uint16, kvDim, kvOff int, scale float32, row []float32, cvt func([]float32, []uint16)) {
-	n := len(scores)
-	hd := len(q)
-	maxS := float32(math.Inf(-1))
-	for p0 := 0; p0 < n; p0 += bs {
-		base := int(table[p0/bs]) * bs
-		for j := 0; j < bs && p0+j < n; j++ {
-			cvt(row, kv[0][(base+j)*kvDim+kvOff:][:hd])
-			var sc float32
-			if hd >= 32 {
-				sc = quant.DotF32(q, row)
-			} else {
-				for d, x := range q {
-					sc += x * row[d]
-				}
-			}
-			sc *= scale
-			scores[p0+j] = sc
-			maxS = max(maxS, sc)
-		}
-	}
-	sum := expScores(scores, maxS)
-	clear(out)
-	inv := 1 / sum
-	for p0 := 0; p0 < n; p0 += bs {
-		base := int(table[p0/bs]) * bs
-		for j := 0; j < bs && p0+j < n; j++ {
-			w := scores[p0+j] * inv
-			cvt(row, kv[1][(base+j)*kvDim+kvOff:][:hd])
-			for d := range out {
-				out[d] += w * row[d]
-			}
-		}
-	}
-}
-
-func cvtHalvesGo(dst []float32, src []uint16) {
-	for i, h := range src {
-		dst[i] = quant.F16ToF32(h)
-	}
-}
-
-func cvtHalvesAsm(dst []float32, src []uint16) { cvt256F16(&dst[0], &src[0], len(src)) }
-
-// expScores turns scores into e^(score - maxS) in place and returns their sum.
-func expScores(scores []float32, maxS float32) float32 {
-	var sum float32
-	for p, x := range scores {
-		e := expf(x - maxS)
-		scores[p] = e
-		sum += e
-	}
-	return sum
-}
-
-// expf is e^x for x <= 0 in float32 (softmax arguments after subtracting the
-// maximum), within 1e-6 relative: 2^(x·log2 e) split into an integer power, set in the
-// exponent bits, and a degree-6 polynomial for the fraction.
-func expf(x float32) float32 {
-	if x < -87 {
-		return 0
-	}
-	t := x * 1.4426950408889634 // log2(e)
-	i := float32(math.Floor(float64(t) + 0.5))
-	f := t - i // [-0.5, 0.5]
-	// 2^f = e^(f·ln2) by its Taylor series to degree 6: within 2e-7 on this range.
-	p := float32(1.5403530393381606e-4)
-	p = p*f + 1.3333558146428443e-3
-	p = p*f + 9.6181291076284772e-3
-	p = p*f + 5.5504108664821580e-2
-	p = p*f + 2.4022650695910071e-1
-	p = p*f + 6.9314718055994531e-1
-	p = p*f + 1
-	return p * math.Float32frombits(uint32(int32(i)+127)<<23)
-}
-
-// attend8 is attendOne for 8-wide heads (the embedded model's), with the rows
-// as fixed-size arrays so the compiler drops every bounds check and unrolls.
-func attend8(out, q, scores []float32, table []int32, bs int, K, V []float32, kvDim, kvOff int, scale float32) {
-	n := len(scores)
-	qq := (*[8]float32)(q)
-	maxS := float32(math.Inf(-1))
-	for p0 := 0; p0 < n; p0 += bs {
-		row := int(table[p0/bs])*bs*kvDim + kvOff
-		m := min(bs, n-p0)
-		sc := scores[p0 : p0+m]
-		for j := range sc {
-			k := (*[8]float32)(K[row+j*kvDim:])
-			d := qq[0]*k[0] + qq[1]*k[1] + qq[2]*k[2] + qq[3]*k[3] + qq[4]*k[4] + qq[5]*k[5] + qq[6]*k[6] + qq[7]*k[7]
-			d *= scale
-			sc[j] = d
-			maxS = max(maxS, d)
-		}
-	}
-	sum := expScores(scores, maxS)
-	var o [8]float32
-	for p0 := 0; p0 < n; p0 += bs {
-		row := int(table[p0/bs])*bs*kvDim + kvOff
-		m := min(bs, n-p0)
-		for j, w := range scores[p0 : p0+m] {
-			v := (*[8]float32)(V[row+j*kvDim:])
-			o[0] += w * v[0]
-			o[1] += w * v[1]
-			o[2] += w * v[2]
-			o[3] += w * v[3]
-			o[4] += w * v[4]
-			o[5] += w * v[5]
-			o[6] += w * v[6]
-			o[7] += w * v[7]
-		}
-	}
-	inv := 1 / sum
-	for d := range o {
-		out[d] = o[d] * inv
-	}
 }

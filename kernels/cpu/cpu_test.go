@@ -425,8 +425,11 @@ func BenchmarkReadBandwidth(b *testing.B) {
 
 // BenchmarkAttendDecode: one token's attention over a long context (the
 // 1B shape's 32 query heads of 64 over 8 KV heads), KV F32 and F16, as
-// GB/s of keys and values read; "per-head" reads a KV head once per query
-// head, "grouped" once per KV head.
+// GB/s of keys and values read (GB/cpu-s: per second of the process's CPU
+// time, times the threads, what a busy machine distorts least); "split"
+// reads every slot once, a task per segment of positions, "grouped" a
+// task per KV head (each KV head's strip of every slot), "per-head" a KV
+// head once per query head; "-nopf" without prefetching the next chunk.
 func BenchmarkAttendDecode(b *testing.B) {
 	r := rand.New(rand.NewPCG(9, 9))
 	for _, ctx := range []int{8192, 32768} {
@@ -442,19 +445,18 @@ func BenchmarkAttendDecode(b *testing.B) {
 			one.Out = f32(make([]float32, dim))
 			one.Pos, one.Seq = i32([]int32{int32(ctx - 1)}), i32([]int32{0})
 			k := New(0)
-			for _, grouped := range []bool{true, false} {
-				name := "grouped"
-				if !grouped {
-					name = "per-head"
-				}
-				b.Run(fmt.Sprintf("ctx%d/%v/%s", ctx, kv, name), func(b *testing.B) {
-					oneHeadPerTask = !grouped
-					defer func() { oneHeadPerTask = false }()
+			for _, how := range []string{"split", "split-nopf", "grouped", "grouped-nopf", "per-head"} {
+				b.Run(fmt.Sprintf("ctx%d/%v/%s", ctx, kv, how), func(b *testing.B) {
+					noSplit, oneHeadPerTask = strings.HasPrefix(how, "grouped"), how == "per-head"
+					noPrefetch = strings.HasSuffix(how, "-nopf")
+					defer func() { noSplit, oneHeadPerTask, noPrefetch = false, false, false }()
+					c0 := cpuTime()
 					for b.Loop() {
 						k.Attend(&one)
 					}
 					bytes := float64(a.K.Bytes()+a.V.Bytes()) * float64(b.N)
 					b.ReportMetric(bytes/b.Elapsed().Seconds()/1e9, "GB/s")
+					b.ReportMetric(bytes/(cpuTime()-c0).Seconds()/1e9*float64(k.Threads()), "GB/cpu-s")
 				})
 			}
 		}

@@ -86,6 +86,8 @@ func attn512F16d128x1(q *float32, qs int, k *byte, v *byte, stride int, n int, m
 
 func attn512F16d128x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
 
+func attnPrefetch512(k *byte, v *byte, stride int, rows int, lines int)
+
 func qdotavx2Q8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 
 func qdotavx2Q8_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)

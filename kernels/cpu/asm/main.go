@@ -47,6 +47,7 @@ func main() {
 			attnChunk(f16, hd, attnQueries(hd))
 		}
 	}
+	attnPrefetch()
 	qdots()
 	quantQ8()
 	siluMul()
