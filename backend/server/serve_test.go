@@ -206,6 +206,9 @@ func TestServeSurvivesHostileInput(t *testing.T) {
 	}
 	for i := range 6 {
 		s := startTemplate(t, hostileTemplate(1, i))
+		if s == nil {
+			continue // refused at boot
+		}
 		for j, c := range conversation {
 			s.send(t, c.path, c.body, fmt.Sprintf("template %d, request %d", i, j))
 		}
@@ -213,12 +216,24 @@ func TestServeSurvivesHostileInput(t *testing.T) {
 	}
 }
 
-// startTemplate serves with source as --chat-template-file.
+// templateBound is the most bytes of a --chat-template-file (cmd/jspark's
+// maxTemplateBytes): a larger one is refused at boot.
+const templateBound = 1 << 20
+
+// startTemplate serves with source as --chat-template-file; a source past
+// templateBound must be refused at boot, naming the flag, and gives nil.
 func startTemplate(t testing.TB, source string) *served {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "template.jinja")
 	if err := os.WriteFile(file, []byte(source), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if len(source) > templateBound {
+		out, err := exec.Command(jsparkBinary(t), "serve", "--port", "0", "--chat-template-file", file).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "--chat-template-file "+file+": larger than") {
+			t.Fatalf("a %d-byte template: %v\n%s", len(source), err, out)
+		}
+		return nil
 	}
 	return startServed(t, "--chat-template-file", file)
 }
@@ -262,6 +277,8 @@ func FuzzServeTemplate(f *testing.F) {
 	jsparkBinary(f) // built once, outside any input's time
 	f.Fuzz(func(t *testing.T, request uint8, source string) {
 		c := conversation[int(request)%len(conversation)]
-		startTemplate(t, source).send(t, c.path, c.body, "the conversation")
+		if s := startTemplate(t, source); s != nil {
+			s.send(t, c.path, c.body, "the conversation")
+		}
 	})
 }
