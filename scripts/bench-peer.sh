@@ -170,14 +170,17 @@ read_bw() {
 	done | median
 }
 
-# prompt TOKENS: text of about that many tokens in the SPM vocabulary (digits are a token
-# each), sized once on a tiny model of the same vocabulary
+# prompt TOKENS: text of that many tokens in the SPM vocabulary (digits are a token each): the
+# tokens of a 4,000-character sample, counted once on a tiny model of the same vocabulary, give
+# the characters a token takes (the sample stays inside the tiny model's context, which caps
+# the count)
 prompt() {
-	local tiny="$DIR/tiny-q8_0.gguf" n=$1 text got
+	local tiny="$DIR/tiny-q8_0.gguf" n=$1 sample got
 	[[ -s "$tiny" ]] || "$JSPARK" model synth --layers 1 --dim 64 --heads 2 --ff 128 --type q8_0 --vocab-from "$VOCAB" --out "$tiny" >/dev/null
-	text=$(seq 100000 999999 | head -c $((n * 9 / 10)) | tr '\n' ' ')
-	got=$("$JSPARK" generate --model "$tiny" --prompt "$text" --max-tokens 0 --format json | json_field prompt_tokens)
-	echo "$text" | head -c $((${#text} * n / got))
+	sample=$(seq 100000 999999 | head -c 4000 | tr '\n' ' ')
+	got=$("$JSPARK" generate --model "$tiny" --prompt "$sample" --max-tokens 0 --format json | json_field prompt_tokens)
+	# less the BOS token on both sides
+	seq 100000 999999 | head -c $((4000 * (n - 1) / (got - 1))) | tr '\n' ' '
 }
 
 # run_jspark ISA MODEL PROMPT MAXTOK FIELD: tok/s of FIELD; peak RSS (KB) to $DIR/jrss
@@ -201,7 +204,7 @@ run_peer() {
 # row LABEL TEST FILE PEER_TS JSPARK_TS [decode]: one table row from the medians
 row() {
 	local fsize wb="" pbw="" jbw=""
-	fsize=$(stat -c %s "$3")
+	fsize=$(stat -L -c %s "$3") # the file, not a link to it
 	if [[ ${6:-} == decode ]]; then
 		wb=$(weight_bytes "$3")
 		jbw=$(awk -v b="$wb" -v t="$5" -v r="$RBW" 'BEGIN {printf "%.1f (%.0f%%)", b*t/1e9, 100*b*t/1e9/r}')
