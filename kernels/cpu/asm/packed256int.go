@@ -408,6 +408,14 @@ func pk256Q6KBlock(c pass256, k, h, b int, lo, hi VecVirtual, sc16 Mem) {
 		VPOR(e, u, u)
 		return u
 	}
+	scaledPairDots(c, k, h, i, step, sc16)
+}
+
+// scaledPairDots adds a block's 8 steps (step(s): the rows' unsigned
+// weights of step s) into each token's i[t], two steps' int16 pair sums at
+// a time multiplied by their half's int16 scales (sc16), then scales i[t]
+// by the group's d into the token's accumulator.
+func scaledPairDots(c pass256, k, h int, i []VecVirtual, step func(int) VecVirtual, sc16 Mem) {
 	for s := 0; s < 8; s += 2 {
 		u0, u1 := step(s), step(s+1)
 		for t := range i {

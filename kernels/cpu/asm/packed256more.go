@@ -331,24 +331,7 @@ func pk256K16(typ string, c pass256) {
 					}
 					return u
 				}
-				for s := 0; s < 8; s += 2 {
-					u0, u1 := step(s), step(s+1)
-					for t := range i {
-						x, y := YMM(), YMM()
-						VPBROADCASTD(c.rec(t, 4*s), x)
-						VPMADDUBSW(x, u0, x)
-						VPBROADCASTD(c.rec(t, 4*(s+1)), y)
-						VPMADDUBSW(y, u1, y)
-						VPADDW(y, x, x)
-						VPMADDWD(sc16.Offset(32*(s/4)), x, x)
-						VPADDD(x, i[t], i[t])
-					}
-				}
-				d := YMM()
-				VCVTPH2PS(Mem{Base: c.w, Disp: 16 * h}, d)
-				for t := range i {
-					scaleInto(i[t], d, c.acc[k][t], c.rec(t, recD))
-				}
+				scaledPairDots(c, k, h, i, step, sc16)
 				if q3 {
 					continue
 				}
