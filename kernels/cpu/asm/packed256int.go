@@ -381,12 +381,7 @@ func pk256Q6KBlock(c pass256, k, h, b int, lo, hi VecVirtual, sc16 Mem) {
 	i := make([]VecVirtual, len(c.acc[k]))
 	for t := range i {
 		i[t] = YMM()
-		o := YMM()
-		VPBROADCASTD(c.rec(t, recO0), i[t])
-		VPMULLD(s32[0], i[t], i[t])
-		VPBROADCASTD(c.rec(t, recO1), o)
-		VPMULLD(s32[1], o, o)
-		VPADDD(o, i[t], i[t])
+		halvesOffset(c, t, s32, i[t])
 	}
 	// step s: its low nibbles (load s%4, high nibbles from step 4) and
 	// its highs at bits 4-5 (field s%4 of load s/4 at 2f).
@@ -409,6 +404,17 @@ func pk256Q6KBlock(c pass256, k, h, b int, lo, hi VecVirtual, sc16 Mem) {
 		return u
 	}
 	scaledPairDots(c, k, h, i, step, sc16)
+}
+
+// halvesOffset sets i to token t's offset terms scaled by the halves'
+// scales: o0·s32[0] + o1·s32[1] (the records' o0, o1).
+func halvesOffset(c pass256, t int, s32 [2]VecVirtual, i VecVirtual) {
+	o := YMM()
+	VPBROADCASTD(c.rec(t, recO0), i)
+	VPMULLD(s32[0], i, i)
+	VPBROADCASTD(c.rec(t, recO1), o)
+	VPMULLD(s32[1], o, o)
+	VPADDD(o, i, i)
 }
 
 // scaledPairDots adds a block's 8 steps (step(s): the rows' unsigned

@@ -301,12 +301,7 @@ func pk256K16(typ string, c pass256) {
 						VPXOR(i[t], i[t], i[t])
 						continue
 					}
-					o := YMM()
-					VPBROADCASTD(c.rec(t, recO0), i[t])
-					VPMULLD(s32[0], i[t], i[t])
-					VPBROADCASTD(c.rec(t, recO1), o)
-					VPMULLD(s32[1], o, o)
-					VPADDD(o, i[t], i[t])
+					halvesOffset(c, t, s32, i[t])
 				}
 				// step s: field s%4 of pair load s/4 (bits 2f), Q3_K's third
 				// bit (bit s of the bits load's byte) at bit 2.
