@@ -47,9 +47,11 @@ type attend struct {
 	kv       [2][]byte
 	pos, seq []int32
 	tables   []int32
-	sinks    []float32 // (heads), nil: none
-	seg      int       // segLen(a.BlockSize)
-	runs     []qrun    // reused across calls, as are tasks and the partials
+	sinks    []float32             // (heads), nil: none
+	chunks   map[attnKey]attnSteps // the ISA's fixed-width steps
+	generic  [2]attnFn             // its any-width steps: F32, F16
+	seg      int                   // segLen(a.BlockSize)
+	runs     []qrun                // reused across calls, as are tasks and the partials
 	tasks    []atask
 	// The split runs' segment states and value sums: query (token t, head
 	// h) of run r keeps segment s's at r.part + (t·heads + h)·r.segs +
@@ -199,10 +201,10 @@ func (at *attend) task(worker, i int) {
 	table := at.tables[int(at.seq[first])*a.TableStride:][:a.TableStride]
 	bs := a.BlockSize
 	f16 := a.K.Type == quant.F16
-	steps, fixed := attnChunks[attnKey{f16, hd}]
-	generic := attn512F32
+	steps, fixed := at.chunks[attnKey{f16, hd}]
+	generic := at.generic[0]
 	if f16 {
-		generic = attn512F16
+		generic = at.generic[1]
 	}
 	// Short runs take steps across heads (one token's heads share its
 	// mask), longer ones across tokens.
@@ -439,15 +441,33 @@ func (at *attend) splitRuns(n int) {
 	}
 }
 
+// fusedSteps is the fused attention's step table and any-width steps
+// (F32, F16) for a on this instruction set: AVX-512's for head widths
+// that are a multiple of 16, else AVX2's for multiples of 8 (on AVX-512
+// machines too); ok false: neither (the portable path).
+func (k *Kernels) fusedSteps(a *kernels.Attention) (chunks map[attnKey]attnSteps, generic [2]attnFn, ok bool) {
+	if a.K.Type != quant.F32 && a.K.Type != quant.F16 {
+		return nil, generic, false
+	}
+	switch {
+	case k.isa == isaAVX512 && a.HeadDim%16 == 0:
+		return attnChunks, [2]attnFn{attn512F32, attn512F16}, true
+	case k.isa >= isaAVX2 && a.HeadDim%8 == 0:
+		return attnChunks256, [2]attnFn{attn256F32, attn256F16}, true
+	}
+	return nil, generic, false
+}
+
 func (k *Kernels) Attend(a *kernels.Attention) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.isa == isaAVX512 && a.HeadDim%16 == 0 {
+	if chunks, generic, ok := k.fusedSteps(a); ok {
 		at := &k.at
 		*at = attend{k: k, a: a, q: kernels.HostF32(a.Q), out: kernels.HostF32(a.Out),
 			kv:  [2][]byte{kernels.HostBytes(a.K), kernels.HostBytes(a.V)},
 			pos: kernels.HostI32(a.Pos), seq: kernels.HostI32(a.Seq), tables: kernels.HostI32(a.Table),
-			sinks: sinksOf(a), seg: segLen(a.BlockSize), runs: at.runs, tasks: at.tasks[:0], pst: at.pst, po: at.po}
+			sinks: sinksOf(a), chunks: chunks, generic: generic, seg: segLen(a.BlockSize),
+			runs: at.runs, tasks: at.tasks[:0], pst: at.pst, po: at.po}
 		at.plan(k.pool.workers)
 		k.pool.runSized(len(at.tasks), a.N*a.Heads*a.HeadDim*2*(a.MaxPos+1), at)
 		at.fold()
@@ -455,9 +475,10 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 		return
 	}
 	if (a.K.Type != quant.F32 && a.K.Type != quant.F16) || a.Window > 0 || a.Sinks != nil {
-		// NOTE: off AVX-512 only plain causal attention has its own
-		// kernel; the rest is the reference's (sliding windows and sinks
-		// are gpt-oss's, a model too large for such a machine).
+		// NOTE: the portable path has a kernel for plain causal attention
+		// only; the rest is the reference's (sliding windows and sinks
+		// off the fused path: JSPARK_ISA=go, or head widths that are not
+		// a multiple of 8).
 		k.Kernels.Attend(a)
 		return
 	}
@@ -467,9 +488,6 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 	if a.K.Type == quant.F16 {
 		ag.kv16 = [2][]uint16{words16(kernels.HostBytes(a.K)), words16(kernels.HostBytes(a.V))}
 		ag.cvt = cvtHalvesGo
-		if k.isa >= isaAVX2 && a.HeadDim%8 == 0 {
-			ag.cvt = cvtHalvesAsm
-		}
 	} else {
 		ag.kv = [2][]float32{kernels.HostF32(a.K), kernels.HostF32(a.V)}
 	}

@@ -1,0 +1,406 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The AVX2 attention steps: attnBlock's and attnChunk's online softmax
+// over n ≤ 16 slots of a chunk, with 8-lane vectors (any head width that
+// is a multiple of 8; AVX-512 machines run them for widths that are not
+// a multiple of 16). The 16 scores of a step are two vectors; the row
+// mask becomes two lane masks (rowMasks).
+
+// attn256Widths are the head widths with fixed-width AVX2 steps.
+var attn256Widths = []int{8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 96, 112, 128, 256}
+
+// attn256Queries is the most queries one fixed-width AVX2 step takes:
+// each keeps its value sums in registers (16 of them in all).
+func attn256Queries(hd int) int {
+	if hd <= 16 {
+		return 4
+	}
+	return 2
+}
+
+func constant256(bits uint32) VecVirtual {
+	r, v := GP32(), YMM()
+	MOVL(U32(bits), r)
+	VMOVD(r, v.AsX())
+	VPBROADCASTD(v.AsX(), v)
+	return v
+}
+
+// vexp256 returns e^x lane-wise for x ≤ 0, vexp's polynomial with 2^i
+// set in the exponent bits (AVX2 has no VSCALEFPS): x·log2 e is clamped
+// at -127, whose power is the float 0, so x below about -88 gives 0.
+func vexp256(x VecVirtual) VecVirtual {
+	t, i, p := YMM(), YMM(), YMM()
+	VMULPS(constant256(math.Float32bits(float32(math.Log2E))), x, t)
+	VMAXPS(constant256(math.Float32bits(-127)), t, t)
+	VROUNDPS(U8(0), t, i)
+	VSUBPS(i, t, t)
+	coef := []float64{1.5403530393381606e-4, 1.3333558146428443e-3, 9.6181291076284772e-3,
+		5.5504108664821580e-2, 2.4022650695910071e-1, 6.9314718055994531e-1, 1}
+	VMOVAPS(constant256(math.Float32bits(float32(coef[0]))), p)
+	for _, c := range coef[1:] {
+		VFMADD213PS(constant256(math.Float32bits(float32(c))), t, p)
+	}
+	e := YMM()
+	VCVTPS2DQ(i, e) // i is a whole number: exact
+	VPADDD(constant256(127), e, e)
+	VPSLLD(U8(23), e, e)
+	VMULPS(e, p, p)
+	return p
+}
+
+// softmax256 takes one query's step of the online softmax: the 16 raw
+// scores at sp+disp, times scale, lanes outside the masks -1e30, update
+// the state (m, l) at st+sd; the scores become p_j (0 outside the masks)
+// in place, and the returned vector holds c = e^(m-m') in every lane.
+func softmax256(sp Register, disp int, m [2]VecVirtual, sc VecVirtual, st Register, sd int) VecVirtual {
+	var sv [2]VecVirtual
+	for h := range sv {
+		x, neg := YMM(), constant256(math.Float32bits(-1e30))
+		VMULPS(Mem{Base: sp, Disp: disp + 32*h}, sc, x)
+		sv[h] = YMM()
+		VBLENDVPS(m[h], x, neg, sv[h])
+	}
+	bm := YMM()
+	VMAXPS(sv[1], sv[0], bm)
+	x, hi := bm.AsX(), XMM()
+	VEXTRACTF128(U8(1), bm, hi)
+	VMAXPS(hi, x, x)
+	VPERMILPS(U8(0x4e), x, hi)
+	VMAXPS(hi, x, x)
+	VPERMILPS(U8(0xb1), x, hi)
+	VMAXPS(hi, x, x)
+	mOld, mNew, d := YMM(), YMM(), YMM()
+	VBROADCASTSS(Mem{Base: st, Disp: sd}, mOld)
+	VBROADCASTSS(x, mNew)
+	VMAXPS(mOld, mNew, mNew)
+	VSUBPS(mNew, mOld, d)
+	corr := vexp256(d)
+	var p [2]VecVirtual
+	for h := range p {
+		VSUBPS(mNew, sv[h], sv[h])
+		p[h] = vexp256(sv[h])
+		VANDPS(m[h], p[h], p[h])
+		VMOVUPS(p[h], Mem{Base: sp, Disp: disp + 32*h})
+	}
+	VADDPS(p[1], p[0], p[0])
+	hsum8(p[0], false)
+	l := XMM()
+	VMOVSS(Mem{Base: st, Disp: sd + 4}, l)
+	VMULSS(corr.AsX(), l, l)
+	VADDSS(p[0].AsX(), l, l)
+	VMOVSS(mNew.AsX(), Mem{Base: st, Disp: sd})
+	VMOVSS(l, Mem{Base: st, Disp: sd + 4})
+	return corr
+}
+
+// attn256Block is attnBlock's any-width step on AVX2: attn256{F32,F16}.
+// Each score is one vector over the row in column order, summed by hsum8.
+func attn256Block(f16 bool) {
+	name, kvBytes := "attn256F32", 32
+	if f16 {
+		name, kvBytes = "attn256F16", 16
+	}
+	TEXT(name, NOSPLIT, "func(q *float32, k, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)")
+	q := Load(Param("q"), GP64())
+	stride := Load(Param("stride"), GP64())
+	n := Load(Param("n"), GP64())
+	hd := Load(Param("hd"), GP64())
+	SHLQ(U8(2), hd) // bytes of q and o
+	sp := Load(Param("s"), GP64())
+	load := func(m Mem, v VecVirtual) {
+		if f16 {
+			VCVTPH2PS(m, v)
+		} else {
+			VMOVUPS(m, v)
+		}
+	}
+
+	Comment("Scores.")
+	kr := Load(Param("k"), GP64())
+	j, cq, ck := GP64(), GP64(), GP64()
+	XORQ(j, j)
+	Label(name + "_row")
+	CMPQ(j, n)
+	JGE(LabelRef(name + "_scored"))
+	acc := YMM()
+	VXORPS(acc, acc, acc)
+	XORQ(cq, cq)
+	XORQ(ck, ck)
+	Label(name + "_dot")
+	CMPQ(cq, hd)
+	JGE(LabelRef(name + "_dotted"))
+	kv := YMM()
+	load(Mem{Base: kr, Index: ck, Scale: 1}, kv)
+	VFMADD231PS(Mem{Base: q, Index: cq, Scale: 1}, kv, acc)
+	ADDQ(U32(32), cq)
+	ADDQ(U32(kvBytes), ck)
+	JMP(LabelRef(name + "_dot"))
+	Label(name + "_dotted")
+	hsum8(acc, false)
+	VMOVSS(acc.AsX(), Mem{Base: sp, Index: j, Scale: 4})
+	ADDQ(stride, kr)
+	INCQ(j)
+	JMP(LabelRef(name + "_row"))
+
+	Label(name + "_scored")
+	Comment("Online softmax.")
+	m := rowMasks(Load(Param("mask"), GP32()))
+	sc := YMM()
+	VBROADCASTSS(Load(Param("scale"), XMM()), sc)
+	corr := softmax256(sp, 0, m, sc, Load(Param("state"), GP64()), 0)
+
+	Comment("Values.")
+	o := Load(Param("o"), GP64())
+	v := Load(Param("v"), GP64())
+	XORQ(cq, cq)
+	XORQ(ck, ck)
+	Label(name + "_col")
+	CMPQ(cq, hd)
+	JGE(LabelRef(name + "_done"))
+	ov := YMM()
+	VMULPS(Mem{Base: o, Index: cq, Scale: 1}, corr, ov)
+	vr := GP64()
+	LEAQ(Mem{Base: v, Index: ck, Scale: 1}, vr)
+	XORQ(j, j)
+	Label(name + "_vrow")
+	CMPQ(j, n)
+	JGE(LabelRef(name + "_vdone"))
+	pj, vv := YMM(), YMM()
+	VBROADCASTSS(Mem{Base: sp, Index: j, Scale: 4}, pj)
+	load(Mem{Base: vr}, vv)
+	VFMADD231PS(pj, vv, ov)
+	ADDQ(stride, vr)
+	INCQ(j)
+	JMP(LabelRef(name + "_vrow"))
+	Label(name + "_vdone")
+	VMOVUPS(ov, Mem{Base: o, Index: cq, Scale: 1})
+	ADDQ(U32(32), cq)
+	ADDQ(U32(kvBytes), ck)
+	JMP(LabelRef(name + "_col"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// scores8 leaves in the 8 floats at sp+disp the dot products of q (cols
+// vectors: in registers qv, or at q) with the key rows from *r on, one
+// stride apart, rows past n repeating row n-1 (*r is left at the last
+// row read). Each key keeps one accumulator, lanes over the row in column
+// order; one transposing tree of horizontal adds sums the 8 at once, key
+// i's in lane i: the same arithmetic for a key whatever else is read.
+func scores8(q Register, qv []VecVirtual, cols int, r, stride, n Register, first int, kvBytes int, f16 bool, sp Register, disp int) {
+	acc := make([]VecVirtual, 8)
+	next := GP64()
+	for i := range acc {
+		if j := first + i; j > 0 {
+			LEAQ(Mem{Base: r, Index: stride, Scale: 1}, next)
+			CMPQ(n, U32(j))
+			CMOVQGT(next, r) // r = row min(j, n-1)
+		}
+		a := YMM()
+		acc[i] = a
+		for c := 0; c < cols; c++ {
+			km, qm := Mem{Base: r, Disp: kvBytes * c}, Mem{Base: q, Disp: 32 * c}
+			var src Op
+			var kv VecVirtual
+			switch {
+			case f16:
+				kv, src = YMM(), qm
+				VCVTPH2PS(km, kv)
+				if qv != nil {
+					src = qv[c]
+				}
+			case qv != nil:
+				kv, src = qv[c], km
+			default:
+				kv, src = YMM(), qm
+				VMOVUPS(km, kv)
+			}
+			if c == 0 {
+				VMULPS(src, kv, a)
+			} else {
+				VFMADD231PS(src, kv, a)
+			}
+		}
+	}
+	for i := 0; i < 8; i += 2 {
+		VHADDPS(acc[i+1], acc[i], acc[i])
+	}
+	VHADDPS(acc[2], acc[0], acc[0])
+	VHADDPS(acc[6], acc[4], acc[4])
+	lo := YMM()
+	VPERM2F128(U8(0x20), acc[4], acc[0], lo)
+	VPERM2F128(U8(0x31), acc[4], acc[0], acc[4])
+	VADDPS(acc[4], lo, lo)
+	VMOVUPS(lo, Mem{Base: sp, Disp: disp})
+}
+
+// attn256Chunk is attnChunk's step on AVX2 for B queries of head width
+// hd: attn256{F32,F16}d{hd}x{B}, with attnChunk's arguments and layout.
+// Each query takes the instructions of a one-query step; the value sums
+// go through in blocks of columns that fit the registers, each column's
+// sum still in key order.
+func attn256Chunk(f16 bool, hd, B int) {
+	name, kvBytes := "attn256F32", 32
+	if f16 {
+		name, kvBytes = "attn256F16", 16
+	}
+	name = fmt.Sprintf("%sd%dx%d", name, hd, B)
+	TEXT(name, NOSPLIT, "func(q *float32, qs int, k, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)")
+	cols := hd / 8
+	q := Load(Param("q"), GP64())
+	qs := Load(Param("qs"), GP64())
+	SHLQ(U8(2), qs)
+	stride := Load(Param("stride"), GP64())
+	n := Load(Param("n"), GP64())
+	sp := Load(Param("s"), GP64())
+
+	Comment("Scores.")
+	for b := 0; b < B; b++ {
+		var qv []VecVirtual
+		if cols <= 4 {
+			qv = make([]VecVirtual, cols)
+			for c := range qv {
+				qv[c] = YMM()
+				VMOVUPS(Mem{Base: q, Disp: 32 * c}, qv[c])
+			}
+		}
+		r := Load(Param("k"), GP64())
+		scores8(q, qv, cols, r, stride, n, 0, kvBytes, f16, sp, 64*b)
+		skip := fmt.Sprintf("%s_q%d_scored", name, b)
+		CMPQ(n, U32(8))
+		JLE(LabelRef(skip)) // lanes 8-15 are masked
+		scores8(q, qv, cols, r, stride, n, 8, kvBytes, f16, sp, 64*b+32)
+		Label(skip)
+		if b+1 < B {
+			ADDQ(qs, q)
+		}
+	}
+
+	Comment("Online softmax.")
+	m := rowMasks(Load(Param("mask"), GP32()))
+	sc := YMM()
+	VBROADCASTSS(Load(Param("scale"), XMM()), sc)
+	st := Load(Param("state"), GP64())
+	o := Load(Param("o"), GP64())
+	var corr VecVirtual
+	for b := 0; b < B; b++ {
+		c := softmax256(sp, 64*b, m, sc, st, 8*b)
+		if B == 1 {
+			corr = c
+			continue
+		}
+		// Several queries' value sums are rescaled here, in memory: the
+		// same product as in a register, leaving them for the sums.
+		for i := 0; i < cols; i++ {
+			x := YMM()
+			VMULPS(Mem{Base: o, Disp: 4 * (b*hd + 8*i)}, c, x)
+			VMOVUPS(x, Mem{Base: o, Disp: 4 * (b*hd + 8*i)})
+		}
+	}
+
+	Comment("Values.")
+	budget := 12 / B
+	if B == 1 {
+		budget = 11
+	}
+	blocks := (cols + budget - 1) / budget
+	cb := (cols + blocks - 1) / blocks
+	v := Load(Param("v"), GP64())
+	for c0 := 0; c0 < cols; c0 += cb {
+		c1 := min(cols, c0+cb)
+		ov := make([][]VecVirtual, B)
+		for b := range ov {
+			ov[b] = make([]VecVirtual, c1-c0)
+			for c := range ov[b] {
+				ov[b][c] = YMM()
+				m := Mem{Base: o, Disp: 4 * (b*hd + 8*(c0+c))}
+				if B == 1 {
+					VMULPS(m, corr, ov[b][c])
+				} else {
+					VMOVUPS(m, ov[b][c])
+				}
+			}
+		}
+		vr, j := GP64(), GP64()
+		MOVQ(v, vr)
+		XORQ(j, j)
+		loop, done := fmt.Sprintf("%s_vrow%d", name, c0), fmt.Sprintf("%s_vdone%d", name, c0)
+		Label(loop)
+		CMPQ(j, n)
+		JGE(LabelRef(done))
+		pj := make([]VecVirtual, B)
+		for b := range pj {
+			pj[b] = YMM()
+			VBROADCASTSS(Mem{Base: sp, Index: j, Scale: 4, Disp: 64 * b}, pj[b])
+		}
+		for c := c0; c < c1; c++ {
+			vm := Mem{Base: vr, Disp: kvBytes * c}
+			var vv VecVirtual
+			if f16 {
+				vv = YMM()
+				VCVTPH2PS(vm, vv)
+			}
+			for b := range ov {
+				if f16 {
+					VFMADD231PS(pj[b], vv, ov[b][c-c0])
+				} else {
+					VFMADD231PS(vm, pj[b], ov[b][c-c0])
+				}
+			}
+		}
+		ADDQ(stride, vr)
+		INCQ(j)
+		JMP(LabelRef(loop))
+		Label(done)
+		for b := range ov {
+			for c := range ov[b] {
+				VMOVUPS(ov[b][c], Mem{Base: o, Disp: 4 * (b*hd + 8*(c0+c))})
+			}
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+func attn256Kernels() {
+	attn256Block(false)
+	attn256Block(true)
+	for _, f16 := range []bool{false, true} {
+		for _, hd := range attn256Widths {
+			attn256Chunk(f16, hd, 1)
+			attn256Chunk(f16, hd, attn256Queries(hd))
+		}
+	}
+}
+
+// writeAttn256Table writes the Go table of the fixed-width AVX2 steps.
+func writeAttn256Table() {
+	var b strings.Builder
+	b.WriteString("// Code generated by command: go run main.go. DO NOT EDIT.\n\npackage cpu\n\n")
+	b.WriteString("// attnChunks256 are the fixed-width AVX2 attention steps by KV type and\n// head width: one query, and the most queries at once.\n")
+	b.WriteString("var attnChunks256 = map[attnKey]attnSteps{\n")
+	for _, f16 := range []bool{false, true} {
+		t := "F32"
+		if f16 {
+			t = "F16"
+		}
+		for _, hd := range attn256Widths {
+			q := attn256Queries(hd)
+			fmt.Fprintf(&b, "\t{%v, %d}: {attn256%sd%dx1, attn256%sd%dx%d, %d},\n", f16, hd, t, hd, t, hd, q, q)
+		}
+	}
+	b.WriteString("}\n")
+	writeGo("../attn256_amd64.go", b.String())
+}
