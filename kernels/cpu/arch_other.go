@@ -25,6 +25,10 @@ func attn256F16(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd
 	panic("cpu: no assembly")
 }
 
+func attnStage256F32(dst, k, v *byte, stride, rows, hd int) { panic("cpu: no assembly") }
+
+func attnStage256F16(dst, k, v *byte, stride, rows, hd int) { panic("cpu: no assembly") }
+
 func attnPrefetch512(k, v *byte, stride, rows, lines int) {}
 
 func quant512Q8(x *float32, q *int8, d *float32, s *int32, nb int) { panic("cpu: no assembly") }

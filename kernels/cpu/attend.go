@@ -50,9 +50,12 @@ type attend struct {
 	sinks    []float32             // (heads), nil: none
 	chunks   map[attnKey]attnSteps // the ISA's fixed-width steps
 	generic  [2]attnFn             // its any-width steps: F32, F16
-	seg      int                   // segLen(a.BlockSize)
-	runs     []qrun                // reused across calls, as are tasks and the partials
-	tasks    []atask
+	// stage, if set, writes each chunk's strips as floats (attnStage256)
+	// for the steps to read: the AVX2 steps then run on F32 alone.
+	stage func(dst, k, v *byte, stride, rows, hd int)
+	seg   int    // segLen(a.BlockSize)
+	runs  []qrun // reused across calls, as are tasks and the partials
+	tasks []atask
 	// The split runs' segment states and value sums: query (token t, head
 	// h) of run r keeps segment s's at r.part + (t·heads + h)·r.segs +
 	// s - r.seg0.
@@ -200,7 +203,7 @@ func (at *attend) task(worker, i int) {
 	first := int(run.from)
 	table := at.tables[int(at.seq[first])*a.TableStride:][:a.TableStride]
 	bs := a.BlockSize
-	f16 := a.K.Type == quant.F16
+	f16 := a.K.Type == quant.F16 && at.stage == nil
 	steps, fixed := at.chunks[attnKey{f16, hd}]
 	generic := at.generic[0]
 	if f16 {
@@ -219,6 +222,13 @@ func (at *attend) task(worker, i int) {
 	}
 	kb, vb := at.kv[0], at.kv[1]
 	stride := kvDim * elem
+	rs := stride // the steps' row stride
+	if at.stage != nil {
+		if len(s.kv) < 2*16*hd*4 {
+			s.kv = make([]byte, 2*16*hd*4)
+		}
+		rs = hd * 4
+	}
 	q := func(t, hh int) *float32 { return &at.q[(first+t)*dim+(h0+hh)*hd] }
 	// lo(t) is the first position token t sees: 0, or its window's start.
 	// Tokens are in position order, so lo and the last position seen both
@@ -262,6 +272,10 @@ func (at *attend) task(worker, i int) {
 					off := (pf*kvDim + kvh*hd) * elem
 					attnPrefetch512(&kb[off], &vb[off], stride, pn, hd*elem/64)
 				}
+				if at.stage != nil {
+					at.stage(&s.kv[0], k, v, stride, min(full, last-c0), hd)
+					k, v = &s.kv[0], &s.kv[16*hd*4]
+				}
 				ha, hb := max(h0, kvh*g)-h0, min(h0+nh, (kvh+1)*g)-h0
 				if acrossHeads {
 					for t := 0; t < nq; t++ {
@@ -275,11 +289,11 @@ func (at *attend) task(worker, i int) {
 						for hh := ha; hh < hb; {
 							i := x(hh, t)
 							if hb-hh >= steps.queries {
-								steps.many(q(t, hh), hd, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
+								steps.many(q(t, hh), hd, k, v, rs, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
 								hh += steps.queries
 								continue
 							}
-							steps.one(q(t, hh), dim, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
+							steps.one(q(t, hh), dim, k, v, rs, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
 							hh++
 						}
 					}
@@ -298,15 +312,15 @@ func (at *attend) task(worker, i int) {
 						i := x(hh, t)
 						switch {
 						case !fixed:
-							generic(q(t, hh), k, v, stride, nn, mask, hd, a.Scale, &states[i], &o[i*hd], (*[16]float32)(s.s64[:16]))
+							generic(q(t, hh), k, v, rs, nn, mask, hd, a.Scale, &states[i], &o[i*hd], (*[16]float32)(s.s64[:16]))
 							t++
 						case nn == full && nq-t >= steps.queries && lo(t+steps.queries-1) <= c0:
 							// Tokens are in position order: from here on all see the
 							// whole chunk, and the last of these sees its first slot.
-							steps.many(q(t, hh), dim, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
+							steps.many(q(t, hh), dim, k, v, rs, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
 							t += steps.queries
 						default:
-							steps.one(q(t, hh), dim, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
+							steps.one(q(t, hh), dim, k, v, rs, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
 							t++
 						}
 					}
@@ -445,28 +459,32 @@ func (at *attend) splitRuns(n int) {
 // (F32, F16) for a on this instruction set: AVX-512's for head widths
 // that are a multiple of 16, else AVX2's for multiples of 8 (on AVX-512
 // machines too); ok false: neither (the portable path).
-func (k *Kernels) fusedSteps(a *kernels.Attention) (chunks map[attnKey]attnSteps, generic [2]attnFn, ok bool) {
+func (k *Kernels) fusedSteps(a *kernels.Attention) (chunks map[attnKey]attnSteps, generic [2]attnFn, stage func(dst, k, v *byte, stride, rows, hd int), ok bool) {
 	if a.K.Type != quant.F32 && a.K.Type != quant.F16 {
-		return nil, generic, false
+		return nil, generic, nil, false
 	}
 	switch {
 	case k.isa == isaAVX512 && a.HeadDim%16 == 0:
-		return attnChunks, [2]attnFn{attn512F32, attn512F16}, true
+		return attnChunks, [2]attnFn{attn512F32, attn512F16}, nil, true
 	case k.isa >= isaAVX2 && a.HeadDim%8 == 0:
-		return attnChunks256, [2]attnFn{attn256F32, attn256F16}, true
+		stage = attnStage256F32
+		if a.K.Type == quant.F16 {
+			stage = attnStage256F16
+		}
+		return attnChunks256, [2]attnFn{attn256F32, attn256F16}, stage, true
 	}
-	return nil, generic, false
+	return nil, generic, nil, false
 }
 
 func (k *Kernels) Attend(a *kernels.Attention) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if chunks, generic, ok := k.fusedSteps(a); ok {
+	if chunks, generic, stage, ok := k.fusedSteps(a); ok {
 		at := &k.at
 		*at = attend{k: k, a: a, q: kernels.HostF32(a.Q), out: kernels.HostF32(a.Out),
 			kv:  [2][]byte{kernels.HostBytes(a.K), kernels.HostBytes(a.V)},
 			pos: kernels.HostI32(a.Pos), seq: kernels.HostI32(a.Seq), tables: kernels.HostI32(a.Table),
-			sinks: sinksOf(a), chunks: chunks, generic: generic, seg: segLen(a.BlockSize),
+			sinks: sinksOf(a), chunks: chunks, generic: generic, stage: stage, seg: segLen(a.BlockSize),
 			runs: at.runs, tasks: at.tasks[:0], pst: at.pst, po: at.po}
 		at.plan(k.pool.workers)
 		k.pool.runSized(len(at.tasks), a.N*a.Heads*a.HeadDim*2*(a.MaxPos+1), at)

@@ -145,3 +145,32 @@ func TestAttendSegmentsLong(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAttendPrefill: 512 tokens' attention in one batch (pp512's),
+// on each instruction set: the 1B shape (32 query heads of 64 over 8 KV
+// heads) and the embedded stories260K's (8 heads of 8 over 4), KV F16
+// and F32, as tokens a second.
+func BenchmarkAttendPrefill(b *testing.B) {
+	r := rand.New(rand.NewPCG(23, 23))
+	for _, c := range []struct {
+		name               string
+		heads, kvHeads, hd int
+	}{{"1b", 32, 8, 64}, {"hd8", 8, 4, 8}} {
+		for _, kv := range []quant.Type{quant.F16, quant.F32} {
+			const n = 512
+			a := attention(r, n, c.heads, c.kvHeads, c.hd, 16)
+			if kv == quant.F16 {
+				a.K, a.V = toF16(a.K), toF16(a.V)
+			}
+			for _, is := range isas() {
+				k := newISA(0, is)
+				b.Run(fmt.Sprintf("%s/%v/%v", c.name, kv, is), func(b *testing.B) {
+					for b.Loop() {
+						k.Attend(a)
+					}
+					b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+				})
+			}
+		}
+	}
+}

@@ -88,6 +88,10 @@ func attn512F16d128x2(q *float32, qs int, k *byte, v *byte, stride int, n int, m
 
 func attnPrefetch512(k *byte, v *byte, stride int, rows int, lines int)
 
+func attnStage256F32(dst *byte, k *byte, v *byte, stride int, rows int, hd int)
+
+func attnStage256F16(dst *byte, k *byte, v *byte, stride int, rows int, hd int)
+
 func attn256F32(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
 
 func attn256F16(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)

@@ -28,32 +28,53 @@ func attn256Queries(hd int) int {
 	return 2
 }
 
-func constant256(bits uint32) VecVirtual {
-	r, v := GP32(), YMM()
-	MOVL(U32(bits), r)
-	VMOVD(r, v.AsX())
-	VPBROADCASTD(v.AsX(), v)
-	return v
-}
+
+// expCoef is vexp's polynomial for 2^f, f ∈ [-0.5, 0.5], highest degree first.
+var expCoef = []float64{1.5403530393381606e-4, 1.3333558146428443e-3, 9.6181291076284772e-3,
+	5.5504108664821580e-2, 2.4022650695910071e-1, 6.9314718055994531e-1, 1}
+
+// attn256Consts are the AVX2 steps' constants, 8 lanes each, read as
+// memory operands (building each in a register took 3 instructions, ~100
+// a query's step): log2 e, -127, the polynomial, 127 (an int), -1e30.
+var attn256Consts = func() func(i int) Mem {
+	vals := []uint32{math.Float32bits(float32(math.Log2E)), math.Float32bits(-127)}
+	for _, c := range expCoef {
+		vals = append(vals, math.Float32bits(float32(c)))
+	}
+	vals = append(vals, 127, math.Float32bits(-1e30))
+	m := GLOBL("attn256consts", RODATA|NOPTR)
+	for i, v := range vals {
+		for l := 0; l < 8; l++ {
+			DATA(32*i+4*l, U32(v))
+		}
+	}
+	return func(i int) Mem { return m.Offset(32 * i) }
+}()
+
+const (
+	cLog2E    = 0
+	cMin      = 1
+	cPoly     = 2 // through 8
+	cBias     = 9
+	cMinusBig = 10
+)
 
 // vexp256 returns e^x lane-wise for x ≤ 0, vexp's polynomial with 2^i
 // set in the exponent bits (AVX2 has no VSCALEFPS): x·log2 e is clamped
 // at -127, whose power is the float 0, so x below about -88 gives 0.
 func vexp256(x VecVirtual) VecVirtual {
 	t, i, p := YMM(), YMM(), YMM()
-	VMULPS(constant256(math.Float32bits(float32(math.Log2E))), x, t)
-	VMAXPS(constant256(math.Float32bits(-127)), t, t)
+	VMULPS(attn256Consts(cLog2E), x, t)
+	VMAXPS(attn256Consts(cMin), t, t)
 	VROUNDPS(U8(0), t, i)
 	VSUBPS(i, t, t)
-	coef := []float64{1.5403530393381606e-4, 1.3333558146428443e-3, 9.6181291076284772e-3,
-		5.5504108664821580e-2, 2.4022650695910071e-1, 6.9314718055994531e-1, 1}
-	VMOVAPS(constant256(math.Float32bits(float32(coef[0]))), p)
-	for _, c := range coef[1:] {
-		VFMADD213PS(constant256(math.Float32bits(float32(c))), t, p)
+	VMOVUPS(attn256Consts(cPoly), p)
+	for c := 1; c < len(expCoef); c++ {
+		VFMADD213PS(attn256Consts(cPoly+c), t, p)
 	}
 	e := YMM()
 	VCVTPS2DQ(i, e) // i is a whole number: exact
-	VPADDD(constant256(127), e, e)
+	VPADDD(attn256Consts(cBias), e, e)
 	VPSLLD(U8(23), e, e)
 	VMULPS(e, p, p)
 	return p
@@ -66,10 +87,11 @@ func vexp256(x VecVirtual) VecVirtual {
 func softmax256(sp Register, disp int, m [2]VecVirtual, sc VecVirtual, st Register, sd int) VecVirtual {
 	var sv [2]VecVirtual
 	for h := range sv {
-		x, neg := YMM(), constant256(math.Float32bits(-1e30))
+		x := YMM()
 		VMULPS(Mem{Base: sp, Disp: disp + 32*h}, sc, x)
 		sv[h] = YMM()
-		VBLENDVPS(m[h], x, neg, sv[h])
+		VMOVUPS(attn256Consts(cMinusBig), sv[h])
+		VBLENDVPS(m[h], x, sv[h], sv[h])
 	}
 	bm := YMM()
 	VMAXPS(sv[1], sv[0], bm)
@@ -375,6 +397,8 @@ func attn256Chunk(f16 bool, hd, B int) {
 }
 
 func attn256Kernels() {
+	attnStage(false)
+	attnStage(true)
 	attn256Block(false)
 	attn256Block(true)
 	for _, f16 := range []bool{false, true} {
@@ -403,4 +427,54 @@ func writeAttn256Table() {
 	}
 	b.WriteString("}\n")
 	writeGo("../attn256_amd64.go", b.String())
+}
+
+// attnStage emits attnStage256{F32,F16}: rows rows of a chunk's key and
+// value strips (hd floats or halves each, stride bytes apart) written as
+// floats, keys at dst and values at dst + 16·hd floats, hd floats a row.
+// The AVX2 steps then read each strip from L1 as one contiguous block
+// (F16 converted once per task, not once per query; F32 rows 1-2 KB
+// apart crowd a few L1 sets).
+func attnStage(f16 bool) {
+	name, kvBytes := "attnStage256F32", 32
+	if f16 {
+		name, kvBytes = "attnStage256F16", 16
+	}
+	TEXT(name, NOSPLIT, "func(dst *byte, k, v *byte, stride, rows, hd int)")
+	dst, k, v := Load(Param("dst"), GP64()), Load(Param("k"), GP64()), Load(Param("v"), GP64())
+	stride, rows, hd := Load(Param("stride"), GP64()), Load(Param("rows"), GP64()), Load(Param("hd"), GP64())
+	vd := GP64()
+	MOVQ(hd, vd)
+	SHLQ(U8(6), vd) // 16 rows of hd floats
+	SHRQ(U8(3), hd) // vectors a row
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_done"))
+	c, ks, vs := GP64(), GP64(), GP64()
+	MOVQ(hd, c)
+	MOVQ(k, ks)
+	MOVQ(v, vs)
+	Label(name + "_col")
+	x, y := YMM(), YMM()
+	if f16 {
+		VCVTPH2PS(Mem{Base: ks}, x)
+		VCVTPH2PS(Mem{Base: vs}, y)
+	} else {
+		VMOVUPS(Mem{Base: ks}, x)
+		VMOVUPS(Mem{Base: vs}, y)
+	}
+	VMOVUPS(x, Mem{Base: dst})
+	VMOVUPS(y, Mem{Base: dst, Index: vd, Scale: 1})
+	ADDQ(U32(kvBytes), ks)
+	ADDQ(U32(kvBytes), vs)
+	ADDQ(U32(32), dst)
+	DECQ(c)
+	JNZ(LabelRef(name + "_col"))
+	ADDQ(stride, k)
+	ADDQ(stride, v)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
 }
