@@ -8,8 +8,9 @@ import (
 
 // attend is one fused attention call in flight: each query token of a
 // head walks its sequence's blocks in order with an online softmax
-// (attn512*: scores, running max and sum, and the value sum for up to 16
-// slots per call), so no score row is materialised. A token's result
+// (attn512* on AVX-512, attn256* on AVX2: scores, running max and sum,
+// and the value sum for up to 16 slots per call), so no score row is
+// materialised. A token's result
 // depends only on its own sequence's keys and values, in position order.
 //
 // Positions fall in segments of segLen: a query's softmax runs over each
@@ -47,15 +48,11 @@ type attend struct {
 	kv       [2][]byte
 	pos, seq []int32
 	tables   []int32
-	sinks    []float32             // (heads), nil: none
-	chunks   map[attnKey]attnSteps // the ISA's fixed-width steps
-	generic  [2]attnFn             // its any-width steps: F32, F16
-	// stage, if set, writes each chunk's strips as floats (attnStage256)
-	// for the steps to read: the AVX2 steps then run on F32 alone.
-	stage func(dst, k, v *byte, stride, rows, hd int)
-	seg   int    // segLen(a.BlockSize)
-	runs  []qrun // reused across calls, as are tasks and the partials
-	tasks []atask
+	sinks    []float32 // (heads), nil: none
+	path     attnPath
+	seg      int    // segLen(a.BlockSize)
+	runs     []qrun // reused across calls, as are tasks and the partials
+	tasks    []atask
 	// The split runs' segment states and value sums: query (token t, head
 	// h) of run r keeps segment s's at r.part + (t·heads + h)·r.segs +
 	// s - r.seg0.
@@ -102,6 +99,16 @@ type (
 	attnKey struct {
 		f16 bool
 		hd  int
+	}
+	// attnPath is the steps of one attention call: fixed-width ones
+	// (fixed) or the any-width one, and stage, if set, which writes each
+	// chunk's strips as floats for the steps to read (the AVX2 steps take
+	// F32 alone).
+	attnPath struct {
+		steps   attnSteps
+		fixed   bool
+		generic attnFn
+		stage   func(dst, k, v *byte, stride, rows, hd int)
 	}
 )
 
@@ -203,12 +210,7 @@ func (at *attend) task(worker, i int) {
 	first := int(run.from)
 	table := at.tables[int(at.seq[first])*a.TableStride:][:a.TableStride]
 	bs := a.BlockSize
-	f16 := a.K.Type == quant.F16 && at.stage == nil
-	steps, fixed := at.chunks[attnKey{f16, hd}]
-	generic := at.generic[0]
-	if f16 {
-		generic = at.generic[1]
-	}
+	steps, fixed, generic, stage := at.path.steps, at.path.fixed, at.path.generic, at.path.stage
 	// Short runs take steps across heads (one token's heads share its
 	// mask), longer ones across tokens.
 	acrossHeads := fixed && nq < steps.queries && nh > 1
@@ -223,7 +225,7 @@ func (at *attend) task(worker, i int) {
 	kb, vb := at.kv[0], at.kv[1]
 	stride := kvDim * elem
 	rs := stride // the steps' row stride
-	if at.stage != nil {
+	if stage != nil {
 		if len(s.kv) < 2*16*hd*4 {
 			s.kv = make([]byte, 2*16*hd*4)
 		}
@@ -272,8 +274,8 @@ func (at *attend) task(worker, i int) {
 					off := (pf*kvDim + kvh*hd) * elem
 					attnPrefetch512(&kb[off], &vb[off], stride, pn, hd*elem/64)
 				}
-				if at.stage != nil {
-					at.stage(&s.kv[0], k, v, stride, min(full, last-c0), hd)
+				if stage != nil {
+					stage(&s.kv[0], k, v, stride, min(full, last-c0), hd)
 					k, v = &s.kv[0], &s.kv[16*hd*4]
 				}
 				ha, hb := max(h0, kvh*g)-h0, min(h0+nh, (kvh+1)*g)-h0
@@ -455,36 +457,44 @@ func (at *attend) splitRuns(n int) {
 	}
 }
 
-// fusedSteps is the fused attention's step table and any-width steps
-// (F32, F16) for a on this instruction set: AVX-512's for head widths
-// that are a multiple of 16, else AVX2's for multiples of 8 (on AVX-512
-// machines too); ok false: neither (the portable path).
-func (k *Kernels) fusedSteps(a *kernels.Attention) (chunks map[attnKey]attnSteps, generic [2]attnFn, stage func(dst, k, v *byte, stride, rows, hd int), ok bool) {
-	if a.K.Type != quant.F32 && a.K.Type != quant.F16 {
-		return nil, generic, nil, false
+// fusedPath is the fused attention's steps for a on this instruction
+// set: AVX-512's for head widths that are a multiple of 16, else AVX2's
+// for multiples of 8 (on AVX-512 machines too); ok false: neither (the
+// portable path).
+func (k *Kernels) fusedPath(a *kernels.Attention) (p attnPath, ok bool) {
+	f16 := a.K.Type == quant.F16
+	if !f16 && a.K.Type != quant.F32 {
+		return p, false
 	}
+	hd := a.HeadDim
 	switch {
-	case k.isa == isaAVX512 && a.HeadDim%16 == 0:
-		return attnChunks, [2]attnFn{attn512F32, attn512F16}, nil, true
-	case k.isa >= isaAVX2 && a.HeadDim%8 == 0:
-		stage = attnStage256F32
-		if a.K.Type == quant.F16 {
-			stage = attnStage256F16
+	case k.isa == isaAVX512 && hd%16 == 0:
+		p.steps, p.fixed = attnChunks[attnKey{f16, hd}]
+		p.generic = attn512F32
+		if f16 {
+			p.generic = attn512F16
 		}
-		return attnChunks256, [2]attnFn{attn256F32, attn256F16}, stage, true
+	case k.isa >= isaAVX2 && hd%8 == 0:
+		p.steps, p.fixed = attnChunks256[hd]
+		p.generic, p.stage = attn256F32, attnStage256F32
+		if f16 {
+			p.stage = attnStage256F16
+		}
+	default:
+		return p, false
 	}
-	return nil, generic, nil, false
+	return p, true
 }
 
 func (k *Kernels) Attend(a *kernels.Attention) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if chunks, generic, stage, ok := k.fusedSteps(a); ok {
+	if path, ok := k.fusedPath(a); ok {
 		at := &k.at
 		*at = attend{k: k, a: a, q: kernels.HostF32(a.Q), out: kernels.HostF32(a.Out),
 			kv:  [2][]byte{kernels.HostBytes(a.K), kernels.HostBytes(a.V)},
 			pos: kernels.HostI32(a.Pos), seq: kernels.HostI32(a.Seq), tables: kernels.HostI32(a.Table),
-			sinks: sinksOf(a), chunks: chunks, generic: generic, stage: stage, seg: segLen(a.BlockSize),
+			sinks: sinksOf(a), path: path, seg: segLen(a.BlockSize),
 			runs: at.runs, tasks: at.tasks[:0], pst: at.pst, po: at.po}
 		at.plan(k.pool.workers)
 		k.pool.runSized(len(at.tasks), a.N*a.Heads*a.HeadDim*2*(a.MaxPos+1), at)

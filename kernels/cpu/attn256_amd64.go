@@ -2,35 +2,21 @@
 
 package cpu
 
-// attnChunks256 are the fixed-width AVX2 attention steps by KV type and
-// head width: one query, and the most queries at once.
-var attnChunks256 = map[attnKey]attnSteps{
-	{false, 8}:   {attn256F32d8x1, attn256F32d8x4, 4},
-	{false, 16}:  {attn256F32d16x1, attn256F32d16x4, 4},
-	{false, 24}:  {attn256F32d24x1, attn256F32d24x2, 2},
-	{false, 32}:  {attn256F32d32x1, attn256F32d32x2, 2},
-	{false, 40}:  {attn256F32d40x1, attn256F32d40x2, 2},
-	{false, 48}:  {attn256F32d48x1, attn256F32d48x2, 2},
-	{false, 56}:  {attn256F32d56x1, attn256F32d56x2, 2},
-	{false, 64}:  {attn256F32d64x1, attn256F32d64x2, 2},
-	{false, 72}:  {attn256F32d72x1, attn256F32d72x2, 2},
-	{false, 80}:  {attn256F32d80x1, attn256F32d80x2, 2},
-	{false, 96}:  {attn256F32d96x1, attn256F32d96x2, 2},
-	{false, 112}: {attn256F32d112x1, attn256F32d112x2, 2},
-	{false, 128}: {attn256F32d128x1, attn256F32d128x2, 2},
-	{false, 256}: {attn256F32d256x1, attn256F32d256x2, 2},
-	{true, 8}:    {attn256F16d8x1, attn256F16d8x4, 4},
-	{true, 16}:   {attn256F16d16x1, attn256F16d16x4, 4},
-	{true, 24}:   {attn256F16d24x1, attn256F16d24x2, 2},
-	{true, 32}:   {attn256F16d32x1, attn256F16d32x2, 2},
-	{true, 40}:   {attn256F16d40x1, attn256F16d40x2, 2},
-	{true, 48}:   {attn256F16d48x1, attn256F16d48x2, 2},
-	{true, 56}:   {attn256F16d56x1, attn256F16d56x2, 2},
-	{true, 64}:   {attn256F16d64x1, attn256F16d64x2, 2},
-	{true, 72}:   {attn256F16d72x1, attn256F16d72x2, 2},
-	{true, 80}:   {attn256F16d80x1, attn256F16d80x2, 2},
-	{true, 96}:   {attn256F16d96x1, attn256F16d96x2, 2},
-	{true, 112}:  {attn256F16d112x1, attn256F16d112x2, 2},
-	{true, 128}:  {attn256F16d128x1, attn256F16d128x2, 2},
-	{true, 256}:  {attn256F16d256x1, attn256F16d256x2, 2},
+// attnChunks256 are the fixed-width AVX2 attention steps (F32 keys and
+// values) by head width: one query, and the most queries at once.
+var attnChunks256 = map[int]attnSteps{
+	8:   {attn256F32d8x1, attn256F32d8x4, 4},
+	16:  {attn256F32d16x1, attn256F32d16x4, 4},
+	24:  {attn256F32d24x1, attn256F32d24x2, 2},
+	32:  {attn256F32d32x1, attn256F32d32x2, 2},
+	40:  {attn256F32d40x1, attn256F32d40x2, 2},
+	48:  {attn256F32d48x1, attn256F32d48x2, 2},
+	56:  {attn256F32d56x1, attn256F32d56x2, 2},
+	64:  {attn256F32d64x1, attn256F32d64x2, 2},
+	72:  {attn256F32d72x1, attn256F32d72x2, 2},
+	80:  {attn256F32d80x1, attn256F32d80x2, 2},
+	96:  {attn256F32d96x1, attn256F32d96x2, 2},
+	112: {attn256F32d112x1, attn256F32d112x2, 2},
+	128: {attn256F32d128x1, attn256F32d128x2, 2},
+	256: {attn256F32d256x1, attn256F32d256x2, 2},
 }

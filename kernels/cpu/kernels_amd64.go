@@ -94,8 +94,6 @@ func attnStage256F16(dst *byte, k *byte, v *byte, stride int, rows int, hd int)
 
 func attn256F32(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
 
-func attn256F16(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
-
 func attn256F32d8x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
 
 func attn256F32d8x4(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
@@ -151,62 +149,6 @@ func attn256F32d128x2(q *float32, qs int, k *byte, v *byte, stride int, n int, m
 func attn256F32d256x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
 
 func attn256F32d256x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d8x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d8x4(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d16x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d16x4(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d24x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d24x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d32x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d32x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d40x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d40x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d48x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d48x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d56x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d56x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d64x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d64x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d72x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d72x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d80x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d80x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d96x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d96x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d112x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d112x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d128x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d128x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d256x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
-
-func attn256F16d256x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
 
 func qdotavx2Q8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 

@@ -28,7 +28,6 @@ func attn256Queries(hd int) int {
 	return 2
 }
 
-
 // expCoef is vexp's polynomial for 2^f, f ∈ [-0.5, 0.5], highest degree first.
 var expCoef = []float64{1.5403530393381606e-4, 1.3333558146428443e-3, 9.6181291076284772e-3,
 	5.5504108664821580e-2, 2.4022650695910071e-1, 6.9314718055994531e-1, 1}
@@ -126,13 +125,11 @@ func softmax256(sp Register, disp int, m [2]VecVirtual, sc VecVirtual, st Regist
 	return corr
 }
 
-// attn256Block is attnBlock's any-width step on AVX2: attn256{F32,F16}.
-// Each score is one vector over the row in column order, summed by hsum8.
-func attn256Block(f16 bool) {
-	name, kvBytes := "attn256F32", 32
-	if f16 {
-		name, kvBytes = "attn256F16", 16
-	}
+// attn256Block is attnBlock's any-width step on AVX2 over F32 keys and
+// values (attnStage's): attn256F32. Each score is one vector over the
+// row in column order, summed by hsum8.
+func attn256Block() {
+	const name, kvBytes = "attn256F32", 32
 	TEXT(name, NOSPLIT, "func(q *float32, k, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)")
 	q := Load(Param("q"), GP64())
 	stride := Load(Param("stride"), GP64())
@@ -140,13 +137,7 @@ func attn256Block(f16 bool) {
 	hd := Load(Param("hd"), GP64())
 	SHLQ(U8(2), hd) // bytes of q and o
 	sp := Load(Param("s"), GP64())
-	load := func(m Mem, v VecVirtual) {
-		if f16 {
-			VCVTPH2PS(m, v)
-		} else {
-			VMOVUPS(m, v)
-		}
-	}
+	load := func(m Mem, v VecVirtual) { VMOVUPS(m, v) }
 
 	Comment("Scores.")
 	kr := Load(Param("k"), GP64())
@@ -216,12 +207,13 @@ func attn256Block(f16 bool) {
 }
 
 // scores8 leaves in the 8 floats at sp+disp the dot products of q (cols
-// vectors: in registers qv, or at q) with the key rows from *r on, one
-// stride apart, rows past n repeating row n-1 (*r is left at the last
-// row read). Each key keeps one accumulator, lanes over the row in column
-// order; one transposing tree of horizontal adds sums the 8 at once, key
-// i's in lane i: the same arithmetic for a key whatever else is read.
-func scores8(q Register, qv []VecVirtual, cols int, r, stride, n Register, first int, kvBytes int, f16 bool, sp Register, disp int) {
+// vectors: in registers qv, or at q) with the F32 key rows from *r on,
+// one stride apart, rows past n repeating row n-1 (*r is left at the
+// last row read). Each key keeps one accumulator, lanes over the row in
+// column order; one transposing tree of horizontal adds sums the 8 at
+// once, key i's in lane i: the same arithmetic for a key whatever else
+// is read.
+func scores8(q Register, qv []VecVirtual, cols int, r, stride, n Register, first int, sp Register, disp int) {
 	acc := make([]VecVirtual, 8)
 	next := GP64()
 	for i := range acc {
@@ -233,19 +225,12 @@ func scores8(q Register, qv []VecVirtual, cols int, r, stride, n Register, first
 		a := YMM()
 		acc[i] = a
 		for c := 0; c < cols; c++ {
-			km, qm := Mem{Base: r, Disp: kvBytes * c}, Mem{Base: q, Disp: 32 * c}
+			km, qm := Mem{Base: r, Disp: 32 * c}, Mem{Base: q, Disp: 32 * c}
 			var src Op
 			var kv VecVirtual
-			switch {
-			case f16:
-				kv, src = YMM(), qm
-				VCVTPH2PS(km, kv)
-				if qv != nil {
-					src = qv[c]
-				}
-			case qv != nil:
+			if qv != nil {
 				kv, src = qv[c], km
-			default:
+			} else {
 				kv, src = YMM(), qm
 				VMOVUPS(km, kv)
 			}
@@ -269,16 +254,12 @@ func scores8(q Register, qv []VecVirtual, cols int, r, stride, n Register, first
 }
 
 // attn256Chunk is attnChunk's step on AVX2 for B queries of head width
-// hd: attn256{F32,F16}d{hd}x{B}, with attnChunk's arguments and layout.
-// Each query takes the instructions of a one-query step; the value sums
-// go through in blocks of columns that fit the registers, each column's
-// sum still in key order.
-func attn256Chunk(f16 bool, hd, B int) {
-	name, kvBytes := "attn256F32", 32
-	if f16 {
-		name, kvBytes = "attn256F16", 16
-	}
-	name = fmt.Sprintf("%sd%dx%d", name, hd, B)
+// hd over F32 keys and values (attnStage's): attn256F32d{hd}x{B}, with
+// attnChunk's arguments and layout. Each query takes the instructions of
+// a one-query step; the value sums go through in blocks of columns that
+// fit the registers, each column's sum still in key order.
+func attn256Chunk(hd, B int) {
+	name := fmt.Sprintf("attn256F32d%dx%d", hd, B)
 	TEXT(name, NOSPLIT, "func(q *float32, qs int, k, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)")
 	cols := hd / 8
 	q := Load(Param("q"), GP64())
@@ -299,11 +280,11 @@ func attn256Chunk(f16 bool, hd, B int) {
 			}
 		}
 		r := Load(Param("k"), GP64())
-		scores8(q, qv, cols, r, stride, n, 0, kvBytes, f16, sp, 64*b)
+		scores8(q, qv, cols, r, stride, n, 0, sp, 64*b)
 		skip := fmt.Sprintf("%s_q%d_scored", name, b)
 		CMPQ(n, U32(8))
 		JLE(LabelRef(skip)) // lanes 8-15 are masked
-		scores8(q, qv, cols, r, stride, n, 8, kvBytes, f16, sp, 64*b+32)
+		scores8(q, qv, cols, r, stride, n, 8, sp, 64*b+32)
 		Label(skip)
 		if b+1 < B {
 			ADDQ(qs, q)
@@ -368,18 +349,8 @@ func attn256Chunk(f16 bool, hd, B int) {
 			VBROADCASTSS(Mem{Base: sp, Index: j, Scale: 4, Disp: 64 * b}, pj[b])
 		}
 		for c := c0; c < c1; c++ {
-			vm := Mem{Base: vr, Disp: kvBytes * c}
-			var vv VecVirtual
-			if f16 {
-				vv = YMM()
-				VCVTPH2PS(vm, vv)
-			}
 			for b := range ov {
-				if f16 {
-					VFMADD231PS(pj[b], vv, ov[b][c-c0])
-				} else {
-					VFMADD231PS(vm, pj[b], ov[b][c-c0])
-				}
+				VFMADD231PS(Mem{Base: vr, Disp: 32 * c}, pj[b], ov[b][c-c0])
 			}
 		}
 		ADDQ(stride, vr)
@@ -399,13 +370,10 @@ func attn256Chunk(f16 bool, hd, B int) {
 func attn256Kernels() {
 	attnStage(false)
 	attnStage(true)
-	attn256Block(false)
-	attn256Block(true)
-	for _, f16 := range []bool{false, true} {
-		for _, hd := range attn256Widths {
-			attn256Chunk(f16, hd, 1)
-			attn256Chunk(f16, hd, attn256Queries(hd))
-		}
+	attn256Block()
+	for _, hd := range attn256Widths {
+		attn256Chunk(hd, 1)
+		attn256Chunk(hd, attn256Queries(hd))
 	}
 }
 
@@ -413,17 +381,11 @@ func attn256Kernels() {
 func writeAttn256Table() {
 	var b strings.Builder
 	b.WriteString("// Code generated by command: go run main.go. DO NOT EDIT.\n\npackage cpu\n\n")
-	b.WriteString("// attnChunks256 are the fixed-width AVX2 attention steps by KV type and\n// head width: one query, and the most queries at once.\n")
-	b.WriteString("var attnChunks256 = map[attnKey]attnSteps{\n")
-	for _, f16 := range []bool{false, true} {
-		t := "F32"
-		if f16 {
-			t = "F16"
-		}
-		for _, hd := range attn256Widths {
-			q := attn256Queries(hd)
-			fmt.Fprintf(&b, "\t{%v, %d}: {attn256%sd%dx1, attn256%sd%dx%d, %d},\n", f16, hd, t, hd, t, hd, q, q)
-		}
+	b.WriteString("// attnChunks256 are the fixed-width AVX2 attention steps (F32 keys and\n// values) by head width: one query, and the most queries at once.\n")
+	b.WriteString("var attnChunks256 = map[int]attnSteps{\n")
+	for _, hd := range attn256Widths {
+		q := attn256Queries(hd)
+		fmt.Fprintf(&b, "\t%d: {attn256F32d%dx1, attn256F32d%dx%d, %d},\n", hd, hd, hd, q, q)
 	}
 	b.WriteString("}\n")
 	writeGo("../attn256_amd64.go", b.String())
