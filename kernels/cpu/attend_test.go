@@ -146,16 +146,16 @@ func TestAttendSegmentsLong(t *testing.T) {
 	}
 }
 
-// BenchmarkAttendPrefill: 512 tokens' attention in one batch (pp512's),
-// on each instruction set: the 1B shape (32 query heads of 64 over 8 KV
-// heads) and the embedded stories260K's (8 heads of 8 over 4), KV F16
-// and F32, as tokens a second.
+// BenchmarkAttendPrefill: 512 tokens' attention in one batch (pp512's)
+// on each instruction set, as tokens a second: the 1B shape (32 query
+// heads of 64 over 8 KV heads), the embedded stories260K's (8 heads of 8
+// over 4) and 8 heads of 256 over 4 (Gemma 3's width); KV F16 and F32.
 func BenchmarkAttendPrefill(b *testing.B) {
 	r := rand.New(rand.NewPCG(23, 23))
 	for _, c := range []struct {
 		name               string
 		heads, kvHeads, hd int
-	}{{"1b", 32, 8, 64}, {"hd8", 8, 4, 8}} {
+	}{{"1b", 32, 8, 64}, {"hd8", 8, 4, 8}, {"hd256", 8, 4, 256}} {
 		for _, kv := range []quant.Type{quant.F16, quant.F32} {
 			const n = 512
 			a := attention(r, n, c.heads, c.kvHeads, c.hd, 16)
