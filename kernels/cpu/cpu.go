@@ -78,5 +78,5 @@ func newISA(threads int, i isa) *Kernels {
 // Threads is the number of goroutines used.
 func (k *Kernels) Threads() int { return k.pool.workers }
 
-// ISA names the instruction set in use: avx512, avx2 or go.
+// ISA names the instruction set in use: avx512, avxvnni, avx2 or go.
 func (k *Kernels) ISA() string { return k.isa.String() }

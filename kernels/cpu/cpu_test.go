@@ -65,7 +65,9 @@ func relL2(got, want []float32) float64 {
 func isas() []isa {
 	var out []isa
 	for i := bestISA; i >= isaGo; i-- {
-		out = append(out, i)
+		if i.usable() {
+			out = append(out, i)
+		}
 	}
 	return out
 }

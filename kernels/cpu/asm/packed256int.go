@@ -74,8 +74,11 @@ func (c pass256) prefetch(k, parts int) {
 	}
 }
 
-func pk256Int(typ string, T int) {
-	name := pk256IntName(typ, T)
+func pk256Int(typ string, T int) { pk256IntTile(pk256IntName(typ, T), typ, T, false) }
+
+// pk256IntTile writes tile name: T tokens of typ, with AVX-VNNI's
+// VPDPBUSD where vnni (pk256VNNITypes), else pure AVX2.
+func pk256IntTile(name, typ string, T int, vnni bool) {
 	TEXT(name, NOSPLIT, "func(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)")
 	Label(name + "_group")
 	passes := [][]int{{0}, {1}}
@@ -108,7 +111,11 @@ func pk256Int(typ string, T int) {
 		}
 		switch typ {
 		case "Q8_0":
-			pk256Q8(c)
+			if vnni {
+				pk256Q8VNNI(c)
+			} else {
+				pk256Q8(c)
+			}
 		case "Q4_0":
 			pk256Q4(c)
 		case "Q4K":
