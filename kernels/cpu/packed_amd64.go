@@ -55,6 +55,7 @@ var pk256IntTiles = map[quant.Type]*pkIntShapes{
 // pk256VNNITiles[type][tokens] is the AVX-VNNI integer tile of that shape.
 var pk256VNNITiles = map[quant.Type]*pkIntShapes{
 	quant.Q8_0: {1: pk256vQ8_0x1, 2: pk256vQ8_0x2, 3: pk256vQ8_0x3, 4: pk256vQ8_0x4},
+	quant.Q4_K: {1: pk256vQ4Kx1, 2: pk256vQ4Kx2, 3: pk256vQ4Kx3, 4: pk256vQ4Kx4},
 }
 
 // pk256FloatGroups[t] is the widest AVX2 float tile of t tokens.

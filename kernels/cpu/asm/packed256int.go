@@ -49,6 +49,7 @@ type pass256 struct {
 	acc  [][]VecVirtual       // [half of hs][token]: the float outputs
 	pf   Register             // prefetch distance in bytes, or nil
 	size int                  // bytes of a block
+	vnni bool                 // VEX VPDPBUSD (packed256vnni.go)
 }
 
 // at is half h's bytes at off of a load of 64 bytes (16 rows × 4).
@@ -96,7 +97,7 @@ func pk256IntTile(name, typ string, T int, vnni bool) {
 					ADDQ(U32(recBytes), b)
 				}
 			},
-			size: pkIntBytes[typ]}
+			size: pkIntBytes[typ], vnni: vnni}
 		if hs[0] == 0 { // the pass that reads the group first
 			c.pf = GP64()
 			MOVQ(U32(pk256Prefetch), c.pf)
@@ -119,7 +120,7 @@ func pk256IntTile(name, typ string, T int, vnni bool) {
 		case "Q4_0":
 			pk256Q4(c)
 		case "Q4K":
-			pk256Q4K(c)
+			pk256Q4K(c, vnni)
 		case "Q6K":
 			pk256Q6K(c)
 		case "Q5K":
@@ -305,9 +306,13 @@ func pk256Q4(c pass256) {
 
 // pk256Q4K: per sub-block j, out = fma(float(Σq·x), (d·sc_j)·d_x, out),
 // then out = fma(−(dmin·m_j), d_x·Σx, out).
-func pk256Q4K(c pass256) {
+func pk256Q4K(c pass256, vnni bool) {
 	SHRQ(U8(3), c.n)
-	lo, ones := bcastByte(0x0f), bcast32(0x00010001)
+	lo := bcastByte(0x0f)
+	var ones VecVirtual
+	if !vnni {
+		ones = bcast32(0x00010001)
+	}
 	blockLoop(c.name, "super", c.n, func() {
 		// d and dmin as floats: kept for the super-block when registers
 		// allow (one token), else converted where used.
@@ -329,7 +334,12 @@ func pk256Q4K(c pass256) {
 		for j := 0; j < 8; j++ {
 			c.prefetch(j, 8)
 			for k, h := range c.hs {
-				s16 := nibbleSums(c, h, lo, 320+256*j, len(c.acc[k]))
+				var s16 []VecVirtual
+				if c.vnni {
+					s16 = nibbleDots(c, h, lo, 320+256*j, len(c.acc[k]))
+				} else {
+					s16 = nibbleSums(c, h, lo, 320+256*j, len(c.acc[k]))
+				}
 				sc, mn := YMM(), YMM()
 				scaled := func(m Mem, f, v VecVirtual) {
 					VPMOVZXBD(m, v)
@@ -339,7 +349,9 @@ func pk256Q4K(c pass256) {
 				scaled(Mem{Base: c.w, Disp: 64 + 16*j + 8*h}, half(h, 0), sc)
 				scaled(Mem{Base: c.w, Disp: 192 + 16*j + 8*h}, half(h, 32), mn)
 				for t, i := range s16 {
-					VPMADDWD(ones, i, i)
+					if !c.vnni {
+						VPMADDWD(ones, i, i)
+					}
 					scaleInto(i, sc, c.acc[k][t], c.rec(t, recD))
 					a := YMM()
 					VBROADCASTSS(c.rec(t, recA), a)

@@ -24,7 +24,7 @@ import (
 
 // pk256VNNITypes are the types with AVX-VNNI tiles; the others run their
 // AVX2 tiles on an AVX-VNNI CPU.
-var pk256VNNITypes = []string{"Q8_0"}
+var pk256VNNITypes = []string{"Q8_0", "Q4K"}
 
 func pk256VNNIName(typ string, t int) string { return fmt.Sprintf("pk256v%sx%d", typ, t) }
 
@@ -82,6 +82,46 @@ func pk256Q8VNNI(c pass256) {
 		ADDQ(U32(544), c.w)
 		c.next()
 	})
+}
+
+// nibbleDots is nibbleSums with VPDPBUSD: token t's int32 Σq·x over
+// the 8 steps of half h of the nibbles at off, no int16 stage (so no
+// VPMADDUBSW, VPADDW and VPMADDWD): two chains for one token.
+func nibbleDots(c pass256, h int, lo VecVirtual, off int, T int) []VecVirtual {
+	chains := 1
+	if T == 1 {
+		chains = 2
+	}
+	i := make([][]VecVirtual, T)
+	for t := range i {
+		i[t] = make([]VecVirtual, chains)
+		for ch := range i[t] {
+			i[t][ch] = YMM()
+			VPXOR(i[t][ch], i[t][ch], i[t][ch])
+		}
+	}
+	for s := 0; s < 4; s++ {
+		v, u := YMM(), YMM()
+		VMOVDQU(c.at(h, off+64*s), v)
+		VPAND(lo, v, u)
+		VPSRLW(U8(4), v, v)
+		VPAND(lo, v, v)
+		for t := range i {
+			x, y := YMM(), YMM()
+			VPBROADCASTD(c.rec(t, 4*s), x)
+			VPDPBUSD(x, u, i[t][0])
+			VPBROADCASTD(c.rec(t, 4*(s+4)), y)
+			VPDPBUSD(y, v, i[t][chains-1])
+		}
+	}
+	out := make([]VecVirtual, T)
+	for t := range i {
+		for ch := 1; ch < chains; ch++ {
+			VPADDD(i[t][ch], i[t][0], i[t][0])
+		}
+		out[t] = i[t][0]
+	}
+	return out
 }
 
 // vpdpbusdY is a register-only VPDPBUSD on ymm as Go prints it (signed
