@@ -491,4 +491,13 @@ func TestParseISA(t *testing.T) {
 			t.Errorf("parseISA(avx512) on a %v CPU: no error", bestISA)
 		}
 	}
+	// avxvnni: taken exactly where the CPU has AVX-VNNI, whatever else
+	// it has (AVX-512 does not imply it)
+	got, err := parseISA("AVXVNNI")
+	if hasAVXVNNI != (err == nil) || (err == nil) != (got == isaAVXVNNI) {
+		t.Errorf("parseISA(AVXVNNI) = %v, %v on a CPU with AVX-VNNI %v", got, err, hasAVXVNNI)
+	}
+	if hasAVXVNNI && bestISA < isaAVXVNNI {
+		t.Errorf("AVX-VNNI CPU: best %v", bestISA)
+	}
 }
