@@ -36,7 +36,9 @@ func packed256Kernels() {
 	}
 	for _, typ := range pk256VNNITypes {
 		for t := 1; t <= pk256IntTokens; t++ {
-			pk256IntTile(pk256VNNIName(typ, t), typ, t, true)
+			if name := pk256VNNITile(typ, t); name == pk256VNNIName(typ, t) {
+				pk256IntTile(name, typ, t, true)
+			}
 		}
 	}
 }
@@ -200,7 +202,7 @@ func writePacked256Table(b *strings.Builder, types map[string]string) {
 	for _, typ := range pk256VNNITypes {
 		fmt.Fprintf(b, "\t%s: {", types[typ])
 		for t := 1; t <= pk256IntTokens; t++ {
-			fmt.Fprintf(b, "%d: %s, ", t, pk256VNNIName(typ, t))
+			fmt.Fprintf(b, "%d: %s, ", t, pk256VNNITile(typ, t))
 		}
 		b.WriteString("},\n")
 	}

@@ -392,6 +392,9 @@ func pk256Q6KBlock(c pass256, k, h, b int, lo, hi VecVirtual, sc16 Mem) {
 	for k := range s32 {
 		s32[k] = YMM()
 		VPMOVSXBD(Mem{Base: c.w, Disp: 32 + 16*(2*b+k) + 8*h}, s32[k])
+		if c.vnni {
+			continue
+		}
 		w := YMM()
 		VPSLLD(U8(16), s32[k], w)
 		VPBLENDW(U8(0x55), s32[k], w, w)
@@ -421,6 +424,10 @@ func pk256Q6KBlock(c pass256, k, h, b int, lo, hi VecVirtual, sc16 Mem) {
 		VPAND(hi, e, e)
 		VPOR(e, u, u)
 		return u
+	}
+	if c.vnni {
+		scaledDots(c, k, h, i, step, s32)
+		return
 	}
 	scaledPairDots(c, k, h, i, step, sc16)
 }

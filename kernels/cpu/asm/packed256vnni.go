@@ -24,7 +24,20 @@ import (
 
 // pk256VNNITypes are the types with AVX-VNNI tiles; the others run their
 // AVX2 tiles on an AVX-VNNI CPU.
-var pk256VNNITypes = []string{"Q8_0", "Q4K"}
+var pk256VNNITypes = []string{"Q8_0", "Q4K", "Q6K"}
+
+// pk256VNNITokens[type] is the most tokens of its AVX-VNNI tiles where
+// fewer than pk256IntTokens: wider ones are AVX2's (Q6_K's VNNI block
+// keeps a sum a half and token more than 16 ymm hold at 3-4 tokens).
+var pk256VNNITokens = map[string]int{"Q6K": 2}
+
+// pk256VNNITile is the tile of t tokens an AVX-VNNI CPU runs for typ.
+func pk256VNNITile(typ string, t int) string {
+	if m, ok := pk256VNNITokens[typ]; ok && t > m {
+		return pk256IntName(typ, t)
+	}
+	return pk256VNNIName(typ, t)
+}
 
 func pk256VNNIName(typ string, t int) string { return fmt.Sprintf("pk256v%sx%d", typ, t) }
 
@@ -122,6 +135,36 @@ func nibbleDots(c pass256, h int, lo VecVirtual, off int, T int) []VecVirtual {
 		out[t] = i[t][0]
 	}
 	return out
+}
+
+// scaledDots is scaledPairDots with VPDPBUSD: per token, each half's
+// int32 Σu·x (steps 0-3, then 4-7) times that half's scale (s32, VPMULLD)
+// added to i[t], the same integer; then scaled by the group's d.
+func scaledDots(c pass256, k, h int, i []VecVirtual, step func(int) VecVirtual, s32 [2]VecVirtual) {
+	for q := range 2 {
+		d := make([]VecVirtual, len(i))
+		for t := range d {
+			d[t] = YMM()
+			VPXOR(d[t], d[t], d[t])
+		}
+		for s := 4 * q; s < 4*q+4; s++ {
+			u := step(s)
+			for t := range d {
+				x := YMM()
+				VPBROADCASTD(c.rec(t, 4*s), x)
+				VPDPBUSD(x, u, d[t])
+			}
+		}
+		for t := range d {
+			VPMULLD(s32[q], d[t], d[t])
+			VPADDD(d[t], i[t], i[t])
+		}
+	}
+	d := YMM()
+	VCVTPH2PS(Mem{Base: c.w, Disp: 16 * h}, d)
+	for t := range i {
+		scaleInto(i[t], d, c.acc[k][t], c.rec(t, recD))
+	}
 }
 
 // vpdpbusdY is a register-only VPDPBUSD on ymm as Go prints it (signed
