@@ -183,6 +183,9 @@ func vexVNNI() {
 	}
 	lines := strings.Split(string(src), "\n")
 	for n, l := range lines {
+		if strings.HasPrefix(l, "// Requires:") && n+1 < len(lines) && strings.HasPrefix(lines[n+1], "TEXT ·pk256v") {
+			lines[n] = strings.Replace(l, "AVX512VL, AVX512VNNI", "AVX-VNNI", 1)
+		}
 		m := vpdpbusdY.FindStringSubmatch(l)
 		if m == nil {
 			continue
