@@ -247,6 +247,15 @@ func nibbleSums(c pass256, h int, lo VecVirtual, off int, T int) []VecVirtual {
 
 // pk256Q8: per block, i = Σw·x over its 8 steps (w = stored ^ 0x80),
 // out = fma(float(i), d_w·d_x, out).
+//
+// NOTE: the tile is bound by its two multiplies a step and half
+// (VPMADDUBSW, VPMADDWD), not by VPXOR, VPABSB and VPSIGNB: cutting the
+// activations instead (x = 8·(x>>3) + (x&7), the stored w+128 multiplied
+// as it is, four or eight steps summed in int16) drops those three and
+// the VPADDDs for 2.4 multiplies a step, and ran 0.87× (DecodeTile, one
+// thread, in L2), as 32/38 multiplies predicts. Running both halves in
+// each step (one broadcast for both) changed nothing measurable. ik's
+// AVX2 Q8_0 kernel issues the same six operations a step.
 func pk256Q8(c pass256) {
 	c80, ones := bcastByte(0x80), bcast32(0x00010001)
 	blockLoop(c.name, "block", c.n, func() {
