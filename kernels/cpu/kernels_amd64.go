@@ -764,6 +764,14 @@ func pk256vQ8_0x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask u
 
 func pk256vQ8_0x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
+func pk256vQ4_0x1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256vQ4_0x2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256vQ4_0x3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256vQ4_0x4(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
 func pk256vQ4Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
 func pk256vQ4Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)

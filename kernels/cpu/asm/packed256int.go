@@ -293,15 +293,26 @@ func pk256Q8(c pass256) {
 
 // pk256Q4: Q4_0, out = fma(float(Σq·x + o), d_w·d_x, out).
 func pk256Q4(c pass256) {
-	lo, ones := bcastByte(0x0f), bcast32(0x00010001)
+	lo := bcastByte(0x0f)
+	var ones VecVirtual
+	if !c.vnni {
+		ones = bcast32(0x00010001)
+	}
 	blockLoop(c.name, "block", c.n, func() {
 		c.prefetch(0, 1)
 		for k, h := range c.hs {
-			s16 := nibbleSums(c, h, lo, 0, len(c.acc[k]))
+			var s16 []VecVirtual
+			if c.vnni {
+				s16 = nibbleDots(c, h, lo, 0, len(c.acc[k]))
+			} else {
+				s16 = nibbleSums(c, h, lo, 0, len(c.acc[k]))
+			}
 			sw := YMM()
 			VCVTPH2PS(Mem{Base: c.w, Disp: 256 + 16*h}, sw)
 			for t, i := range s16 {
-				VPMADDWD(ones, i, i)
+				if !c.vnni {
+					VPMADDWD(ones, i, i)
+				}
 				o := YMM()
 				VPBROADCASTD(c.rec(t, recO0), o)
 				VPADDD(o, i, i)
