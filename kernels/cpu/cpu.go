@@ -3,8 +3,8 @@
 // 16 rows (packed.go; in memory outside the Go heap that takes the place
 // of the file's pages, pagemem_linux.go) and multiplied by register tiles
 // of tokens × groups, the same arithmetic on both, every weight type
-// (AVX-VNNI CPUs without AVX-512 run AVX2's tiles, Q8_0's, Q4_0's, Q4_K's
-// and Q6_K's with VEX VPDPBUSD). The
+// (AVX-VNNI CPUs without AVX-512 run AVX2's tiles, those of Q8_0, Q4_0,
+// Q4_1, Q4_K and Q6_K with VEX VPDPBUSD). The
 // plain-Go fallback multiplies the rows as the file encodes them
 // (matmul.go, qmatmul.go). JSPARK_ISA forces an instruction set (isa.go).
 // Products split groups (rows) across goroutines

@@ -56,6 +56,7 @@ var pk256IntTiles = map[quant.Type]*pkIntShapes{
 var pk256VNNITiles = map[quant.Type]*pkIntShapes{
 	quant.Q8_0: {1: pk256vQ8_0x1, 2: pk256vQ8_0x2, 3: pk256vQ8_0x3, 4: pk256vQ8_0x4},
 	quant.Q4_0: {1: pk256vQ4_0x1, 2: pk256vQ4_0x2, 3: pk256vQ4_0x3, 4: pk256vQ4_0x4},
+	quant.Q4_1: {1: pk256vQ4_1x1, 2: pk256vQ4_1x2, 3: pk256vQ4_1x3, 4: pk256vQ4_1x4},
 	quant.Q4_K: {1: pk256vQ4Kx1, 2: pk256vQ4Kx2, 3: pk256vQ4Kx3, 4: pk256vQ4Kx4},
 	quant.Q6_K: {1: pk256vQ6Kx1, 2: pk256vQ6Kx2, 3: pk256Q6Kx3, 4: pk256Q6Kx4},
 }

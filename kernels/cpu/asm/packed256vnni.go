@@ -24,7 +24,7 @@ import (
 
 // pk256VNNITypes are the types with AVX-VNNI tiles; the others run their
 // AVX2 tiles on an AVX-VNNI CPU.
-var pk256VNNITypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K"}
+var pk256VNNITypes = []string{"Q8_0", "Q4_0", "Q4_1", "Q4K", "Q6K"}
 
 // pk256VNNITokens[type] is the most tokens of its AVX-VNNI tiles where
 // fewer than pk256IntTokens: wider ones are AVX2's (Q6_K's VNNI block
