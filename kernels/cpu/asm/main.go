@@ -58,6 +58,7 @@ func main() {
 	cvtHalves()
 	read512()
 	Generate()
+	vexVNNI()
 	writeTable()
 	writeQTable()
 	writePackedTable()
