@@ -72,8 +72,11 @@ func TestAttendSegmentsInvariant(t *testing.T) {
 			{60, 3, 1, 16, 16, 0}, {85, 4, 4, 128, 32, 0}, {90, 12, 2, 32, 16, 0},
 			{100, 4, 2, 64, 16, 40}, {90, 16, 2, 64, 16, 20}, {77, 2, 1, 128, 24, 33}, {70, 4, 2, 64, 16, 200},
 			// widths with AVX2 steps only: one at a time and 4 together
-			// (8: the embedded model's; 24), 2 together (40), any width (136)
+			// (8: the embedded model's; 24), 2 together (40; 72, its value
+			// sums in two blocks), any width (136); and 256 (AVX2's fixed
+			// step, AVX-512's any-width one)
 			{90, 8, 4, 8, 16, 0}, {70, 6, 2, 24, 16, 0}, {77, 4, 1, 40, 24, 0}, {100, 2, 1, 136, 16, 0},
+			{70, 4, 2, 72, 16, 0}, {100, 4, 2, 256, 16, 0},
 			{90, 8, 4, 8, 16, 20}, {70, 6, 2, 24, 7, 33},
 		} {
 			if is != bestISA && c.hd%16 != 0 {
