@@ -17,6 +17,14 @@ func attn512F16(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd
 	panic("cpu: no assembly")
 }
 
+func attn256F32(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32) {
+	panic("cpu: no assembly")
+}
+
+func attnStage256F32(dst, k, v *byte, stride, rows, hd int) { panic("cpu: no assembly") }
+
+func attnStage256F16(dst, k, v *byte, stride, rows, hd int) { panic("cpu: no assembly") }
+
 func attnPrefetch512(k, v *byte, stride, rows, lines int) {}
 
 func quant512Q8(x *float32, q *int8, d *float32, s *int32, nb int) { panic("cpu: no assembly") }
@@ -39,4 +47,7 @@ func cvt256F16(dst *float32, src *uint16, n int) { panic("cpu: no assembly") }
 
 func read512(p *byte, stride int, n int) uint32 { panic("cpu: no assembly") }
 
-var attnChunks map[attnKey]attnSteps
+var (
+	attnChunks    map[attnKey]attnSteps
+	attnChunks256 map[int]attnSteps
+)

@@ -8,8 +8,9 @@ import (
 
 // attend is one fused attention call in flight: each query token of a
 // head walks its sequence's blocks in order with an online softmax
-// (attn512*: scores, running max and sum, and the value sum for up to 16
-// slots per call), so no score row is materialised. A token's result
+// (attn512* on AVX-512, attn256* on AVX2: scores, running max and sum,
+// and the value sum for up to 16 slots per call), so no score row is
+// materialised. A token's result
 // depends only on its own sequence's keys and values, in position order.
 //
 // Positions fall in segments of segLen: a query's softmax runs over each
@@ -48,8 +49,9 @@ type attend struct {
 	pos, seq []int32
 	tables   []int32
 	sinks    []float32 // (heads), nil: none
-	seg      int       // segLen(a.BlockSize)
-	runs     []qrun    // reused across calls, as are tasks and the partials
+	path     attnPath
+	seg      int    // segLen(a.BlockSize)
+	runs     []qrun // reused across calls, as are tasks and the partials
 	tasks    []atask
 	// The split runs' segment states and value sums: query (token t, head
 	// h) of run r keeps segment s's at r.part + (t·heads + h)·r.segs +
@@ -97,6 +99,16 @@ type (
 	attnKey struct {
 		f16 bool
 		hd  int
+	}
+	// attnPath is the steps of one attention call: fixed-width ones
+	// (fixed) or the any-width one, and stage, if set, which writes each
+	// chunk's strips as floats for the steps to read (the AVX2 steps take
+	// F32 alone).
+	attnPath struct {
+		steps   attnSteps
+		fixed   bool
+		generic attnFn
+		stage   func(dst, k, v *byte, stride, rows, hd int)
 	}
 )
 
@@ -198,12 +210,7 @@ func (at *attend) task(worker, i int) {
 	first := int(run.from)
 	table := at.tables[int(at.seq[first])*a.TableStride:][:a.TableStride]
 	bs := a.BlockSize
-	f16 := a.K.Type == quant.F16
-	steps, fixed := attnChunks[attnKey{f16, hd}]
-	generic := attn512F32
-	if f16 {
-		generic = attn512F16
-	}
+	steps, fixed, generic, stage := at.path.steps, at.path.fixed, at.path.generic, at.path.stage
 	// Short runs take steps across heads (one token's heads share its
 	// mask), longer ones across tokens.
 	acrossHeads := fixed && nq < steps.queries && nh > 1
@@ -217,6 +224,13 @@ func (at *attend) task(worker, i int) {
 	}
 	kb, vb := at.kv[0], at.kv[1]
 	stride := kvDim * elem
+	rs := stride // the steps' row stride
+	if stage != nil {
+		if len(s.kv) < 2*16*hd*4 {
+			s.kv = make([]byte, 2*16*hd*4)
+		}
+		rs = hd * 4
+	}
 	q := func(t, hh int) *float32 { return &at.q[(first+t)*dim+(h0+hh)*hd] }
 	// lo(t) is the first position token t sees: 0, or its window's start.
 	// Tokens are in position order, so lo and the last position seen both
@@ -260,6 +274,10 @@ func (at *attend) task(worker, i int) {
 					off := (pf*kvDim + kvh*hd) * elem
 					attnPrefetch512(&kb[off], &vb[off], stride, pn, hd*elem/64)
 				}
+				if stage != nil {
+					stage(&s.kv[0], k, v, stride, min(full, last-c0), hd)
+					k, v = &s.kv[0], &s.kv[16*hd*4]
+				}
 				ha, hb := max(h0, kvh*g)-h0, min(h0+nh, (kvh+1)*g)-h0
 				if acrossHeads {
 					for t := 0; t < nq; t++ {
@@ -273,11 +291,11 @@ func (at *attend) task(worker, i int) {
 						for hh := ha; hh < hb; {
 							i := x(hh, t)
 							if hb-hh >= steps.queries {
-								steps.many(q(t, hh), hd, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
+								steps.many(q(t, hh), hd, k, v, rs, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
 								hh += steps.queries
 								continue
 							}
-							steps.one(q(t, hh), dim, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
+							steps.one(q(t, hh), dim, k, v, rs, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
 							hh++
 						}
 					}
@@ -296,15 +314,15 @@ func (at *attend) task(worker, i int) {
 						i := x(hh, t)
 						switch {
 						case !fixed:
-							generic(q(t, hh), k, v, stride, nn, mask, hd, a.Scale, &states[i], &o[i*hd], (*[16]float32)(s.s64[:16]))
+							generic(q(t, hh), k, v, rs, nn, mask, hd, a.Scale, &states[i], &o[i*hd], (*[16]float32)(s.s64[:16]))
 							t++
 						case nn == full && nq-t >= steps.queries && lo(t+steps.queries-1) <= c0:
 							// Tokens are in position order: from here on all see the
 							// whole chunk, and the last of these sees its first slot.
-							steps.many(q(t, hh), dim, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
+							steps.many(q(t, hh), dim, k, v, rs, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
 							t += steps.queries
 						default:
-							steps.one(q(t, hh), dim, k, v, stride, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
+							steps.one(q(t, hh), dim, k, v, rs, nn, mask, a.Scale, &states[i], &o[i*hd], &s.s64[0])
 							t++
 						}
 					}
@@ -439,15 +457,45 @@ func (at *attend) splitRuns(n int) {
 	}
 }
 
+// fusedPath is the fused attention's steps for a on this instruction
+// set: AVX-512's for head widths that are a multiple of 16, else AVX2's
+// for multiples of 8 (on AVX-512 machines too); ok false: neither (the
+// portable path).
+func (k *Kernels) fusedPath(a *kernels.Attention) (p attnPath, ok bool) {
+	f16 := a.K.Type == quant.F16
+	if !f16 && a.K.Type != quant.F32 {
+		return p, false
+	}
+	hd := a.HeadDim
+	switch {
+	case k.isa == isaAVX512 && hd%16 == 0:
+		p.steps, p.fixed = attnChunks[attnKey{f16, hd}]
+		p.generic = attn512F32
+		if f16 {
+			p.generic = attn512F16
+		}
+	case k.isa >= isaAVX2 && hd%8 == 0:
+		p.steps, p.fixed = attnChunks256[hd]
+		p.generic, p.stage = attn256F32, attnStage256F32
+		if f16 {
+			p.stage = attnStage256F16
+		}
+	default:
+		return p, false
+	}
+	return p, true
+}
+
 func (k *Kernels) Attend(a *kernels.Attention) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.isa == isaAVX512 && a.HeadDim%16 == 0 {
+	if path, ok := k.fusedPath(a); ok {
 		at := &k.at
 		*at = attend{k: k, a: a, q: kernels.HostF32(a.Q), out: kernels.HostF32(a.Out),
 			kv:  [2][]byte{kernels.HostBytes(a.K), kernels.HostBytes(a.V)},
 			pos: kernels.HostI32(a.Pos), seq: kernels.HostI32(a.Seq), tables: kernels.HostI32(a.Table),
-			sinks: sinksOf(a), seg: segLen(a.BlockSize), runs: at.runs, tasks: at.tasks[:0], pst: at.pst, po: at.po}
+			sinks: sinksOf(a), path: path, seg: segLen(a.BlockSize),
+			runs: at.runs, tasks: at.tasks[:0], pst: at.pst, po: at.po}
 		at.plan(k.pool.workers)
 		k.pool.runSized(len(at.tasks), a.N*a.Heads*a.HeadDim*2*(a.MaxPos+1), at)
 		at.fold()
@@ -455,9 +503,10 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 		return
 	}
 	if (a.K.Type != quant.F32 && a.K.Type != quant.F16) || a.Window > 0 || a.Sinks != nil {
-		// NOTE: off AVX-512 only plain causal attention has its own
-		// kernel; the rest is the reference's (sliding windows and sinks
-		// are gpt-oss's, a model too large for such a machine).
+		// NOTE: the portable path has a kernel for plain causal attention
+		// only; the rest is the reference's (sliding windows and sinks
+		// off the fused path: JSPARK_ISA=go, or head widths that are not
+		// a multiple of 8).
 		k.Kernels.Attend(a)
 		return
 	}
@@ -467,9 +516,6 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 	if a.K.Type == quant.F16 {
 		ag.kv16 = [2][]uint16{words16(kernels.HostBytes(a.K)), words16(kernels.HostBytes(a.V))}
 		ag.cvt = cvtHalvesGo
-		if k.isa >= isaAVX2 && a.HeadDim%8 == 0 {
-			ag.cvt = cvtHalvesAsm
-		}
 	} else {
 		ag.kv = [2][]float32{kernels.HostF32(a.K), kernels.HostF32(a.V)}
 	}

@@ -129,8 +129,6 @@ func cvtHalvesGo(dst []float32, src []uint16) {
 	}
 }
 
-func cvtHalvesAsm(dst []float32, src []uint16) { cvt256F16(&dst[0], &src[0], len(src)) }
-
 // expScores turns scores into e^(score - maxS) in place and returns their sum.
 func expScores(scores []float32, maxS float32) float32 {
 	var sum float32

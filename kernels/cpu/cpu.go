@@ -61,6 +61,7 @@ type scratch struct {
 	states [][2]float32 // attention's running max and sum, a query each
 	rope   []float32    // one token's RoPE cosines and sines
 	row    []float32    // an F16 key or value row as floats (attendOneF16)
+	kv     []byte       // a chunk's key and value strips as floats (AVX2 attention)
 }
 
 var _ kernels.Kernels = (*Kernels)(nil)

@@ -210,27 +210,29 @@ func TestAttendBatchInvariant(t *testing.T) {
 		{40, 8, 2, 64, 16}, {35, 16, 2, 64, 16}, {34, 8, 2, 128, 24}, {34, 12, 2, 32, 16},
 	} {
 		for _, kv := range []quant.Type{quant.F32, quant.F16} {
-			a := attention(r, c.n, c.heads, c.kvHeads, c.hd, c.bs)
-			if kv == quant.F16 {
-				a.K, a.V = toF16(a.K), toF16(a.V)
-			}
-			k := New(2)
-			k.Attend(a)
-			all := append([]float32(nil), kernels.HostF32(a.Out)...)
-			dim := a.Heads * a.HeadDim
-			for _, tok := range []int{0, 17, 31, 32, 33, c.n - 1} {
-				if tok >= c.n {
-					continue
+			for _, is := range isas() {
+				a := attention(r, c.n, c.heads, c.kvHeads, c.hd, c.bs)
+				if kv == quant.F16 {
+					a.K, a.V = toF16(a.K), toF16(a.V)
 				}
-				one := *a
-				one.N, one.MaxPos = 1, tok
-				one.Q = f32(kernels.HostF32(a.Q)[tok*dim : (tok+1)*dim])
-				one.Out = f32(make([]float32, dim))
-				one.Pos, one.Seq = i32([]int32{int32(tok)}), i32([]int32{0})
-				k.Attend(&one)
-				for d, v := range kernels.HostF32(one.Out) {
-					if v != all[tok*dim+d] {
-						t.Fatalf("%+v %v token %d dim %d: %v alone, %v in batch", c, kv, tok, d, v, all[tok*dim+d])
+				k := newISA(2, is)
+				k.Attend(a)
+				all := append([]float32(nil), kernels.HostF32(a.Out)...)
+				dim := a.Heads * a.HeadDim
+				for _, tok := range []int{0, 17, 31, 32, 33, c.n - 1} {
+					if tok >= c.n {
+						continue
+					}
+					one := *a
+					one.N, one.MaxPos = 1, tok
+					one.Q = f32(kernels.HostF32(a.Q)[tok*dim : (tok+1)*dim])
+					one.Out = f32(make([]float32, dim))
+					one.Pos, one.Seq = i32([]int32{int32(tok)}), i32([]int32{0})
+					k.Attend(&one)
+					for d, v := range kernels.HostF32(one.Out) {
+						if v != all[tok*dim+d] {
+							t.Fatalf("%v %+v %v token %d dim %d: %v alone, %v in batch", is, c, kv, tok, d, v, all[tok*dim+d])
+						}
 					}
 				}
 			}

@@ -88,6 +88,68 @@ func attn512F16d128x2(q *float32, qs int, k *byte, v *byte, stride int, n int, m
 
 func attnPrefetch512(k *byte, v *byte, stride int, rows int, lines int)
 
+func attnStage256F32(dst *byte, k *byte, v *byte, stride int, rows int, hd int)
+
+func attnStage256F16(dst *byte, k *byte, v *byte, stride int, rows int, hd int)
+
+func attn256F32(q *float32, k *byte, v *byte, stride int, n int, mask uint16, hd int, scale float32, state *[2]float32, o *float32, s *[16]float32)
+
+func attn256F32d8x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d8x4(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d16x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d16x4(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d24x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d24x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d32x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d32x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d40x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d40x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d48x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d48x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d56x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d56x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d64x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d64x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d72x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d72x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d80x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d80x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d96x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d96x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d112x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d112x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d128x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d128x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d256x1(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
+func attn256F32d256x2(q *float32, qs int, k *byte, v *byte, stride int, n int, mask uint16, scale float32, state *[2]float32, o *float32, s *float32)
+
 func qdotavx2Q8_0x1x1(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)
 
 func qdotavx2Q8_0x1x2(w *byte, ws int, x *int8, xd *float32, xs *int32, xst int, nb int, dst *float32, ds int, groups int)

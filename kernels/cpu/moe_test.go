@@ -61,20 +61,22 @@ func TestAttendWindowBatchInvariant(t *testing.T) {
 		{70, 4, 2, 64, 16, 20}, {77, 2, 1, 128, 24, 33}, {50, 2, 2, 64, 7, 9}, {45, 3, 1, 24, 16, 12},
 		{40, 16, 2, 64, 16, 20},
 	} {
-		a := windowed(r, attention(r, c.n, c.heads, c.kvHeads, c.hd, c.bs), c.window, true)
-		k := New(2)
-		k.Attend(a)
-		all := append([]float32(nil), kernels.HostF32(a.Out)...)
-		dim := a.Heads * a.HeadDim
-		for _, tok := range []int{0, c.window - 1, c.window, 31, 32, 33, c.n - 1} {
-			one := *a
-			one.N, one.MaxPos = 1, tok
-			one.Q = f32(kernels.HostF32(a.Q)[tok*dim : (tok+1)*dim])
-			one.Out = f32(make([]float32, dim))
-			one.Pos, one.Seq = i32([]int32{int32(tok)}), i32([]int32{0})
-			k.Attend(&one)
-			if got := kernels.HostF32(one.Out); !slices.Equal(got, all[tok*dim:(tok+1)*dim]) {
-				t.Fatalf("%+v token %d: alone differs from in the batch", c, tok)
+		for _, is := range isas() {
+			a := windowed(r, attention(r, c.n, c.heads, c.kvHeads, c.hd, c.bs), c.window, true)
+			k := newISA(2, is)
+			k.Attend(a)
+			all := append([]float32(nil), kernels.HostF32(a.Out)...)
+			dim := a.Heads * a.HeadDim
+			for _, tok := range []int{0, c.window - 1, c.window, 31, 32, 33, c.n - 1} {
+				one := *a
+				one.N, one.MaxPos = 1, tok
+				one.Q = f32(kernels.HostF32(a.Q)[tok*dim : (tok+1)*dim])
+				one.Out = f32(make([]float32, dim))
+				one.Pos, one.Seq = i32([]int32{int32(tok)}), i32([]int32{0})
+				k.Attend(&one)
+				if got := kernels.HostF32(one.Out); !slices.Equal(got, all[tok*dim:(tok+1)*dim]) {
+					t.Fatalf("%v %+v token %d: alone differs from in the batch", is, c, tok)
+				}
 			}
 		}
 	}

@@ -48,6 +48,7 @@ func main() {
 		}
 	}
 	attnPrefetch()
+	attn256Kernels()
 	qdots()
 	quantQ8()
 	siluMul()
@@ -62,6 +63,7 @@ func main() {
 	writeQTable()
 	writePackedTable()
 	writeAttnTable()
+	writeAttn256Table()
 }
 
 // writeTable writes the Go table of tile kernels by shape.
