@@ -42,12 +42,14 @@ const (
 	// prefetchers short of the memory limit (Q4_K read 41 GB/s where the
 	// machine reads 53): the lines must be asked for early.
 	pkPrefetch = 2048
-	// pkPrefetchSuper is how far ahead the one-token tiles of the
-	// super-block types (Q4_K, Q6_K, …) ask: alternating distances over
-	// the 8B shape's layers (load 3-5, GB per CPU second), Q4_K ran
-	// 1.29-1.38x its 2 KB rate at 8-64 KB, Q6_K 1.41x at 8 KB (1.32x at
-	// 16, below at 32-64), near read512's rate from the same bytes.
-	pkPrefetchSuper = 8192
+	// pkPrefetchOne is how far ahead the one-token tiles ask (but Q8_0's
+	// and Q4_0's, which mostly run as streams tiles): alternating
+	// distances over the 8B shape's layers (load 3-5, GB per CPU second),
+	// Q4_K ran 1.29-1.38x its 2 KB rate at 8-64 KB, Q6_K 1.41x at 8 KB
+	// (1.32x at 16, below at 32-64), near read512's rate from the same
+	// bytes; Q4_1, Q5_0, Q5_1 and MXFP4 1.1-1.6x in DecodeBandwidth
+	// (medians of 3 alternating runs at load 3.5), IQ4_NL alike.
+	pkPrefetchOne = 8192
 	// pkStreams is how many groups a one-token streams tile (Q8_0, Q4_0)
 	// reads in lockstep, each its own stream, and pkStreamPrefetch how far
 	// ahead (bytes) it asks for each. With one stream a thread the 8B
@@ -266,8 +268,8 @@ func pkInt(typ string, T int) {
 	if T <= pkPrefetchTokens {
 		pfAhead = pkPrefetch
 	}
-	if T == 1 && pkSuper[typ] {
-		pfAhead = pkPrefetchSuper
+	if T == 1 && typ != "Q8_0" && typ != "Q4_0" {
+		pfAhead = pkPrefetchOne
 	}
 	rec := func(t, off int) Mem { return stridedAt(rb, rs, t).Offset(off) }
 	nextRec := func() {
