@@ -122,9 +122,15 @@ type forcer struct {
 	mu     sync.Mutex
 	log    []exchange
 	chosen string
+	// busy counts the exchanges not yet logged: a client may print its
+	// answer and exit on the stream's last event, before the proxy has
+	// seen the upstream reply end and logged it.
+	busy sync.WaitGroup
 }
 
 func (f *forcer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.busy.Add(1)
+	defer f.busy.Done()
 	body, _ := io.ReadAll(r.Body)
 	var req map[string]any
 	if json.Unmarshal(body, &req) == nil && (strings.HasSuffix(r.URL.Path, "/chat/completions") || strings.HasSuffix(r.URL.Path, "/responses")) {
@@ -309,6 +315,13 @@ func clipTail(s string) string {
 // with the call's id, and no reply shows markup as text.
 func checkTurns(t *testing.T, f *forcer, out string) {
 	t.Helper()
+	logged := make(chan struct{})
+	go func() { f.busy.Wait(); close(logged) }()
+	select {
+	case <-logged:
+	case <-time.After(time.Minute):
+		t.Errorf("an exchange through the proxy was still open a minute after the client exited")
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var gen []exchange

@@ -2,7 +2,9 @@
 // On AVX-512 and AVX2, weight matrices are packed at load into groups of
 // 16 rows (packed.go; in memory outside the Go heap that takes the place
 // of the file's pages, pagemem_linux.go) and multiplied by register tiles
-// of tokens × groups, the same arithmetic on both, every weight type. The
+// of tokens × groups, the same arithmetic on both, every weight type
+// (AVX-VNNI CPUs without AVX-512 run AVX2's tiles, those of Q8_0, Q4_0,
+// Q4_1, Q4_K and Q6_K with VEX VPDPBUSD). The
 // plain-Go fallback multiplies the rows as the file encodes them
 // (matmul.go, qmatmul.go). JSPARK_ISA forces an instruction set (isa.go).
 // Products split groups (rows) across goroutines
@@ -78,5 +80,5 @@ func newISA(threads int, i isa) *Kernels {
 // Threads is the number of goroutines used.
 func (k *Kernels) Threads() int { return k.pool.workers }
 
-// ISA names the instruction set in use: avx512, avx2 or go.
+// ISA names the instruction set in use: avx512, avxvnni, avx2 or go.
 func (k *Kernels) ISA() string { return k.isa.String() }

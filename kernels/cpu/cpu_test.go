@@ -65,7 +65,9 @@ func relL2(got, want []float32) float64 {
 func isas() []isa {
 	var out []isa
 	for i := bestISA; i >= isaGo; i-- {
-		out = append(out, i)
+		if i.usable() {
+			out = append(out, i)
+		}
 	}
 	return out
 }
@@ -488,5 +490,14 @@ func TestParseISA(t *testing.T) {
 		if _, err := parseISA("avx512"); err == nil {
 			t.Errorf("parseISA(avx512) on a %v CPU: no error", bestISA)
 		}
+	}
+	// avxvnni: taken exactly where the CPU has AVX-VNNI, whatever else
+	// it has (AVX-512 does not imply it)
+	got, err := parseISA("AVXVNNI")
+	if hasAVXVNNI != (err == nil) || (err == nil) != (got == isaAVXVNNI) {
+		t.Errorf("parseISA(AVXVNNI) = %v, %v on a CPU with AVX-VNNI %v", got, err, hasAVXVNNI)
+	}
+	if hasAVXVNNI && bestISA < isaAVXVNNI {
+		t.Errorf("AVX-VNNI CPU: best %v", bestISA)
 	}
 }

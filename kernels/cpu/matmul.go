@@ -47,21 +47,21 @@ const (
 // The unpacked float tiles' shapes, by ISA (AVX2's ymm, else the
 // portable tile): lanes per accumulator, most tokens, most rows.
 func (i isa) lanes() int {
-	if i == isaAVX2 {
+	if i.ymm() {
 		return 8
 	}
 	return maxLanes
 }
 
 func (i isa) tokens() int {
-	if i == isaAVX2 {
+	if i.ymm() {
 		return 2
 	}
 	return 4
 }
 
 func (i isa) width() int {
-	if i == isaAVX2 {
+	if i.ymm() {
 		return 6
 	}
 	return 12
@@ -169,8 +169,8 @@ func (mm *matmul) task(worker, i int) {
 				wp := &panel[(r-r0)*ps]
 				acc := &s.acc[accBase+(r-r0)*rm*maxLanes]
 				d := &mm.dst[t*w.Rows+r]
-				switch isa {
-				case isaAVX2:
+				switch {
+				case isa.ymm():
 					tiles256[rm][rn](x, K, wp, ps, steps, tail, acc, d, w.Rows, mode)
 				default:
 					tileGo(rm, rn, mm.x[t*K+c0:], K, panel[(r-r0)*ps:], ps, cl, s.acc[accBase+(r-r0)*rm*maxLanes:], mm.dst[t*w.Rows+r:], w.Rows, mode)

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"encoding/binary"
+	"maps"
 	"sync"
 	"unsafe"
 
@@ -101,6 +102,9 @@ var pkSets = func() (s [isaAVX512 + 1]pkSet) {
 	avx2 := pkSet{float: pk256FloatTiles, floatGroups: pk256FloatGroups,
 		ints: pk256IntTiles, intTokens: pk256IntTokens, records: quant256Q8R}
 	s[isaAVX2] = avx2
+	s[isaAVXVNNI] = avx2
+	s[isaAVXVNNI].ints = maps.Clone(avx2.ints)
+	maps.Copy(s[isaAVXVNNI].ints, pk256VNNITiles)
 	g := make([]int, pkTokens+1)
 	for t := range g {
 		g[t] = pkGroups

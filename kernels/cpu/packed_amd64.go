@@ -58,6 +58,15 @@ var pk256IntTiles = map[quant.Type]*pkIntShapes{
 	quant.Q2_K:   {1: pk256Q2Kx1, 2: pk256Q2Kx2, 3: pk256Q2Kx3, 4: pk256Q2Kx4},
 }
 
+// pk256VNNITiles[type][tokens] is the AVX-VNNI integer tile of that shape.
+var pk256VNNITiles = map[quant.Type]*pkIntShapes{
+	quant.Q8_0: {1: pk256vQ8_0x1, 2: pk256vQ8_0x2, 3: pk256vQ8_0x3, 4: pk256vQ8_0x4},
+	quant.Q4_0: {1: pk256vQ4_0x1, 2: pk256vQ4_0x2, 3: pk256vQ4_0x3, 4: pk256vQ4_0x4},
+	quant.Q4_1: {1: pk256vQ4_1x1, 2: pk256vQ4_1x2, 3: pk256vQ4_1x3, 4: pk256vQ4_1x4},
+	quant.Q4_K: {1: pk256vQ4Kx1, 2: pk256vQ4Kx2, 3: pk256vQ4Kx3, 4: pk256vQ4Kx4},
+	quant.Q6_K: {1: pk256vQ6Kx1, 2: pk256vQ6Kx2, 3: pk256Q6Kx3, 4: pk256Q6Kx4},
+}
+
 // pk256FloatGroups[t] is the widest AVX2 float tile of t tokens.
 var pk256FloatGroups = []int{0, 6, 3, 2, 1, 1}
 

@@ -57,6 +57,7 @@ func main() {
 	cvtHalves()
 	read512()
 	Generate()
+	vexVNNI()
 	writeTable()
 	writeQTable()
 	writePackedTable()

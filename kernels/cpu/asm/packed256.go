@@ -34,6 +34,13 @@ func packed256Kernels() {
 			pk256Int(typ, t)
 		}
 	}
+	for _, typ := range pk256VNNITypes {
+		for t := 1; t <= pk256IntTokens; t++ {
+			if name := pk256VNNITile(typ, t); name == pk256VNNIName(typ, t) {
+				pk256IntTile(name, typ, t, true)
+			}
+		}
+	}
 }
 
 func pk256FloatName(typ string, t, m int) string { return fmt.Sprintf("pk256%sx%dx%d", typ, t, m) }
@@ -186,6 +193,16 @@ func writePacked256Table(b *strings.Builder, types map[string]string) {
 		fmt.Fprintf(b, "\t%s: {", types[typ])
 		for t := 1; t <= pk256IntTokens; t++ {
 			fmt.Fprintf(b, "%d: %s, ", t, pk256IntName(typ, t))
+		}
+		b.WriteString("},\n")
+	}
+	b.WriteString("}\n\n")
+	fmt.Fprintf(b, "// pk256VNNITiles[type][tokens] is the AVX-VNNI integer tile of that shape.\n")
+	b.WriteString("var pk256VNNITiles = map[quant.Type]*pkIntShapes{\n")
+	for _, typ := range pk256VNNITypes {
+		fmt.Fprintf(b, "\t%s: {", types[typ])
+		for t := 1; t <= pk256IntTokens; t++ {
+			fmt.Fprintf(b, "%d: %s, ", t, pk256VNNITile(typ, t))
 		}
 		b.WriteString("},\n")
 	}

@@ -49,6 +49,7 @@ type pass256 struct {
 	acc  [][]VecVirtual       // [half of hs][token]: the float outputs
 	pf   Register             // prefetch distance in bytes, or nil
 	size int                  // bytes of a block
+	vnni bool                 // VEX VPDPBUSD (packed256vnni.go)
 }
 
 // at is half h's bytes at off of a load of 64 bytes (16 rows × 4).
@@ -74,8 +75,11 @@ func (c pass256) prefetch(k, parts int) {
 	}
 }
 
-func pk256Int(typ string, T int) {
-	name := pk256IntName(typ, T)
+func pk256Int(typ string, T int) { pk256IntTile(pk256IntName(typ, T), typ, T, false) }
+
+// pk256IntTile writes tile name: T tokens of typ, with AVX-VNNI's
+// VPDPBUSD where vnni (pk256VNNITypes), else pure AVX2.
+func pk256IntTile(name, typ string, T int, vnni bool) {
 	TEXT(name, NOSPLIT, "func(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)")
 	Label(name + "_group")
 	passes := [][]int{{0}, {1}}
@@ -93,7 +97,7 @@ func pk256Int(typ string, T int) {
 					ADDQ(U32(recBytes), b)
 				}
 			},
-			size: pkIntBytes[typ]}
+			size: pkIntBytes[typ], vnni: vnni}
 		if hs[0] == 0 { // the pass that reads the group first
 			c.pf = GP64()
 			MOVQ(U32(pk256Prefetch), c.pf)
@@ -108,11 +112,15 @@ func pk256Int(typ string, T int) {
 		}
 		switch typ {
 		case "Q8_0":
-			pk256Q8(c)
+			if vnni {
+				pk256Q8VNNI(c)
+			} else {
+				pk256Q8(c)
+			}
 		case "Q4_0":
 			pk256Q4(c)
 		case "Q4K":
-			pk256Q4K(c)
+			pk256Q4K(c, vnni)
 		case "Q6K":
 			pk256Q6K(c)
 		case "Q5K":
@@ -239,6 +247,15 @@ func nibbleSums(c pass256, h int, lo VecVirtual, off int, T int) []VecVirtual {
 
 // pk256Q8: per block, i = Σw·x over its 8 steps (w = stored ^ 0x80),
 // out = fma(float(i), d_w·d_x, out).
+//
+// NOTE: the tile is bound by its two multiplies a step and half
+// (VPMADDUBSW, VPMADDWD), not by VPXOR, VPABSB and VPSIGNB: cutting the
+// activations instead (x = 8·(x>>3) + (x&7), the stored w+128 multiplied
+// as it is, four or eight steps summed in int16) drops those three and
+// the VPADDDs for 2.4 multiplies a step, and ran 0.87× (DecodeTile, one
+// thread, in L2), as 32/38 multiplies predicts. Running both halves in
+// each step (one broadcast for both) changed nothing measurable. ik's
+// AVX2 Q8_0 kernel issues the same six operations a step.
 func pk256Q8(c pass256) {
 	c80, ones := bcastByte(0x80), bcast32(0x00010001)
 	blockLoop(c.name, "block", c.n, func() {
@@ -276,15 +293,26 @@ func pk256Q8(c pass256) {
 
 // pk256Q4: Q4_0, out = fma(float(Σq·x + o), d_w·d_x, out).
 func pk256Q4(c pass256) {
-	lo, ones := bcastByte(0x0f), bcast32(0x00010001)
+	lo := bcastByte(0x0f)
+	var ones VecVirtual
+	if !c.vnni {
+		ones = bcast32(0x00010001)
+	}
 	blockLoop(c.name, "block", c.n, func() {
 		c.prefetch(0, 1)
 		for k, h := range c.hs {
-			s16 := nibbleSums(c, h, lo, 0, len(c.acc[k]))
+			var s16 []VecVirtual
+			if c.vnni {
+				s16 = nibbleDots(c, h, lo, 0, len(c.acc[k]))
+			} else {
+				s16 = nibbleSums(c, h, lo, 0, len(c.acc[k]))
+			}
 			sw := YMM()
 			VCVTPH2PS(Mem{Base: c.w, Disp: 256 + 16*h}, sw)
 			for t, i := range s16 {
-				VPMADDWD(ones, i, i)
+				if !c.vnni {
+					VPMADDWD(ones, i, i)
+				}
 				o := YMM()
 				VPBROADCASTD(c.rec(t, recO0), o)
 				VPADDD(o, i, i)
@@ -298,9 +326,13 @@ func pk256Q4(c pass256) {
 
 // pk256Q4K: per sub-block j, out = fma(float(Σq·x), (d·sc_j)·d_x, out),
 // then out = fma(−(dmin·m_j), d_x·Σx, out).
-func pk256Q4K(c pass256) {
+func pk256Q4K(c pass256, vnni bool) {
 	SHRQ(U8(3), c.n)
-	lo, ones := bcastByte(0x0f), bcast32(0x00010001)
+	lo := bcastByte(0x0f)
+	var ones VecVirtual
+	if !vnni {
+		ones = bcast32(0x00010001)
+	}
 	blockLoop(c.name, "super", c.n, func() {
 		// d and dmin as floats: kept for the super-block when registers
 		// allow (one token), else converted where used.
@@ -322,7 +354,12 @@ func pk256Q4K(c pass256) {
 		for j := 0; j < 8; j++ {
 			c.prefetch(j, 8)
 			for k, h := range c.hs {
-				s16 := nibbleSums(c, h, lo, 320+256*j, len(c.acc[k]))
+				var s16 []VecVirtual
+				if c.vnni {
+					s16 = nibbleDots(c, h, lo, 320+256*j, len(c.acc[k]))
+				} else {
+					s16 = nibbleSums(c, h, lo, 320+256*j, len(c.acc[k]))
+				}
 				sc, mn := YMM(), YMM()
 				scaled := func(m Mem, f, v VecVirtual) {
 					VPMOVZXBD(m, v)
@@ -332,7 +369,9 @@ func pk256Q4K(c pass256) {
 				scaled(Mem{Base: c.w, Disp: 64 + 16*j + 8*h}, half(h, 0), sc)
 				scaled(Mem{Base: c.w, Disp: 192 + 16*j + 8*h}, half(h, 32), mn)
 				for t, i := range s16 {
-					VPMADDWD(ones, i, i)
+					if !c.vnni {
+						VPMADDWD(ones, i, i)
+					}
 					scaleInto(i, sc, c.acc[k][t], c.rec(t, recD))
 					a := YMM()
 					VBROADCASTSS(c.rec(t, recA), a)
@@ -373,6 +412,9 @@ func pk256Q6KBlock(c pass256, k, h, b int, lo, hi VecVirtual, sc16 Mem) {
 	for k := range s32 {
 		s32[k] = YMM()
 		VPMOVSXBD(Mem{Base: c.w, Disp: 32 + 16*(2*b+k) + 8*h}, s32[k])
+		if c.vnni {
+			continue
+		}
 		w := YMM()
 		VPSLLD(U8(16), s32[k], w)
 		VPBLENDW(U8(0x55), s32[k], w, w)
@@ -402,6 +444,10 @@ func pk256Q6KBlock(c pass256, k, h, b int, lo, hi VecVirtual, sc16 Mem) {
 		VPAND(hi, e, e)
 		VPOR(e, u, u)
 		return u
+	}
+	if c.vnni {
+		scaledDots(c, k, h, i, step, s32)
+		return
 	}
 	scaledPairDots(c, k, h, i, step, sc16)
 }

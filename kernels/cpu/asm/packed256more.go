@@ -114,6 +114,8 @@ func pk256Q32More(typ string, c pass256) {
 			var i []VecVirtual
 			if l.bits >= 0 {
 				i = fiveSums(c, h, lo, bit, 0, l.bits, T, ones)
+			} else if c.vnni {
+				i = nibbleDots(c, h, lo, 0, T)
 			} else {
 				i = nibbleSums(c, h, lo, 0, T)
 				for _, v := range i {
