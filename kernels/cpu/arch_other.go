@@ -34,6 +34,7 @@ func silu512(gate, up *float32, n int) { panic("cpu: no assembly") }
 var (
 	pkFloatTiles     map[quant.Type]*pkFloatShapes
 	pkIntTiles       map[quant.Type]*pkIntShapes
+	pkStreamTiles    map[quant.Type]pkIntFn
 	pk256FloatTiles  map[quant.Type]*pkFloatShapes
 	pk256IntTiles    map[quant.Type]*pkIntShapes
 	pk256FloatGroups = []int{0, 1}

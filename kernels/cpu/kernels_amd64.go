@@ -634,6 +634,10 @@ func pkvnniIQ4XSx7(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask 
 
 func pkvnniIQ4XSx8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
+func pkvnniQ8_0x1s8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pkvnniQ4_0x1s8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
 func quant512Q8R(x *float32, r *byte, nb int, c int32, halves bool)
 
 func pk256F32x1x1(x *float32, xs int, w *byte, gs int, k int, dst *float32, ds int, mask uint16)

@@ -83,12 +83,15 @@ const groupRows = 16
 // pkSet is an instruction set's packed tiles: float[t][tokens][groups],
 // floatGroups[n] the widest float tile of n tokens (n ≥ 1), and ints[t]
 // [tokens] of up to intTokens tokens, whose activation records records
-// writes. A type with no tiles is multiplied unpacked.
+// writes; streams[t], where a type has one, runs one token down runs of
+// pkStreams full groups at once. A type with no tiles is multiplied
+// unpacked.
 type pkSet struct {
 	float       map[quant.Type]*pkFloatShapes
 	floatGroups []int
 	ints        map[quant.Type]*pkIntShapes
 	intTokens   int
+	streams     map[quant.Type]pkIntFn
 	records     func(x *float32, r *byte, nb int, c int32, halves bool)
 }
 
@@ -110,6 +113,7 @@ var pkSets = func() (s [isaAVX512 + 1]pkSet) {
 	s[isaAVX512] = pkSet{float: pkFloatTiles, floatGroups: g, ints: avx2.ints, intTokens: avx2.intTokens, records: avx2.records}
 	if hasVNNI {
 		s[isaAVX512].ints, s[isaAVX512].intTokens, s[isaAVX512].records = pkIntTiles, pkIntTokens, quant512Q8R
+		s[isaAVX512].streams = pkStreamTiles
 	}
 	return s
 }()
@@ -311,18 +315,27 @@ type pmm struct {
 // tokens' records): its task shape. tasks is its count of tile tasks.
 func (mm *pmm) plan(p *packed, dst, x []float32, rec []byte, n, workers int) (tasks int) {
 	mm.p, mm.dst, mm.x, mm.rec, mm.n = p, dst, x, rec, n
-	mm.gper = groupsPerTask(p.groups, n, workers)
+	streams := 1
+	if mm.k.pk().streams[p.typ] != nil {
+		streams = pkStreams
+	}
+	mm.gper = groupsPerTask(p.groups, n, workers, streams)
 	mm.gblocks = (p.groups + mm.gper - 1) / mm.gper
 	return mm.gblocks * ((n + tokBlock - 1) / tokBlock)
 }
 
 // groupsPerTask: a one-token product's tasks are ~8 per thread of
-// contiguous groups (one stream each); a batch's are 4 groups (64 rows).
-func groupsPerTask(groups, n, workers int) int {
+// contiguous groups, whole runs of streams where the matrix has enough
+// (a streams tile takes them); a batch's are 4 groups (64 rows).
+func groupsPerTask(groups, n, workers, streams int) int {
 	if n != 1 {
 		return pkGroups
 	}
-	return min(max(1, groups/(8*workers)), 32)
+	g := min(max(1, groups/(8*workers)), 32)
+	if streams > 1 && groups >= 2*workers*streams {
+		g = max(streams, g/streams*streams)
+	}
+	return g
 }
 
 func (k *Kernels) pmatmul(dst, x *kernels.Buffer, n int, p *packed) {
@@ -386,7 +399,20 @@ func (mm *pmm) task(worker, i int) {
 	if tiles := set.ints[p.typ]; tiles != nil {
 		rec := mm.rec
 		if t1-t0 == 1 {
-			tiles[1](&p.data[g0*p.groupBytes], &rec[t0*rs], rs, nb, &mm.dst[t0*R+g0*groupRows], R, p.lastMask(g1-1), g1-g0)
+			g := g0
+			if st := set.streams[p.typ]; st != nil {
+				full := g1 - g0 // the streams tile stores whole groups
+				if p.lastMask(g1-1) != 0xffff {
+					full--
+				}
+				if full = full / pkStreams * pkStreams; full > 0 {
+					st(&p.data[g0*p.groupBytes], &rec[t0*rs], rs, nb, &mm.dst[t0*R+g0*groupRows], R, 0xffff, full)
+					g += full
+				}
+			}
+			if g < g1 {
+				tiles[1](&p.data[g*p.groupBytes], &rec[t0*rs], rs, nb, &mm.dst[t0*R+g*groupRows], R, p.lastMask(g1-1), g1-g)
+			}
 			return
 		}
 		for g := g0; g < g1; g++ {

@@ -28,6 +28,12 @@ var pkIntTiles = map[quant.Type]*pkIntShapes{
 	quant.IQ4_XS: {1: pkvnniIQ4XSx1, 2: pkvnniIQ4XSx2, 3: pkvnniIQ4XSx3, 4: pkvnniIQ4XSx4, 5: pkvnniIQ4XSx5, 6: pkvnniIQ4XSx6, 7: pkvnniIQ4XSx7, 8: pkvnniIQ4XSx8},
 }
 
+// pkStreamTiles[type] is the AVX-512 VNNI one-token tile of pkStreams groups at once.
+var pkStreamTiles = map[quant.Type]pkIntFn{
+	quant.Q8_0: pkvnniQ8_0x1s8,
+	quant.Q4_0: pkvnniQ4_0x1s8,
+}
+
 // pk256FloatTiles[type][tokens][groups] is the AVX2 float tile of that shape.
 var pk256FloatTiles = map[quant.Type]*pkFloatShapes{
 	quant.F32:  {1: {1: pk256F32x1x1, 2: pk256F32x1x2, 3: pk256F32x1x3, 4: pk256F32x1x4, 5: pk256F32x1x5, 6: pk256F32x1x6}, 2: {1: pk256F32x2x1, 2: pk256F32x2x2, 3: pk256F32x2x3}, 3: {1: pk256F32x3x1, 2: pk256F32x3x2}, 4: {1: pk256F32x4x1}, 5: {1: pk256F32x5x1}},

@@ -8,6 +8,7 @@ const (
 	pkGroups       = 4
 	pkDecodeGroups = 8
 	pkIntTokens    = 8
+	pkStreams      = 8
 	recBytes       = 48
 )
 

@@ -174,7 +174,8 @@ func packedSpecMore(t quant.Type, row []byte, q []int8, d []float32, s []int32) 
 
 // TestPackedMatchesSpec: the packed kernels compute, bit for bit, what
 // packed.go's doc says, in every tile shape: one token (tiles of up to 8
-// groups) and batches (full and partial tiles), with a partial last group.
+// groups, and the streams tiles' runs of groups) and batches (full and
+// partial tiles), with a partial last group.
 func TestPackedMatchesSpec(t *testing.T) {
 	ran := false
 	for _, is := range isas() {
@@ -190,7 +191,12 @@ func TestPackedMatchesSpec(t *testing.T) {
 				cols = append(cols, 7, 37)
 			}
 			for _, c := range cols {
-				for _, shape := range []struct{ rows, n int }{{45, 1}, {45, 2}, {45, 7}, {45, 13}, {1000, 1}, {300, 9}} {
+				shapes := []struct{ rows, n int }{{45, 1}, {45, 2}, {45, 7}, {45, 13}, {1000, 1}, {300, 9}}
+				if k.pk().streams[typ] != nil {
+					// tasks of 2 runs of pkStreams groups, and a tail
+					shapes = append(shapes, struct{ rows, n int }{(3*8*2*pkStreams+3)*groupRows - 5, 1})
+				}
+				for _, shape := range shapes {
 					t.Run(fmt.Sprintf("%v/%v/k%d/r%d/n%d", is, typ, c, shape.rows, shape.n), func(t *testing.T) {
 						w := matrix(r, typ, shape.rows, c)
 						x := randVec(r, shape.n*c)

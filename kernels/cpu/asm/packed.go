@@ -42,6 +42,22 @@ const (
 	// prefetchers short of the memory limit (Q4_K read 41 GB/s where the
 	// machine reads 53): the lines must be asked for early.
 	pkPrefetch = 2048
+	// pkPrefetchOne is how far ahead the one-token tiles ask (but Q8_0's
+	// and Q4_0's, which mostly run as streams tiles): alternating
+	// distances over the 8B shape's layers (load 3-5, GB per CPU second),
+	// Q4_K ran 1.29-1.38x its 2 KB rate at 8-64 KB, Q6_K 1.41x at 8 KB
+	// (1.32x at 16, below at 32-64), near read512's rate from the same
+	// bytes; Q4_1, Q5_0, Q5_1 and MXFP4 1.1-1.6x in DecodeBandwidth
+	// (medians of 3 alternating runs at load 3.5), IQ4_NL alike.
+	pkPrefetchOne = 8192
+	// pkStreams is how many groups a one-token streams tile (Q8_0, Q4_0)
+	// reads in lockstep, each its own stream, and pkStreamPrefetch how far
+	// ahead (bytes) it asks for each. With one stream a thread the 8B
+	// shape's Q8_0 products read at 55-65 % of what read512 reads from the
+	// same bytes (4 streams a thread); with 8 at 90-108 %, prefetched
+	// 512-2048 bytes ahead (4 streams: 82-87 %; 12: below 8's).
+	pkStreams        = 8
+	pkStreamPrefetch = 1024
 	// pkPrefetchTokens is the most tokens of a tile that prefetches: a
 	// few sequences decoding together stream the weights as one does;
 	// wider tiles (prefill) reuse each load enough to hide the memory.
@@ -49,6 +65,10 @@ const (
 )
 
 var pkFloatTypes = []string{"F32", "F16", "BF16"}
+
+// pkStreamTypes have a one-token streams tile (pkStreamTile).
+var pkStreamTypes = []string{"Q8_0", "Q4_0"}
+
 var pkIntTypes = []string{"Q8_0", "Q4_0", "Q4K", "Q6K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "MXFP4", "Q2K", "Q3K", "Q5K", "IQ4XS"}
 
 func packedKernels() {
@@ -67,11 +87,15 @@ func packedKernels() {
 			pkInt(typ, t)
 		}
 	}
+	for _, typ := range pkStreamTypes {
+		pkStreamTile(typ)
+	}
 	quantRecords()
 }
 
 func pkFloatName(typ string, t, m int) string { return fmt.Sprintf("pk512%sx%dx%d", typ, t, m) }
 func pkIntName(typ string, t int) string      { return fmt.Sprintf("pkvnni%sx%d", typ, t) }
+func pkStreamName(typ string) string          { return fmt.Sprintf("pkvnni%sx1s%d", typ, pkStreams) }
 
 // strided returns base registers for n items at p0 + i·stride: one
 // register per three items, item i at b[i/3] + (i%3)·stride (at).
@@ -244,6 +268,9 @@ func pkInt(typ string, T int) {
 	if T <= pkPrefetchTokens {
 		pfAhead = pkPrefetch
 	}
+	if T == 1 && typ != "Q8_0" && typ != "Q4_0" {
+		pfAhead = pkPrefetchOne
+	}
 	rec := func(t, off int) Mem { return stridedAt(rb, rs, t).Offset(off) }
 	nextRec := func() {
 		for _, b := range rb {
@@ -360,40 +387,121 @@ func dots(u []VecVirtual, rec func(off int) Mem, acc VecVirtual, from, to int) {
 // Q4_0 (288: 4 loads of nibbles, then the scales). Per token:
 // out = fma(float(Σu·x + o), d_w·d_x, out), o the record's offset term.
 func pkQ32(typ, name string, w, n Register, acc []VecVirtual, rec func(t, off int) Mem, nextRec func()) {
-	u := make([]VecVirtual, 8)
-	for c := range u {
-		u[c] = ZMM()
-	}
-	var lo VecVirtual
-	size, scales := 544, 512
-	if typ == "Q4_0" {
-		size, scales, lo = 288, 256, bcastConst(0x0f0f0f0f)
-	}
-	sw, i, s := ZMM(), ZMM(), ZMM()
+	q := newBlk32(typ)
 	Label(name + "_block")
 	TESTQ(n, n)
 	JZ(LabelRef(name + "_end"))
-	if typ == "Q8_0" {
-		for c := range u {
-			VMOVDQU32(Mem{Base: w, Disp: 64 * c}, u[c])
-		}
-	} else {
-		nibbles(Mem{Base: w}, lo, u)
-	}
-	prefetchPart(w, size, 0, 1)
-	VCVTPH2PS(Mem{Base: w, Disp: scales}, sw)
-	for t := range acc {
-		VPBROADCASTD(rec(t, recO0), i)
-		dots(u, func(off int) Mem { return rec(t, off) }, i, 0, 8)
-		VCVTDQ2PS(i, i)
-		VMULPS_BCST(rec(t, recD), sw, s)
-		VFMADD231PS(s, i, acc[t])
-	}
-	ADDQ(U32(size), w)
+	q.load(w)
+	prefetchPart(w, q.size, 0, 1)
+	q.dots(w, acc, rec)
+	ADDQ(U32(q.size), w)
 	nextRec()
 	DECQ(n)
 	JMP(LabelRef(name + "_block"))
 	Label(name + "_end")
+}
+
+// blk32 emits a Q8_0 or Q4_0 block's product: its registers and sizes.
+type blk32 struct {
+	typ          string
+	size, scales int
+	u            []VecVirtual
+	lo, sw, i, s VecVirtual
+}
+
+func newBlk32(typ string) *blk32 {
+	q := &blk32{typ: typ, size: 544, scales: 512, u: make([]VecVirtual, 8)}
+	for c := range q.u {
+		q.u[c] = ZMM()
+	}
+	if typ == "Q4_0" {
+		q.size, q.scales, q.lo = 288, 256, bcastConst(0x0f0f0f0f)
+	}
+	q.sw, q.i, q.s = ZMM(), ZMM(), ZMM()
+	return q
+}
+
+// load reads the block at w: its 8 steps of 16 rows × 4 weights.
+func (q *blk32) load(w Register) {
+	if q.typ == "Q8_0" {
+		for c := range q.u {
+			VMOVDQU32(Mem{Base: w, Disp: 64 * c}, q.u[c])
+		}
+	} else {
+		nibbles(Mem{Base: w}, q.lo, q.u)
+	}
+}
+
+// dots adds the loaded block at w into each token's acc.
+func (q *blk32) dots(w Register, acc []VecVirtual, rec func(t, off int) Mem) {
+	VCVTPH2PS(Mem{Base: w, Disp: q.scales}, q.sw)
+	for t := range acc {
+		VPBROADCASTD(rec(t, recO0), q.i)
+		dots(q.u, func(off int) Mem { return rec(t, off) }, q.i, 0, 8)
+		VCVTDQ2PS(q.i, q.i)
+		VMULPS_BCST(rec(t, recD), q.sw, q.s)
+		VFMADD231PS(q.s, q.i, acc[t])
+	}
+}
+
+// pkStreamTile emits a one-token tile of pkStreams consecutive groups at
+// once (Q8_0, Q4_0): block b of every group, then block b+1, each group
+// its own stream prefetched pkStreamPrefetch bytes ahead, each output the
+// same chain as pkQ32's. Arguments as pkInt's; groups is a multiple of
+// pkStreams, all full (mask unused).
+func pkStreamTile(typ string) {
+	name := pkStreamName(typ)
+	TEXT(name, NOSPLIT, "func(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)")
+	q := newBlk32(typ)
+	Label(name + "_group")
+	gs := Load(Param("nb"), GP64())
+	IMUL3Q(U32(q.size), gs, gs) // a group's bytes
+	ws := []Register{Load(Param("w"), GP64())}
+	for s := 1; s < pkStreams; s++ {
+		r := GP64()
+		LEAQ(Mem{Base: ws[s-1], Index: gs, Scale: 1}, r)
+		ws = append(ws, r)
+	}
+	rp, n := Load(Param("r"), GP64()), Load(Param("nb"), GP64())
+	acc := make([]VecVirtual, pkStreams)
+	for s := range acc {
+		acc[s] = ZMM()
+		VXORPS(acc[s], acc[s], acc[s])
+	}
+	rec := func(_, off int) Mem { return Mem{Base: rp, Disp: off} }
+	Label(name + "_block")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_end"))
+	for s, w := range ws {
+		q.load(w)
+		lines := (q.size + 63) / 64
+		for l := 0; l <= lines; l++ {
+			PREFETCHT0(Mem{Base: w, Disp: pkStreamPrefetch + 64*l})
+		}
+		q.dots(w, acc[s:s+1], rec)
+		ADDQ(U32(q.size), w)
+	}
+	ADDQ(U32(recBytes), rp)
+	DECQ(n)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_end")
+	dst := Load(Param("dst"), GP64())
+	for s := range acc {
+		VMOVUPS(acc[s], Mem{Base: dst, Disp: 64 * s})
+	}
+	ADDQ(U32(64*pkStreams), dst)
+	Store(dst, Param("dst"))
+	nb := Load(Param("nb"), GP64())
+	IMUL3Q(U32(q.size*pkStreams), nb, nb)
+	wp := Load(Param("w"), GP64())
+	ADDQ(nb, wp)
+	Store(wp, Param("w"))
+	g := Load(Param("groups"), GP64())
+	SUBQ(U32(pkStreams), g)
+	Store(g, Param("groups"))
+	JNZ(LabelRef(name + "_group"))
+	VZEROUPPER()
+	RET()
 }
 
 // pkQ4K: 2368 bytes a super-block: d and dmin (16 halves each), the
@@ -620,14 +728,20 @@ func writePackedTable() {
 		}
 		b.WriteString("},\n")
 	}
+	b.WriteString("}\n\n")
+	fmt.Fprintf(&b, "// pkStreamTiles[type] is the AVX-512 VNNI one-token tile of pkStreams groups at once.\n")
+	b.WriteString("var pkStreamTiles = map[quant.Type]pkIntFn{\n")
+	for _, typ := range pkStreamTypes {
+		fmt.Fprintf(&b, "\t%s: %s,\n", types[typ], pkStreamName(typ))
+	}
 	b.WriteString("}\n")
 	writePacked256Table(&b, types)
 	writeGo("../packed_amd64.go", b.String())
 	var c strings.Builder
 	c.WriteString("// Code generated by command: go run main.go. DO NOT EDIT.\n\npackage cpu\n\n")
 	c.WriteString("// The shapes of the packed kernels (asm/packed.go).\n")
-	fmt.Fprintf(&c, "const (\n\tpkTokens = %d\n\tpkGroups = %d\n\tpkDecodeGroups = %d\n\tpkIntTokens = %d\n\trecBytes = %d\n)\n\n",
-		pkTokens, pkGroups, pkDecodeGroups, pkIntTokens, recBytes)
+	fmt.Fprintf(&c, "const (\n\tpkTokens = %d\n\tpkGroups = %d\n\tpkDecodeGroups = %d\n\tpkIntTokens = %d\n\tpkStreams = %d\n\trecBytes = %d\n)\n\n",
+		pkTokens, pkGroups, pkDecodeGroups, pkIntTokens, pkStreams, recBytes)
 	c.WriteString("type (\n\tpkFloatShapes [pkTokens + 1][pkDecodeGroups + 1]pkFloatFn\n\tpkIntShapes [pkIntTokens + 1]pkIntFn\n)\n")
 	writeGo("../packed_shapes.go", c.String())
 }
