@@ -52,3 +52,7 @@ var (
 	attnChunks    map[attnKey]attnSteps
 	attnChunks256 map[int]attnSteps
 )
+
+var pk256VNNITiles map[quant.Type]*pkIntShapes
+
+func quant256Q8R(x *float32, r *byte, nb int, c int32, halves bool) { panic("cpu: no assembly") }
