@@ -14,7 +14,8 @@
 #               peer built without AVX-512), moe (the MoE shapes below). Default: dense long avx2 moe.
 #   MODELS      dense shapes: 40m 110m 1b 8b (default "1b 8b"); TYPES: weight types or mixes
 #               (default "q4_k_m q8_0"). LONG_MODELS (default 1b), DEPTHS (default "8192 32768"),
-#               AVX2_MODELS (default 1b), MOE_MODELS (default "qwen3moe-30b gptoss-20b").
+#               AVX2_MODELS (default 1b), MOE_MODELS (default "qwen3moe-30b gptoss-20b"), AVX2_ISA
+#               (jspark's ISA in the avx2 part: avx2, the default, or avxvnni).
 #   REPEATS (3), THREADS (2), KV_TYPE (jspark's K/V type, default f16 as the peer's), DIR (models
 #   and scratch; ~40 GB with every part), JSPARK (a jspark binary instead of building one).
 #
@@ -52,6 +53,7 @@ llama) PEER_FLAGS=${PEER_FLAGS:-"-fa 1 -ctk f16 -ctv f16"} ;;
 *) echo "PEER=$PEER: want ik or llama" >&2; exit 2 ;;
 esac
 PARTS=${PARTS:-"dense long avx2 moe"}
+AVX2_ISA=${AVX2_ISA:-avx2}
 MODELS=${MODELS:-"1b 8b"}
 TYPES=${TYPES:-"q4_k_m q8_0"}
 LONG_MODELS=${LONG_MODELS:-1b}
@@ -273,9 +275,9 @@ for part in $PARTS; do
 			echo; echo "(avx2: skipped, LLAMA_BENCH_AVX2 unset: a peer built with -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF)"
 			continue
 		fi
-		header "Forced AVX2: JSPARK_ISA=avx2 against $PEER built without AVX-512 ($LLAMA_BENCH_AVX2)"
+		header "Forced AVX2: JSPARK_ISA=$AVX2_ISA against $PEER built without AVX-512 ($LLAMA_BENCH_AVX2)"
 		for size in $AVX2_MODELS; do for type in $TYPES; do
-			pp_tg "$size $type avx2" "$(model "$size" "$type")" "$LLAMA_BENCH_AVX2" avx2
+			pp_tg "$size $type $AVX2_ISA" "$(model "$size" "$type")" "$LLAMA_BENCH_AVX2" "$AVX2_ISA"
 		done; done
 		;;
 	moe)
