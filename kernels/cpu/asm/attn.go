@@ -42,34 +42,9 @@ func attnBlock(f16 bool) {
 	}
 
 	Comment("Scores.")
-	kr := Load(Param("k"), GP64())
-	j := GP64()
-	XORQ(j, j)
-	cq, ck := GP64(), GP64()
-	Label(name + "_row")
-	CMPQ(j, n)
-	JGE(LabelRef(name + "_scored"))
-	acc := ZMM()
-	VXORPS(acc, acc, acc)
-	XORQ(cq, cq)
-	XORQ(ck, ck)
-	Label(name + "_dot")
-	CMPQ(cq, hd)
-	JGE(LabelRef(name + "_dotted"))
-	kv := ZMM()
-	load(Mem{Base: kr, Index: ck, Scale: 1}, kv)
-	VFMADD231PS(Mem{Base: q, Index: cq, Scale: 1}, kv, acc)
-	ADDQ(U32(64), cq)
-	ADDQ(U32(kvBytes), ck)
-	JMP(LabelRef(name + "_dot"))
-	Label(name + "_dotted")
-	hsum(acc)
-	VMOVSS(acc.AsX(), Mem{Base: sp, Index: j, Scale: 4})
-	ADDQ(stride, kr)
-	INCQ(j)
-	JMP(LabelRef(name + "_row"))
+	w := anyWidth{name: name, vec: ZMM, bytes: 64, kvBytes: kvBytes, load: load, q: q, stride: stride, n: n, hd: hd, sp: sp}
+	j, cq, ck := w.scores(hsum)
 
-	Label(name + "_scored")
 	Comment("Online softmax.")
 	mk := K()
 	mask := Load(Param("mask"), GP32())
@@ -104,32 +79,85 @@ func attnBlock(f16 bool) {
 	VMOVSS(l, Mem{Base: st, Disp: 4})
 
 	Comment("Values.")
+	w.values(corr, j, cq, ck)
+}
+
+// anyWidth is the part of the any-width steps (attnBlock, attn256Block)
+// that only the vector width tells apart: the score of each key row and
+// the value sum, walking the head width vector by vector at run time.
+type anyWidth struct {
+	name           string
+	vec            func() VecVirtual
+	bytes, kvBytes int // of a vector of q and o, and of K and V rows
+	load           func(Mem, VecVirtual)
+	q, stride, n   Register
+	hd, sp         Register // hd in bytes of q
+}
+
+// scores leaves in s[j] (j < n) the dot product of q with key row j at
+// k + j·stride, summed by sum, and gives the loop registers for values.
+func (w anyWidth) scores(sum func(VecVirtual)) (j, cq, ck Register) {
+	name := w.name
+	kr := Load(Param("k"), GP64())
+	j = GP64()
+	XORQ(j, j)
+	cq, ck = GP64(), GP64()
+	Label(name + "_row")
+	CMPQ(j, w.n)
+	JGE(LabelRef(name + "_scored"))
+	acc := w.vec()
+	VXORPS(acc, acc, acc)
+	XORQ(cq, cq)
+	XORQ(ck, ck)
+	Label(name + "_dot")
+	CMPQ(cq, w.hd)
+	JGE(LabelRef(name + "_dotted"))
+	kv := w.vec()
+	w.load(Mem{Base: kr, Index: ck, Scale: 1}, kv)
+	VFMADD231PS(Mem{Base: w.q, Index: cq, Scale: 1}, kv, acc)
+	ADDQ(U32(w.bytes), cq)
+	ADDQ(U32(w.kvBytes), ck)
+	JMP(LabelRef(name + "_dot"))
+	Label(name + "_dotted")
+	sum(acc)
+	VMOVSS(acc.AsX(), Mem{Base: w.sp, Index: j, Scale: 4})
+	ADDQ(w.stride, kr)
+	INCQ(j)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_scored")
+	return j, cq, ck
+}
+
+// values sets o = o·corr + Σ_j s[j]·v_j over value rows v + j·stride,
+// and returns from the step.
+func (w anyWidth) values(corr VecVirtual, j, cq, ck Register) {
+	name := w.name
 	o := Load(Param("o"), GP64())
 	v := Load(Param("v"), GP64())
 	XORQ(cq, cq)
 	XORQ(ck, ck)
 	Label(name + "_col")
-	CMPQ(cq, hd)
+	CMPQ(cq, w.hd)
 	JGE(LabelRef(name + "_done"))
-	ov := ZMM()
+	ov := w.vec()
 	VMULPS(Mem{Base: o, Index: cq, Scale: 1}, corr, ov)
 	vr := GP64()
 	LEAQ(Mem{Base: v, Index: ck, Scale: 1}, vr)
 	XORQ(j, j)
 	Label(name + "_vrow")
-	CMPQ(j, n)
+	CMPQ(j, w.n)
 	JGE(LabelRef(name + "_vdone"))
-	pj, vv := ZMM(), ZMM()
-	VBROADCASTSS(Mem{Base: sp, Index: j, Scale: 4}, pj)
-	load(Mem{Base: vr}, vv)
+	pj, vv := w.vec(), w.vec()
+	VBROADCASTSS(Mem{Base: w.sp, Index: j, Scale: 4}, pj)
+	w.load(Mem{Base: vr}, vv)
 	VFMADD231PS(pj, vv, ov)
-	ADDQ(stride, vr)
+	ADDQ(w.stride, vr)
 	INCQ(j)
 	JMP(LabelRef(name + "_vrow"))
 	Label(name + "_vdone")
 	VMOVUPS(ov, Mem{Base: o, Index: cq, Scale: 1})
-	ADDQ(U32(64), cq)
-	ADDQ(U32(kvBytes), ck)
+	ADDQ(U32(w.bytes), cq)
+	ADDQ(U32(w.kvBytes), ck)
 	JMP(LabelRef(name + "_col"))
 	Label(name + "_done")
 	VZEROUPPER()
