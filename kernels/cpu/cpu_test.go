@@ -223,13 +223,7 @@ func TestAttendBatchInvariant(t *testing.T) {
 					if tok >= c.n {
 						continue
 					}
-					one := *a
-					one.N, one.MaxPos = 1, tok
-					one.Q = f32(kernels.HostF32(a.Q)[tok*dim : (tok+1)*dim])
-					one.Out = f32(make([]float32, dim))
-					one.Pos, one.Seq = i32([]int32{int32(tok)}), i32([]int32{0})
-					k.Attend(&one)
-					for d, v := range kernels.HostF32(one.Out) {
+					for d, v := range attendAlone(k, a, tok) {
 						if v != all[tok*dim+d] {
 							t.Fatalf("%v %+v %v token %d dim %d: %v alone, %v in batch", is, c, kv, tok, d, v, all[tok*dim+d])
 						}
@@ -238,6 +232,19 @@ func TestAttendBatchInvariant(t *testing.T) {
 			}
 		}
 	}
+}
+
+// attendAlone is the output of a's token tok (of sequence 0, at position
+// tok) attended as a batch of one.
+func attendAlone(k *Kernels, a *kernels.Attention, tok int) []float32 {
+	dim := a.Heads * a.HeadDim
+	one := *a
+	one.N, one.MaxPos = 1, tok
+	one.Q = f32(kernels.HostF32(a.Q)[tok*dim : (tok+1)*dim])
+	one.Out = f32(make([]float32, dim))
+	one.Pos, one.Seq = i32([]int32{int32(tok)}), i32([]int32{0})
+	k.Attend(&one)
+	return kernels.HostF32(one.Out)
 }
 
 // TestQuantizeQ8: the activation quantizer gives quant.QuantizeQ8's bits on

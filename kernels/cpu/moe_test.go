@@ -68,13 +68,7 @@ func TestAttendWindowBatchInvariant(t *testing.T) {
 			all := append([]float32(nil), kernels.HostF32(a.Out)...)
 			dim := a.Heads * a.HeadDim
 			for _, tok := range []int{0, c.window - 1, c.window, 31, 32, 33, c.n - 1} {
-				one := *a
-				one.N, one.MaxPos = 1, tok
-				one.Q = f32(kernels.HostF32(a.Q)[tok*dim : (tok+1)*dim])
-				one.Out = f32(make([]float32, dim))
-				one.Pos, one.Seq = i32([]int32{int32(tok)}), i32([]int32{0})
-				k.Attend(&one)
-				if got := kernels.HostF32(one.Out); !slices.Equal(got, all[tok*dim:(tok+1)*dim]) {
+				if got := attendAlone(k, a, tok); !slices.Equal(got, all[tok*dim:(tok+1)*dim]) {
 					t.Fatalf("%v %+v token %d: alone differs from in the batch", is, c, tok)
 				}
 			}
