@@ -502,17 +502,13 @@ func (k *Kernels) Attend(a *kernels.Attention) {
 		*at = attend{runs: at.runs[:0], tasks: at.tasks[:0], pst: at.pst[:0], po: at.po[:0]}
 		return
 	}
-	if (a.K.Type != quant.F32 && a.K.Type != quant.F16) || a.Window > 0 || a.Sinks != nil {
-		// NOTE: the portable path has a kernel for plain causal attention
-		// only; the rest is the reference's (sliding windows and sinks
-		// off the fused path: JSPARK_ISA=go, or head widths that are not
-		// a multiple of 8).
-		k.Kernels.Attend(a)
+	if a.K.Type != quant.F32 && a.K.Type != quant.F16 {
+		k.Kernels.Attend(a) // the reference's: no kernel reads other pools
 		return
 	}
 	ag := &k.ag
 	*ag = attendGo{k: k, a: a, q: kernels.HostF32(a.Q), out: kernels.HostF32(a.Out),
-		pos: kernels.HostI32(a.Pos), seq: kernels.HostI32(a.Seq), tables: kernels.HostI32(a.Table)}
+		pos: kernels.HostI32(a.Pos), seq: kernels.HostI32(a.Seq), tables: kernels.HostI32(a.Table), sinks: sinksOf(a)}
 	if a.K.Type == quant.F16 {
 		ag.kv16 = [2][]uint16{words16(kernels.HostBytes(a.K)), words16(kernels.HostBytes(a.V))}
 		ag.cvt = cvtHalvesGo

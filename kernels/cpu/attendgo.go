@@ -5,6 +5,7 @@ import (
 
 	"jspark/kernels"
 	"jspark/kernels/quant"
+	"jspark/kernels/ref"
 )
 
 // attendGo is the portable attention in flight (a struct, not a closure,
@@ -18,6 +19,7 @@ type attendGo struct {
 	cvt      func(dst []float32, src []uint16)
 	pos, seq []int32
 	tables   []int32
+	sinks    []float32 // each head's sink logit, nil without sinks
 }
 
 func (ag *attendGo) task(worker, task int) {
@@ -26,37 +28,70 @@ func (ag *attendGo) task(worker, task int) {
 	dim, kvDim := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
 	q := ag.q[i*dim+h*a.HeadDim:][:a.HeadDim]
 	out := ag.out[i*dim+h*a.HeadDim:][:a.HeadDim]
-	kvOff := (h / (a.Heads / a.KVHeads)) * a.HeadDim
-	n := int(ag.pos[i]) + 1
-	table := ag.tables[int(ag.seq[i])*a.TableStride:][:a.TableStride]
-	s := &ag.k.scratch[worker]
-	if cap(s.scores) < n {
-		s.scores = make([]float32, n+n/2)
+	sp := span{lo: ref.WindowStart(int(ag.pos[i]), a.Window), n: int(ag.pos[i]) + 1, bs: a.BlockSize,
+		table: ag.tables[int(ag.seq[i])*a.TableStride:][:a.TableStride],
+		kvDim: kvDim, kvOff: (h / (a.Heads / a.KVHeads)) * a.HeadDim}
+	if ag.sinks != nil {
+		sp.sink, sp.hasSink = ag.sinks[h], true
 	}
-	scores := s.scores[:n]
-	if ag.cvt != nil {
+	s := &ag.k.scratch[worker]
+	if m := sp.n - sp.lo; cap(s.scores) < m {
+		s.scores = make([]float32, m+m/2)
+	}
+	scores := s.scores[:sp.n-sp.lo]
+	switch {
+	case ag.cvt != nil:
 		if len(s.row) < a.HeadDim {
 			s.row = make([]float32, a.HeadDim)
 		}
-		attendOneF16(out, q, scores, table, a.BlockSize, ag.kv16, kvDim, kvOff, a.Scale, s.row[:a.HeadDim], ag.cvt)
-	} else if a.HeadDim == 8 {
-		attend8(out, q, scores, table, a.BlockSize, ag.kv[0], ag.kv[1], kvDim, kvOff, a.Scale)
-	} else {
-		attendOne(out, q, scores, table, a.BlockSize, ag.kv[0], ag.kv[1], kvDim, kvOff, a.Scale)
+		attendOneF16(out, q, scores, &sp, ag.kv16, a.Scale, s.row[:a.HeadDim], ag.cvt)
+	case a.HeadDim == 8:
+		attend8(out, q, scores, &sp, ag.kv[0], ag.kv[1], a.Scale)
+	default:
+		attendOne(out, q, scores, &sp, ag.kv[0], ag.kv[1], a.Scale)
 	}
 }
 
-// attendOne is one query head over its sequence's paged K/V. Positions are
-// walked block by block (no division per position); short heads use an
-// inlined dot, which beats a SIMD call below 32 lanes.
-func attendOne(out, q, scores []float32, table []int32, bs int, K, V []float32, kvDim, kvOff int, scale float32) {
-	n := len(scores)
+// span is the positions lo..n-1 one query head reads of its sequence's
+// paged K/V (lo > 0 under a sliding window), and the head's sink logit.
+type span struct {
+	lo, n, bs    int
+	table        []int32
+	kvDim, kvOff int
+	sink         float32
+	hasSink      bool
+}
+
+// block is the run of positions from p on that lie in p's block: the
+// pool row of p and how many positions (no division per position).
+func (sp *span) block(p int) (row, m int) {
+	j := p % sp.bs
+	return int(sp.table[p/sp.bs])*sp.bs + j, min(sp.bs-j, sp.n-p)
+}
+
+// softmax turns scores (max maxS) into e^(score - m) in place and returns
+// 1/Σ, the sink's e^(sink - m) counted in the sum (m the larger of maxS
+// and the sink), as ref's softmax over the scores and the sink.
+func (sp *span) softmax(scores []float32, maxS float32) float32 {
+	if sp.hasSink {
+		maxS = max(maxS, sp.sink)
+	}
+	sum := expScores(scores, maxS)
+	if sp.hasSink {
+		sum += expf(sp.sink - maxS)
+	}
+	return 1 / sum
+}
+
+// attendOne is one query head over its span. Short heads use an inlined
+// dot, which beats a SIMD call below 32 lanes.
+func attendOne(out, q, scores []float32, sp *span, K, V []float32, scale float32) {
 	hd := len(q)
 	maxS := float32(math.Inf(-1))
-	for p0 := 0; p0 < n; p0 += bs {
-		base := int(table[p0/bs]) * bs
-		for j := 0; j < bs && p0+j < n; j++ {
-			k := K[(base+j)*kvDim+kvOff:][:hd]
+	for p := sp.lo; p < sp.n; {
+		row, m := sp.block(p)
+		for j := range m {
+			k := K[(row+j)*sp.kvDim+sp.kvOff:][:hd]
 			var sc float32
 			if hd >= 32 {
 				sc = quant.DotF32(q, k)
@@ -66,35 +101,35 @@ func attendOne(out, q, scores []float32, table []int32, bs int, K, V []float32, 
 				}
 			}
 			sc *= scale
-			scores[p0+j] = sc
+			scores[p-sp.lo+j] = sc
 			maxS = max(maxS, sc)
 		}
+		p += m
 	}
-	sum := expScores(scores, maxS)
+	inv := sp.softmax(scores, maxS)
 	clear(out)
-	inv := 1 / sum
-	for p0 := 0; p0 < n; p0 += bs {
-		base := int(table[p0/bs]) * bs
-		for j := 0; j < bs && p0+j < n; j++ {
-			w := scores[p0+j] * inv
-			v := V[(base+j)*kvDim+kvOff:][:hd]
+	for p := sp.lo; p < sp.n; {
+		row, m := sp.block(p)
+		for j := range m {
+			w := scores[p-sp.lo+j] * inv
+			v := V[(row+j)*sp.kvDim+sp.kvOff:][:hd]
 			for d := range out {
 				out[d] += w * v[d]
 			}
 		}
+		p += m
 	}
 }
 
 // attendOneF16 is attendOne over F16 keys and values, each row converted
 // to floats (row) by cvt as it is read.
-func attendOneF16(out, q, scores []float32, table []int32, bs int, kv [2][]uint16, kvDim, kvOff int, scale float32, row []float32, cvt func([]float32, []uint16)) {
-	n := len(scores)
+func attendOneF16(out, q, scores []float32, sp *span, kv [2][]uint16, scale float32, row []float32, cvt func([]float32, []uint16)) {
 	hd := len(q)
 	maxS := float32(math.Inf(-1))
-	for p0 := 0; p0 < n; p0 += bs {
-		base := int(table[p0/bs]) * bs
-		for j := 0; j < bs && p0+j < n; j++ {
-			cvt(row, kv[0][(base+j)*kvDim+kvOff:][:hd])
+	for p := sp.lo; p < sp.n; {
+		r, m := sp.block(p)
+		for j := range m {
+			cvt(row, kv[0][(r+j)*sp.kvDim+sp.kvOff:][:hd])
 			var sc float32
 			if hd >= 32 {
 				sc = quant.DotF32(q, row)
@@ -104,22 +139,23 @@ func attendOneF16(out, q, scores []float32, table []int32, bs int, kv [2][]uint1
 				}
 			}
 			sc *= scale
-			scores[p0+j] = sc
+			scores[p-sp.lo+j] = sc
 			maxS = max(maxS, sc)
 		}
+		p += m
 	}
-	sum := expScores(scores, maxS)
+	inv := sp.softmax(scores, maxS)
 	clear(out)
-	inv := 1 / sum
-	for p0 := 0; p0 < n; p0 += bs {
-		base := int(table[p0/bs]) * bs
-		for j := 0; j < bs && p0+j < n; j++ {
-			w := scores[p0+j] * inv
-			cvt(row, kv[1][(base+j)*kvDim+kvOff:][:hd])
+	for p := sp.lo; p < sp.n; {
+		r, m := sp.block(p)
+		for j := range m {
+			w := scores[p-sp.lo+j] * inv
+			cvt(row, kv[1][(r+j)*sp.kvDim+sp.kvOff:][:hd])
 			for d := range out {
 				out[d] += w * row[d]
 			}
 		}
+		p += m
 	}
 }
 
@@ -163,29 +199,29 @@ func expf(x float32) float32 {
 
 // attend8 is attendOne for 8-wide heads (the embedded model's), with the rows
 // as fixed-size arrays so the compiler drops every bounds check and unrolls.
-func attend8(out, q, scores []float32, table []int32, bs int, K, V []float32, kvDim, kvOff int, scale float32) {
-	n := len(scores)
+func attend8(out, q, scores []float32, sp *span, K, V []float32, scale float32) {
 	qq := (*[8]float32)(q)
 	maxS := float32(math.Inf(-1))
-	for p0 := 0; p0 < n; p0 += bs {
-		row := int(table[p0/bs])*bs*kvDim + kvOff
-		m := min(bs, n-p0)
-		sc := scores[p0 : p0+m]
+	for p := sp.lo; p < sp.n; {
+		row, m := sp.block(p)
+		row = row*sp.kvDim + sp.kvOff
+		sc := scores[p-sp.lo:][:m]
 		for j := range sc {
-			k := (*[8]float32)(K[row+j*kvDim:])
+			k := (*[8]float32)(K[row+j*sp.kvDim:])
 			d := qq[0]*k[0] + qq[1]*k[1] + qq[2]*k[2] + qq[3]*k[3] + qq[4]*k[4] + qq[5]*k[5] + qq[6]*k[6] + qq[7]*k[7]
 			d *= scale
 			sc[j] = d
 			maxS = max(maxS, d)
 		}
+		p += m
 	}
-	sum := expScores(scores, maxS)
+	inv := sp.softmax(scores, maxS)
 	var o [8]float32
-	for p0 := 0; p0 < n; p0 += bs {
-		row := int(table[p0/bs])*bs*kvDim + kvOff
-		m := min(bs, n-p0)
-		for j, w := range scores[p0 : p0+m] {
-			v := (*[8]float32)(V[row+j*kvDim:])
+	for p := sp.lo; p < sp.n; {
+		row, m := sp.block(p)
+		row = row*sp.kvDim + sp.kvOff
+		for j, w := range scores[p-sp.lo:][:m] {
+			v := (*[8]float32)(V[row+j*sp.kvDim:])
 			o[0] += w * v[0]
 			o[1] += w * v[1]
 			o[2] += w * v[2]
@@ -195,8 +231,8 @@ func attend8(out, q, scores []float32, table []int32, bs int, K, V []float32, kv
 			o[6] += w * v[6]
 			o[7] += w * v[7]
 		}
+		p += m
 	}
-	inv := 1 / sum
 	for d := range o {
 		out[d] = o[d] * inv
 	}

@@ -306,7 +306,8 @@ func TestElementwise(t *testing.T) {
 }
 
 // TestDecodeAllocs: a decode step's kernels (one token's products of every
-// weight type, its attention) allocate nothing once scratch has grown.
+// weight type, its attention, plain and windowed with sinks) allocate
+// nothing once scratch has grown.
 func TestDecodeAllocs(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
 	for _, is := range isas() {
@@ -320,11 +321,18 @@ func TestDecodeAllocs(t *testing.T) {
 		one := *a
 		one.N, one.MaxPos = 1, 39
 		one.Pos, one.Seq = i32([]int32{39}), i32([]int32{0})
+		// A sliding window with sinks (gpt-oss, gemma3), over an F16 pool too.
+		win := one
+		windowed(r, &win, 20, true)
+		win16 := win
+		win16.K, win16.V = toF16(a.K), toF16(a.V)
 		step := func() {
 			for _, w := range ws {
 				k.MatMul(dst, x, 1, w)
 			}
 			k.Attend(&one)
+			k.Attend(&win)
+			k.Attend(&win16)
 		}
 		step()
 		if n := testing.AllocsPerRun(20, step); n != 0 {

@@ -3,19 +3,12 @@ package cpu
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 
 	"jspark/kernels"
 	"jspark/kernels/quant"
 )
-
-// fma32 is a float32 fused multiply-add. NOTE: through float64 the sum is
-// rounded twice; for these tests' fixed data that has not changed a bit.
-func fma32(a, b, c float32) float32 {
-	return float32(math.FMA(float64(a), float64(b), float64(c)))
-}
 
 func f16At2(b []byte) float32 { return quant.F16ToF32(binary.LittleEndian.Uint16(b)) }
 

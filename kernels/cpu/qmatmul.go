@@ -9,8 +9,10 @@ import (
 // packed.go; its AVX2 tiles, qkernAVX2, are no longer chosen), llama.cpp's way: each token's activations are quantized
 // once per call to 8-bit blocks of 32 (quant.QuantizeQ8), then every
 // output is an integer dot product per block against the weight rows as
-// the file encodes them (VPMADDUBSW and VPMADDWD on AVX2), scaled to float
-// and accumulated over K in one fixed order (qdot.go states it). Tasks are
+// the file encodes them, scaled to float and accumulated over K in one
+// fixed order: the packed kernels' (qdot.go), so the portable path gives
+// AVX-512's bits. (The unused qkernAVX2 tiles keep an older order, 8 lanes
+// summed at the end.) Tasks are
 // (row block × token block) as for the float product; inside one, groups
 // of up to qRows weight rows stay in L1 while the block's tokens pass over
 // them one at a time; a lone token runs the block's rows in one call.

@@ -91,25 +91,28 @@ func TestDeltaNetMatchesReference(t *testing.T) {
 }
 
 // TestDeltaNetBatchInvariant: a sequence's outputs and state have the same
-// bits alone and beside others, on 1 thread or 3.
+// bits alone and beside others, on 1 thread or 3, on every instruction
+// set.
 func TestDeltaNetBatchInvariant(t *testing.T) {
 	r := rand.New(rand.NewPCG(22, 22))
-	all := deltaCase(r, []recRun{{0, 0, 17}, {2, 32, 40}, {1, 3, 2}}, 2, 4, 32, 16, 3, true)
-	alone := cloneDelta(all)
-	// The middle run alone: its rows of X, Alpha, Beta and Out.
-	vh, d, w := all.VHeads, all.Dim, (2*all.KHeads+all.VHeads)*all.Dim
-	alone.Runs, alone.N = &kernels.Runs{N: 1, Start: i32([]int32{0, 40}), Slot: i32([]int32{2}), Pos: i32(kernels.HostI32(all.Runs.Pos)[17:57])}, 40
-	alone.X = f32(kernels.HostF32(all.X)[17*w : 57*w])
-	alone.Alpha, alone.Beta = f32(kernels.HostF32(all.Alpha)[17*vh:57*vh]), f32(kernels.HostF32(all.Beta)[17*vh:57*vh])
-	alone.Out = f32(make([]float32, 40*vh*d))
-	New(3).DeltaNet(all)
-	New(1).DeltaNet(alone)
-	if !slices.Equal(kernels.HostF32(alone.Out), kernels.HostF32(all.Out)[17*vh*d:57*vh*d]) {
-		t.Error("outputs differ alone and in the batch")
-	}
-	s := all.StateStride
-	if !slices.Equal(kernels.HostF32(alone.State)[2*s:3*s], kernels.HostF32(all.State)[2*s:3*s]) {
-		t.Error("states differ alone and in the batch")
+	in := deltaCase(r, []recRun{{0, 0, 17}, {2, 32, 40}, {1, 3, 2}}, 2, 4, 32, 16, 3, true)
+	for _, is := range isas() {
+		all, alone := cloneDelta(in), cloneDelta(in)
+		// The middle run alone: its rows of X, Alpha, Beta and Out.
+		vh, d, w := all.VHeads, all.Dim, (2*all.KHeads+all.VHeads)*all.Dim
+		alone.Runs, alone.N = &kernels.Runs{N: 1, Start: i32([]int32{0, 40}), Slot: i32([]int32{2}), Pos: i32(kernels.HostI32(all.Runs.Pos)[17:57])}, 40
+		alone.X = f32(kernels.HostF32(all.X)[17*w : 57*w])
+		alone.Alpha, alone.Beta = f32(kernels.HostF32(all.Alpha)[17*vh:57*vh]), f32(kernels.HostF32(all.Beta)[17*vh:57*vh])
+		alone.Out = f32(make([]float32, 40*vh*d))
+		newISA(3, is).DeltaNet(all)
+		newISA(1, is).DeltaNet(alone)
+		if !slices.Equal(kernels.HostF32(alone.Out), kernels.HostF32(all.Out)[17*vh*d:57*vh*d]) {
+			t.Errorf("%v: outputs differ alone and in the batch", is)
+		}
+		s := all.StateStride
+		if !slices.Equal(kernels.HostF32(alone.State)[2*s:3*s], kernels.HostF32(all.State)[2*s:3*s]) {
+			t.Errorf("%v: states differ alone and in the batch", is)
+		}
 	}
 }
 
