@@ -44,8 +44,6 @@ const pk256IntTokens = 1
 
 func quant512Q8R(x *float32, r *byte, nb int, c int32, halves bool) { panic("cpu: no assembly") }
 
-func cvt256F16(dst *float32, src *uint16, n int) { panic("cpu: no assembly") }
-
 func read512(p *byte, stride int, n int) uint32 { panic("cpu: no assembly") }
 
 var (

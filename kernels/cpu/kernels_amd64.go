@@ -860,6 +860,4 @@ func pk256vQ6Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask ui
 
 func quant256Q8R(x *float32, r *byte, nb int, c int32, halves bool)
 
-func cvt256F16(dst *float32, src *uint16, n int)
-
 func read512(p *byte, stride int, n int) uint32

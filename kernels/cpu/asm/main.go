@@ -55,7 +55,6 @@ func main() {
 	packedKernels()
 	packed256Kernels()
 	records256()
-	cvtHalves()
 	read512()
 	Generate()
 	vexVNNI()

@@ -210,23 +210,3 @@ func writePacked256Table(b *strings.Builder, types map[string]string) {
 	fmt.Fprintf(b, "// pk256FloatGroups[t] is the widest AVX2 float tile of t tokens.\n")
 	fmt.Fprintf(b, "var pk256FloatGroups = %#v\n\nconst pk256IntTokens = %d\n", pk256FloatGroups, pk256IntTokens)
 }
-
-// cvtHalves converts n halves (a multiple of 8) to floats: the AVX2
-// attention's F16 keys and values, a row at a time.
-func cvtHalves() {
-	TEXT("cvt256F16", NOSPLIT, "func(dst *float32, src *uint16, n int)")
-	dst, src, n := Load(Param("dst"), GP64()), Load(Param("src"), GP64()), Load(Param("n"), GP64())
-	v := YMM()
-	Label("cvt_loop")
-	TESTQ(n, n)
-	JZ(LabelRef("cvt_done"))
-	VCVTPH2PS(Mem{Base: src}, v)
-	VMOVUPS(v, Mem{Base: dst})
-	ADDQ(U8(16), src)
-	ADDQ(U8(32), dst)
-	SUBQ(U8(8), n)
-	JMP(LabelRef("cvt_loop"))
-	Label("cvt_done")
-	VZEROUPPER()
-	RET()
-}
