@@ -216,17 +216,24 @@ func scaleInto(i, s, acc VecVirtual, dx Mem) {
 	VFMADD231PS(b, i, acc)
 }
 
+// nibbleLoad loads the 32 bytes of nibbles at off of half h: u their low
+// nibbles (steps s), v their high ones (steps s+4).
+func nibbleLoad(c pass256, h int, lo VecVirtual, off int) (u, v VecVirtual) {
+	v, u = YMM(), YMM()
+	VMOVDQU(c.at(h, off), v)
+	VPAND(lo, v, u)
+	VPSRLW(U8(4), v, v)
+	VPAND(lo, v, v)
+	return u, v
+}
+
 // nibbleSums sets s16[t] to token t's int16 pair sums over the 8 steps of
 // half h of the block of nibbles at off (4 loads: load c holds steps c
 // and c+4).
 func nibbleSums(c pass256, h int, lo VecVirtual, off int, T int) []VecVirtual {
 	s16 := make([]VecVirtual, T)
 	for s := 0; s < 4; s++ {
-		v, u := YMM(), YMM()
-		VMOVDQU(c.at(h, off+64*s), v)
-		VPAND(lo, v, u)
-		VPSRLW(U8(4), v, v)
-		VPAND(lo, v, v)
+		u, v := nibbleLoad(c, h, lo, off+64*s)
 		for t := range s16 {
 			x, y := YMM(), YMM()
 			VPBROADCASTD(c.rec(t, 4*s), x)

@@ -114,11 +114,7 @@ func nibbleDots(c pass256, h int, lo VecVirtual, off int, T int) []VecVirtual {
 		}
 	}
 	for s := 0; s < 4; s++ {
-		v, u := YMM(), YMM()
-		VMOVDQU(c.at(h, off+64*s), v)
-		VPAND(lo, v, u)
-		VPSRLW(U8(4), v, v)
-		VPAND(lo, v, v)
+		u, v := nibbleLoad(c, h, lo, off+64*s)
 		for t := range i {
 			x, y := YMM(), YMM()
 			VPBROADCASTD(c.rec(t, 4*s), x)
