@@ -51,6 +51,8 @@ var (
 	attnChunks256 map[int]attnSteps
 )
 
-var pk256VNNITiles map[quant.Type]*pkIntShapes
+var pk256VNNITiles, pk256StripTiles map[quant.Type]*pkIntShapes
+
+const pk256StripTokens = 1
 
 func quant256Q8R(x *float32, r *byte, nb int, c int32, halves bool) { panic("cpu: no assembly") }

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The AVX2 strip tiles pk256{Type}Sx{T}: T tokens over groups of weights
+// that a batch product unpacked once (kernels/cpu/strip.go) into a form
+// with nothing left to unpack per token. Each output takes the arithmetic
+// kernels/cpu/packed.go states, so these agree bit for bit with the
+// packed tiles.
+//
+// A Q4_K strip is, per 32-element sub-block of a group (640 bytes): 8
+// steps of 64 bytes (16 rows × 4 four-bit values as bytes 0…15, half h at
+// 32h, as a packed load), then the rows' float32 d·sc_j (16 × 4 bytes),
+// then their dmin·m_j. Per token, 8 rows and 32 elements take 8
+// VPMADDUBSW, 7 VPADDW, one VPMADDWD and the float combine; the nibble
+// masks and shifts and the scales' conversions of the packed tile
+// (about a fifth of its vector operations at 4 tokens) are gone.
+//
+// NOTE: a tile runs a group's two 8-row halves one after the other, each
+// over all of K: T accumulators, T int16 sums, a step's weights, a
+// broadcast and the ones fit 16 ymm at T = 6, and each step's weights
+// load once for all T tokens.
+
+// strip256Tokens is the most tokens of a strip tile.
+const strip256Tokens = 6
+
+var strip256Types = []string{"Q4K"}
+
+// stripBlockBytes is a strip's bytes per 32-element block of a group.
+var stripBlockBytes = map[string]int{"Q4K": 640}
+
+func strip256Kernels() {
+	for _, typ := range strip256Types {
+		for t := 1; t <= strip256Tokens; t++ {
+			strip256Tile(typ, t)
+		}
+	}
+	unpack256Q4K()
+}
+
+// unpack256Q4K writes the strips of nsb packed Q4_K super-blocks of a
+// group: the nibbles masked and shifted as bytes, d·sc_j and dmin·m_j as
+// VMULPS of their float conversions forms them (the packed tile's
+// products, bit for bit).
+func unpack256Q4K() {
+	TEXT("unpack256Q4K", NOSPLIT, "func(dst *byte, src *byte, nsb int)")
+	dst, src, n := Load(Param("dst"), GP64()), Load(Param("src"), GP64()), Load(Param("nsb"), GP64())
+	lo := bcastByte(0x0f)
+	blockLoop("unpack256Q4K", "super", n, func() {
+		var d, dmin [2]VecVirtual
+		for h := range 2 {
+			d[h], dmin[h] = YMM(), YMM()
+			VCVTPH2PS(Mem{Base: src, Disp: 16 * h}, d[h])
+			VCVTPH2PS(Mem{Base: src, Disp: 32 + 16*h}, dmin[h])
+		}
+		for j := 0; j < 8; j++ {
+			out := 640 * j
+			for c := 0; c < 4; c++ {
+				for h := range 2 {
+					v, u := YMM(), YMM()
+					VMOVDQU(Mem{Base: src, Disp: 320 + 256*j + 64*c + 32*h}, v)
+					VPAND(lo, v, u)
+					VMOVDQU(u, Mem{Base: dst, Disp: out + 64*c + 32*h})
+					VPSRLW(U8(4), v, v)
+					VPAND(lo, v, v)
+					VMOVDQU(v, Mem{Base: dst, Disp: out + 64*(c+4) + 32*h})
+				}
+			}
+			for h := range 2 {
+				for k, f := range []VecVirtual{d[h], dmin[h]} {
+					s := YMM()
+					VPMOVZXBD(Mem{Base: src, Disp: 64 + 128*k + 16*j + 8*h}, s)
+					VCVTDQ2PS(s, s)
+					VMULPS(f, s, s)
+					VMOVUPS(s, Mem{Base: dst, Disp: out + 512 + 64*k + 32*h})
+				}
+			}
+		}
+		ADDQ(U32(2368), src)
+		ADDQ(U32(8*stripBlockBytes["Q4K"]), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+func strip256Name(typ string, t int) string { return fmt.Sprintf("pk256%sSx%d", typ, t) }
+
+// strip256Tile writes the strip tile of T tokens of typ: pkIntFn's
+// arguments, w a group's strip and nb its blocks of 32.
+func strip256Tile(typ string, T int) {
+	name := strip256Name(typ, T)
+	TEXT(name, NOSPLIT, "func(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)")
+	Label(name + "_group")
+	for h := range 2 {
+		w := Load(Param("w"), GP64())
+		r0, rs := Load(Param("r"), GP64()), Load(Param("rs"), GP64())
+		rb := strided(r0, rs, T)
+		acc := make([]VecVirtual, T)
+		for t := range acc {
+			acc[t] = YMM()
+			VXORPS(acc[t], acc[t], acc[t])
+		}
+		c := pass256{name: fmt.Sprintf("%s_h%d", name, h), hs: []int{h}, w: w, n: Load(Param("nb"), GP64()),
+			rec: func(t, off int) Mem { return stridedAt(rb, rs, t).Offset(off) },
+			next: func() {
+				for _, b := range rb {
+					ADDQ(U32(recBytes), b)
+				}
+			},
+			acc: [][]VecVirtual{acc}, size: stripBlockBytes[typ]}
+		switch typ {
+		case "Q4K":
+			strip256Q4K(c, h)
+		}
+		storeHalf(fmt.Sprintf("%s_s%d", name, h), h, acc)
+	}
+	nb := Load(Param("nb"), GP64())
+	IMUL3Q(U32(stripBlockBytes[typ]), nb, nb)
+	wp := Load(Param("w"), GP64())
+	ADDQ(nb, wp)
+	Store(wp, Param("w"))
+	dp := Load(Param("dst"), GP64())
+	ADDQ(U32(64), dp)
+	Store(dp, Param("dst"))
+	gn := Load(Param("groups"), GP64())
+	DECQ(gn)
+	Store(gn, Param("groups"))
+	JNZ(LabelRef(name + "_group"))
+	VZEROUPPER()
+	RET()
+}
+
+// strip256Q4K: per sub-block j, out = fma(float(Σq·x), (d·sc_j)·d_x, out),
+// then out = fma(−(dmin·m_j), d_x·Σx, out), with d·sc_j and dmin·m_j
+// read as the strip holds them.
+func strip256Q4K(c pass256, h int) {
+	ones := bcast32(0x00010001)
+	acc := c.acc[0]
+	blockLoop(c.name, "block", c.n, func() {
+		i := make([]VecVirtual, len(acc))
+		for s := 0; s < 8; s++ {
+			w := YMM()
+			VMOVDQU(c.at(h, 64*s), w)
+			for t := range i {
+				x := YMM()
+				VPBROADCASTD(c.rec(t, 4*s), x)
+				VPMADDUBSW(x, w, x)
+				if s == 0 {
+					i[t] = x
+				} else {
+					VPADDW(x, i[t], i[t])
+				}
+			}
+		}
+		for t, v := range i {
+			VPMADDWD(ones, v, v)
+			VCVTDQ2PS(v, v)
+			b, a := YMM(), YMM()
+			VBROADCASTSS(c.rec(t, recD), b)
+			VMULPS(c.at(h, 512), b, b)
+			VFMADD231PS(b, v, acc[t])
+			VBROADCASTSS(c.rec(t, recA), a)
+			VFNMADD231PS(c.at(h, 576), a, acc[t])
+		}
+		ADDQ(U32(stripBlockBytes["Q4K"]), c.w)
+		c.next()
+	})
+}
+
+// writeStrip256Table writes the Go table of the strip tiles.
+func writeStrip256Table(b *strings.Builder, types map[string]string) {
+	fmt.Fprintf(b, "\n// pk256StripTiles[type][tokens] is the AVX2 strip tile of that shape.\n")
+	b.WriteString("var pk256StripTiles = map[quant.Type]*pkIntShapes{\n")
+	for _, typ := range strip256Types {
+		fmt.Fprintf(b, "\t%s: {", types[typ])
+		for t := 1; t <= strip256Tokens; t++ {
+			fmt.Fprintf(b, "%d: %s, ", t, strip256Name(typ, t))
+		}
+		b.WriteString("},\n")
+	}
+	fmt.Fprintf(b, "}\n\nconst pk256StripTokens = %d\n", strip256Tokens)
+}
