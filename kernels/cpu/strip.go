@@ -17,11 +17,11 @@ const stripMin = 16
 
 // stripGroups is the groups a strip task unpacks (4 groups of 16 rows at
 // K = 5632: 450 KB, within L2), and stripTokens the tokens it runs over
-// them a block at a time (60: ten tiles of 6; their records, 180 KB at
-// K = 5632, stay in L2 across the groups).
+// them a block at a time (60: twenty tiles of 3; their records, 180 KB
+// at K = 5632, stay in L2 across the groups).
 const (
 	stripGroups = 4
-	stripTokens = 10 * pk256StripTokens
+	stripTokens = 20 * pk256StripTokens
 )
 
 // stripForm is a type's strip: its bytes per 32-element block of a group

@@ -86,8 +86,8 @@ func BenchmarkStripTile(b *testing.B) {
 			})
 		}
 		run("packed4", set.ints[typ][4], 4, &p.data[0])
-		run("strip6", set.strips[typ][6], 6, &strip[0])
-		run("strip4", set.strips[typ][4], 4, &strip[0])
+		run("strip3", set.strips[typ][3], 3, &strip[0])
+		run("strip2", set.strips[typ][2], 2, &strip[0])
 		b.Run(fmt.Sprintf("%v/unpack", typ), func(b *testing.B) {
 			for b.Loop() {
 				f.unpack(strip, p.data, nb)
