@@ -75,6 +75,7 @@ const pk256IntTokens = 4
 // pk256StripTiles[type][tokens] is the AVX2 strip tile of that shape.
 var pk256StripTiles = map[quant.Type]*pkIntShapes{
 	quant.Q4_K: {1: pk256Q4KSx1, 2: pk256Q4KSx2, 3: pk256Q4KSx3},
+	quant.Q6_K: {1: pk256Q6KSx1, 2: pk256Q6KSx2},
 }
 
 const pk256StripTokens = 3

@@ -33,6 +33,7 @@ type stripForm struct {
 
 var stripForms = map[quant.Type]stripForm{
 	quant.Q4_K: {640, unpackQ4K},
+	quant.Q6_K: {832, unpackQ6K},
 }
 
 // unpackQ4K writes the strip of one packed Q4_K group of nb blocks
@@ -40,6 +41,13 @@ var stripForms = map[quant.Type]stripForm{
 func unpackQ4K(dst, src []byte, nb int) {
 	nsb := nb / 8
 	unpack256Q4K(&dst[:5120*nsb][0], &src[:2368*nsb][0], nsb)
+}
+
+// unpackQ6K writes the strip of one packed Q6_K group of nb blocks
+// (unpack256Q6K; unpackQ6KGo in the tests is its reference).
+func unpackQ6K(dst, src []byte, nb int) {
+	nsb := nb / 8
+	unpack256Q6K(&dst[:6656*nsb][0], &src[:3360*nsb][0], nsb)
 }
 
 // useStrips reports whether a product of n tokens by p runs over strips.
@@ -72,11 +80,15 @@ func (mm *pmm) stripTask(worker, gb int) {
 		f.unpack(buf[(g-g0)*gsize:(g-g0+1)*gsize], p.data[g*p.groupBytes:(g+1)*p.groupBytes], nb)
 	}
 	tiles, R := mm.k.pk().strips[p.typ], p.rows
+	widest := len(tiles) - 1
+	for tiles[widest] == nil {
+		widest--
+	}
 	for t0 := 0; t0 < mm.n; t0 += stripTokens {
 		t1 := min(mm.n, t0+stripTokens)
 		for g := g0; g < g1; g++ {
 			for t := t0; t < t1; {
-				tn := min(pk256StripTokens, t1-t)
+				tn := min(widest, t1-t)
 				tiles[tn](&buf[(g-g0)*gsize], &mm.rec[t*rs], rs, nb, &mm.dst[t*R+g*groupRows], R, p.lastMask(g), 1)
 				t += tn
 			}

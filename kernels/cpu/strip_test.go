@@ -123,8 +123,37 @@ func unpackQ4KGo(dst, src []byte, nb int) {
 	}
 }
 
-// TestStripUnpack: the assembly unpacking writes unpackQ4KGo's bytes,
-// for rows of random weights and for scales at their extremes.
+// stripQ6KRef is the strip of a 16-row Q6_K matrix, from its rows as the
+// file encodes them.
+func stripQ6KRef(rows []byte, K int) []byte {
+	nb := K / quant.Q8Block
+	out := make([]byte, nb*832)
+	rb := quant.Q6_K.RowBytes(K)
+	for i := range groupRows {
+		for sb := 0; sb < K/quant.QK_K; sb++ {
+			blk := rows[i*rb+210*sb:]
+			u := q6Values(blk)
+			d := quant.HalfAt(blk[208:])
+			for b := 0; b < 8; b++ {
+				o := out[832*(8*sb+b):]
+				for s := 0; s < 8; s++ {
+					copy(o[64*s+4*i:][:4], u[32*b+4*s:][:4])
+				}
+				for k := range 2 {
+					sc := int32(int8(blk[192+2*b+k]))
+					binary.LittleEndian.PutUint32(o[512+64*k+4*i:], uint32(sc)&0xffff*0x10001)
+					binary.LittleEndian.PutUint32(o[640+64*k+4*i:], uint32(sc))
+				}
+				binary.LittleEndian.PutUint32(o[768+4*i:], math.Float32bits(d))
+			}
+		}
+	}
+	return out
+}
+
+// TestStripUnpack: the assembly unpacking writes the references' bytes
+// (Q4_K's from the packed group, Q6_K's from the file's rows), for rows
+// of random weights and for scales at their extremes.
 func TestStripUnpack(t *testing.T) {
 	if bestISA < isaAVX2 {
 		t.Skip("no AVX2 here")
@@ -147,6 +176,22 @@ func TestStripUnpack(t *testing.T) {
 	for b := 0; b < nb; b++ {
 		if w, g := want[640*b:640*(b+1)], got[640*b:640*(b+1)]; !bytes.Equal(w, g) {
 			t.Fatalf("block %d:\n got %v\nwant %v", b, g, w)
+		}
+	}
+	w = matrix(r, quant.Q6_K, groupRows, K)
+	for sb := 0; sb < K/quant.QK_K; sb++ { // row 5: scales -128 and 127
+		for s := 0; s < 16; s++ {
+			w.Data[5*quant.Q6_K.RowBytes(K)+210*sb+192+s] = []byte{0x80, 0x7f}[s%2]
+		}
+	}
+	if p, err = k.pack(w); err != nil {
+		t.Fatal(err)
+	}
+	want, got = stripQ6KRef(w.Data, K), make([]byte, nb*832)
+	unpackQ6K(got, p.data, nb)
+	for b := 0; b < nb; b++ {
+		if w, g := want[832*b:832*(b+1)], got[832*b:832*(b+1)]; !bytes.Equal(w, g) {
+			t.Fatalf("Q6_K block %d:\n got %v\nwant %v", b, g, w)
 		}
 	}
 }

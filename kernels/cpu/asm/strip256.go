@@ -32,21 +32,25 @@ import (
 // a step's weights loaded once for 6 tokens), 2.07 for T = 4 alike, and
 // 2.07 for the packed 4-token tile.
 
-// strip256Tokens is the most tokens of a strip tile.
+// strip256Tokens is the most tokens of a strip tile, and strip256Max a
+// type's (Q6_K's pair sums take 2T more registers).
 const strip256Tokens = 3
 
-var strip256Types = []string{"Q4K"}
+var strip256Max = map[string]int{"Q4K": 3, "Q6K": 2}
+
+var strip256Types = []string{"Q4K", "Q6K"}
 
 // stripBlockBytes is a strip's bytes per 32-element block of a group.
-var stripBlockBytes = map[string]int{"Q4K": 640}
+var stripBlockBytes = map[string]int{"Q4K": 640, "Q6K": 832}
 
 func strip256Kernels() {
 	for _, typ := range strip256Types {
-		for t := 1; t <= strip256Tokens; t++ {
+		for t := 1; t <= strip256Max[typ]; t++ {
 			strip256Tile(typ, t)
 		}
 	}
 	unpack256Q4K()
+	unpack256Q6K()
 }
 
 // unpack256Q4K writes the strips of nsb packed Q4_K super-blocks of a
@@ -125,6 +129,8 @@ func strip256Tile(typ string, T int) {
 		switch typ {
 		case "Q4K":
 			strip256Q4K(c)
+		case "Q6K":
+			strip256Q6K(c)
 		}
 		for k, h := range hs {
 			storeHalf(fmt.Sprintf("%s_s%d", name, h), h, acc[k])
@@ -205,13 +211,139 @@ func strip256Q4K(c pass256) {
 	})
 }
 
+// unpack256Q6K writes the strips of nsb packed Q6_K super-blocks of a
+// group: per block the values u = q+32 as bytes (the packed tile's
+// steps), the halves' scales as int16 pairs and as int32, and d as
+// float32.
+func unpack256Q6K() {
+	TEXT("unpack256Q6K", NOSPLIT, "func(dst *byte, src *byte, nsb int)")
+	dst, src, n := Load(Param("dst"), GP64()), Load(Param("src"), GP64()), Load(Param("nsb"), GP64())
+	lo, hi := bcastByte(0x0f), bcastByte(0x30)
+	blockLoop("unpack256Q6K", "super", n, func() {
+		var d [2]VecVirtual
+		for h := range 2 {
+			d[h] = YMM()
+			VCVTPH2PS(Mem{Base: src, Disp: 16 * h}, d[h])
+		}
+		for b := 0; b < 8; b++ {
+			out, ql, qh := 832*b, 288+256*b, 2336+128*b
+			for h := range 2 {
+				for s := 0; s < 8; s++ {
+					u, e := YMM(), YMM()
+					VMOVDQU(Mem{Base: src, Disp: ql + 64*(s%4) + 32*h}, u)
+					if s >= 4 {
+						VPSRLW(U8(4), u, u)
+					}
+					VPAND(lo, u, u)
+					VMOVDQU(Mem{Base: src, Disp: qh + 64*(s/4) + 32*h}, e)
+					switch f := s % 4; {
+					case f < 2:
+						VPSLLW(U8(4-2*f), e, e)
+					case f == 3:
+						VPSRLW(U8(2), e, e)
+					}
+					VPAND(hi, e, e)
+					VPOR(e, u, u)
+					VMOVDQU(u, Mem{Base: dst, Disp: out + 64*s + 32*h})
+				}
+				for k := range 2 {
+					s32, w := YMM(), YMM()
+					VPMOVSXBD(Mem{Base: src, Disp: 32 + 16*(2*b+k) + 8*h}, s32)
+					VMOVDQU(s32, Mem{Base: dst, Disp: out + 640 + 64*k + 32*h})
+					VPSLLD(U8(16), s32, w)
+					VPBLENDW(U8(0x55), s32, w, w)
+					VMOVDQU(w, Mem{Base: dst, Disp: out + 512 + 64*k + 32*h})
+				}
+				VMOVUPS(d[h], Mem{Base: dst, Disp: out + 768 + 32*h})
+			}
+		}
+		ADDQ(U32(3360), src)
+		ADDQ(U32(8*stripBlockBytes["Q6K"]), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// strip256Q6K: per 32-element block, halves A (steps 0-3) and B (4-7),
+// out = fma(float(sc_A·(Σ_A u·x + o0) + sc_B·(Σ_B u·x + o1)), d·d_x, out),
+// as pk256Q6K: two steps' int16 pair sums (at most 2·2·63·128 < 2^15)
+// add up before VPMADDWD multiplies them by their half's scales.
+func strip256Q6K(c pass256) {
+	T := len(c.acc[0])
+	blockLoop(c.name, "block", c.n, func() {
+		i := make([][]VecVirtual, len(c.hs))
+		for k := range i {
+			i[k] = make([]VecVirtual, T)
+		}
+		for t := 0; t < T; t++ {
+			o0, o1 := YMM(), YMM()
+			VPBROADCASTD(c.rec(t, recO0), o0)
+			VPBROADCASTD(c.rec(t, recO1), o1)
+			for k, h := range c.hs {
+				v, b := YMM(), YMM()
+				VPMULLD(c.at(h, 640), o0, v)
+				VPMULLD(c.at(h, 704), o1, b)
+				VPADDD(b, v, v)
+				i[k][t] = v
+			}
+		}
+		for s := 0; s < 8; s += 2 {
+			p := make([][]VecVirtual, len(c.hs))
+			for k := range p {
+				p[k] = make([]VecVirtual, T)
+			}
+			for e := s; e < s+2; e++ {
+				w := make([]VecVirtual, len(c.hs))
+				for k, h := range c.hs {
+					w[k] = YMM()
+					VMOVDQU(c.at(h, 64*e), w[k])
+				}
+				for t := 0; t < T; t++ {
+					x := YMM()
+					VPBROADCASTD(c.rec(t, 4*e), x)
+					for k := range c.hs {
+						m := x
+						if k+1 < len(c.hs) {
+							m = YMM()
+						}
+						VPMADDUBSW(x, w[k], m)
+						if e == s {
+							p[k][t] = m
+						} else {
+							VPADDW(m, p[k][t], p[k][t])
+						}
+					}
+				}
+			}
+			for k, h := range c.hs {
+				for t := 0; t < T; t++ {
+					VPMADDWD(c.at(h, 512+64*(s/4)), p[k][t], p[k][t])
+					VPADDD(p[k][t], i[k][t], i[k][t])
+				}
+			}
+		}
+		for t := 0; t < T; t++ {
+			b := YMM()
+			VBROADCASTSS(c.rec(t, recD), b)
+			for k, h := range c.hs {
+				f := YMM()
+				VMULPS(c.at(h, 768), b, f)
+				VCVTDQ2PS(i[k][t], i[k][t])
+				VFMADD231PS(f, i[k][t], c.acc[k][t])
+			}
+		}
+		ADDQ(U32(stripBlockBytes["Q6K"]), c.w)
+		c.next()
+	})
+}
+
 // writeStrip256Table writes the Go table of the strip tiles.
 func writeStrip256Table(b *strings.Builder, types map[string]string) {
 	fmt.Fprintf(b, "\n// pk256StripTiles[type][tokens] is the AVX2 strip tile of that shape.\n")
 	b.WriteString("var pk256StripTiles = map[quant.Type]*pkIntShapes{\n")
 	for _, typ := range strip256Types {
 		fmt.Fprintf(b, "\t%s: {", types[typ])
-		for t := 1; t <= strip256Tokens; t++ {
+		for t := 1; t <= strip256Max[typ]; t++ {
 			fmt.Fprintf(b, "%d: %s, ", t, strip256Name(typ, t))
 		}
 		b.WriteString("},\n")
