@@ -51,7 +51,7 @@ var (
 	attnChunks256 map[int]attnSteps
 )
 
-var pk256VNNITiles, pk256StripTiles map[quant.Type]*pkIntShapes
+var pk256VNNITiles, pk256StripTiles, pk256VNNIStripTiles map[quant.Type]*pkIntShapes
 
 const pk256StripTokens = 1
 

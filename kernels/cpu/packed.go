@@ -107,6 +107,8 @@ var pkSets = func() (s [isaAVX512 + 1]pkSet) {
 	s[isaAVXVNNI] = avx2
 	s[isaAVXVNNI].ints = maps.Clone(avx2.ints)
 	maps.Copy(s[isaAVXVNNI].ints, pk256VNNITiles)
+	s[isaAVXVNNI].strips = maps.Clone(pk256StripTiles)
+	maps.Copy(s[isaAVXVNNI].strips, pk256VNNIStripTiles)
 	g := make([]int, pkTokens+1)
 	for t := range g {
 		g[t] = pkGroups

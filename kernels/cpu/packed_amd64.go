@@ -78,4 +78,9 @@ var pk256StripTiles = map[quant.Type]*pkIntShapes{
 	quant.Q6_K: {1: pk256Q6KSx1, 2: pk256Q6KSx2},
 }
 
+// pk256VNNIStripTiles[type][tokens] is the AVX-VNNI strip tile of that shape.
+var pk256VNNIStripTiles = map[quant.Type]*pkIntShapes{
+	quant.Q4_K: {1: pk256vQ4KSx1, 2: pk256vQ4KSx2, 3: pk256vQ4KSx3},
+}
+
 const pk256StripTokens = 3

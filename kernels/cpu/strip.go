@@ -2,8 +2,8 @@ package cpu
 
 import "jspark/kernels/quant"
 
-// A batch product of a type with a strip form (AVX2: Q4_K) unpacks each
-// group of packed rows once into a per-worker strip (asm/strip256.go
+// A batch product of a type with a strip form (Q4_K and Q6_K, on AVX2 and
+// AVX-VNNI) unpacks each group of packed rows once into a per-worker strip (asm/strip256.go
 // states its layout: values as bytes, scales as the float32 products
 // the packed tile forms per token) and runs every token of the batch
 // over it: the nibble unpacking and the scale conversions are paid once
