@@ -3,12 +3,12 @@ package cpu
 import "jspark/kernels/quant"
 
 // A batch product of a type with a strip form (Q4_K and Q6_K, on AVX2 and
-// AVX-VNNI) unpacks each group of packed rows once into a per-worker strip (asm/strip256.go
-// states its layout: values as bytes, scales as the float32 products
-// the packed tile forms per token) and runs every token of the batch
-// over it: the nibble unpacking and the scale conversions are paid once
-// per weight rather than once per token. The integer sums and the float
-// combine are packed.go's, so outputs keep their bits (and the batch
+// AVX-VNNI) unpacks each group of packed rows once into a per-worker
+// strip (asm/strip256.go states its layout: values as bytes, scales as
+// the products the packed tile forms per token) and runs every token of
+// the batch over it: the unpacking and the scales' conversions are paid
+// once per weight rather than once per token. The integer sums and the
+// float combine are packed.go's, so outputs keep their bits (and batch
 // invariance) whichever tiles ran.
 
 // stripMin is the fewest tokens a product unpacks strips for: below it

@@ -9,19 +9,28 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// The AVX2 strip tiles pk256{Type}Sx{T}: T tokens over groups of weights
-// that a batch product unpacked once (kernels/cpu/strip.go) into a form
-// with nothing left to unpack per token. Each output takes the arithmetic
-// kernels/cpu/packed.go states, so these agree bit for bit with the
-// packed tiles.
+// The AVX2 strip tiles pk256{Type}Sx{T} (and AVX-VNNI's pk256v{Type}Sx{T}):
+// T tokens over groups of weights that a batch product unpacked once
+// (kernels/cpu/strip.go) into a form with nothing left to unpack per
+// token. Each output takes the arithmetic kernels/cpu/packed.go states,
+// so these agree bit for bit with the packed tiles.
 //
 // A Q4_K strip is, per 32-element sub-block of a group (640 bytes): 8
 // steps of 64 bytes (16 rows × 4 four-bit values as bytes 0…15, half h at
 // 32h, as a packed load), then the rows' float32 d·sc_j (16 × 4 bytes),
 // then their dmin·m_j. Per token, 8 rows and 32 elements take 8
 // VPMADDUBSW, 7 VPADDW, one VPMADDWD and the float combine; the nibble
-// masks and shifts and the scales' conversions of the packed tile
-// (about a fifth of its vector operations at 4 tokens) are gone.
+// masks and shifts and the scales' conversions of the packed tile are
+// gone. A Q6_K strip (832 bytes a block): 8 steps of the values q+32 as
+// bytes, the halves' scales as int16 pairs (VPMADDWD's) and as int32
+// (VPMULLD's, for the offset terms), then d as float32.
+//
+// NOTE: the packed tiles run their unpacking on vector pipes the
+// multiplies leave idle, so the strip gains less than its count of
+// operations suggests: what paid is fewer broadcasts (below) and, for
+// Q6_K, whose unpacking is 5 operations a step, the unpacking itself.
+// Replacing VPMADDWD by shifts and adds, or VCVTDQ2PS by the 2^23 magic
+// add, measured slower or the same.
 //
 // NOTE: a tile runs both 8-row halves of a group in one pass, so that
 // each broadcast of a token's 4 activations feeds two VPMADDUBSW: 2T
