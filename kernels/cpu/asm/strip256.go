@@ -230,18 +230,19 @@ func strip256Q4K(c pass256) {
 				}
 			}
 		}
-		for k, h := range c.hs {
-			for t, v := range i[k] {
-				acc := c.acc[k][t]
+		for t := range i[0] {
+			dx, a := YMM(), YMM()
+			VBROADCASTSS(c.rec(t, recD), dx)
+			VBROADCASTSS(c.rec(t, recA), a)
+			for k, h := range c.hs {
+				v, acc := i[k][t], c.acc[k][t]
 				if !c.vnni {
 					VPMADDWD(stripOnes, v, v)
 				}
 				VCVTDQ2PS(v, v)
-				b, a := YMM(), YMM()
-				VBROADCASTSS(c.rec(t, recD), b)
-				VMULPS(c.at(h, 512), b, b)
+				b := YMM()
+				VMULPS(c.at(h, 512), dx, b)
 				VFMADD231PS(b, v, acc)
-				VBROADCASTSS(c.rec(t, recA), a)
 				VFNMADD231PS(c.at(h, 576), a, acc)
 			}
 		}
