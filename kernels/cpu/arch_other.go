@@ -55,4 +55,8 @@ var pk256VNNITiles, pk256StripTiles, pk256VNNIStripTiles map[quant.Type]*pkIntSh
 
 const pk256StripTokens = 1
 
+func unpack256Q4K(dst *byte, src *byte, nsb int) { panic("cpu: no assembly") }
+
+func unpack256Q6K(dst *byte, src *byte, nsb int) { panic("cpu: no assembly") }
+
 func quant256Q8R(x *float32, r *byte, nb int, c int32, halves bool) { panic("cpu: no assembly") }

@@ -50,16 +50,21 @@ func unpackQ6K(dst, src []byte, nb int) {
 	unpack256Q6K(&dst[:6656*nsb][0], &src[:3360*nsb][0], nsb)
 }
 
-// useStrips reports whether a product of n tokens by p runs over strips.
+// useStrips reports whether a product of n tokens by p runs over strips,
+// and if so readies the workers' scratch (before the tasks run: each then
+// grows only its own).
 func (k *Kernels) useStrips(p *packed, n int) bool {
-	return n >= stripMin && k.pk().strips[p.typ] != nil
+	if n < stripMin || k.pk().strips[p.typ] == nil {
+		return false
+	}
+	if len(k.strips) < k.pool.workers {
+		k.strips = make([][]byte, k.pool.workers)
+	}
+	return true
 }
 
 // stripBuf is worker's strip scratch, at least n bytes.
 func (k *Kernels) stripBuf(worker, n int) []byte {
-	if len(k.strips) < k.pool.workers {
-		k.strips = make([][]byte, k.pool.workers)
-	}
 	if len(k.strips[worker]) < n {
 		k.strips[worker] = make([]byte, n)
 	}
