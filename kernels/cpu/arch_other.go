@@ -51,6 +51,12 @@ var (
 	attnChunks256 map[int]attnSteps
 )
 
-var pk256VNNITiles map[quant.Type]*pkIntShapes
+var pk256VNNITiles, pk256StripTiles, pk256VNNIStripTiles map[quant.Type]*pkIntShapes
+
+const pk256StripTokens = 1
+
+func unpack256Q4K(dst *byte, src *byte, nsb int) { panic("cpu: no assembly") }
+
+func unpack256Q6K(dst *byte, src *byte, nsb int) { panic("cpu: no assembly") }
 
 func quant256Q8R(x *float32, r *byte, nb int, c int32, halves bool) { panic("cpu: no assembly") }

@@ -40,6 +40,7 @@ type Kernels struct {
 	rec         recurrent  // the recurrent and hybrid kernels' (recurrent.go)
 	mu          sync.Mutex // one parallel kernel at a time owns the scratch
 	mem         packMem
+	strips      [][]byte // each worker's unpacked weights (strip.go)
 }
 
 // packMem counts the packed copies made and the file pages given back.

@@ -858,6 +858,26 @@ func pk256vQ6Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask ui
 
 func pk256vQ6Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
+func pk256Q4KSx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4KSx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4KSx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q6KSx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q6KSx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256vQ4KSx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256vQ4KSx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256vQ4KSx3(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func unpack256Q4K(dst *byte, src *byte, nsb int)
+
+func unpack256Q6K(dst *byte, src *byte, nsb int)
+
 func quant256Q8R(x *float32, r *byte, nb int, c int32, halves bool)
 
 func read512(p *byte, stride int, n int) uint32

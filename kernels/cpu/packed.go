@@ -92,6 +92,7 @@ type pkSet struct {
 	ints        map[quant.Type]*pkIntShapes
 	intTokens   int
 	streams     map[quant.Type]pkIntFn
+	strips      map[quant.Type]*pkIntShapes // tiles over strips (strip.go)
 	records     func(x *float32, r *byte, nb int, c int32, halves bool)
 }
 
@@ -102,9 +103,12 @@ var pkSets = func() (s [isaAVX512 + 1]pkSet) {
 	avx2 := pkSet{float: pk256FloatTiles, floatGroups: pk256FloatGroups,
 		ints: pk256IntTiles, intTokens: pk256IntTokens, records: quant256Q8R}
 	s[isaAVX2] = avx2
+	s[isaAVX2].strips = pk256StripTiles
 	s[isaAVXVNNI] = avx2
 	s[isaAVXVNNI].ints = maps.Clone(avx2.ints)
 	maps.Copy(s[isaAVXVNNI].ints, pk256VNNITiles)
+	s[isaAVXVNNI].strips = maps.Clone(pk256StripTiles)
+	maps.Copy(s[isaAVXVNNI].strips, pk256VNNIStripTiles)
 	g := make([]int, pkTokens+1)
 	for t := range g {
 		g[t] = pkGroups
@@ -309,6 +313,7 @@ type pmm struct {
 	gblocks int // group blocks
 	gper    int // groups per task
 	quant   bool
+	strip   bool // tasks unpack strips (strip.go)
 }
 
 // plan sets a product of n tokens by p over dst and x (and rec, the
@@ -320,7 +325,13 @@ func (mm *pmm) plan(p *packed, dst, x []float32, rec []byte, n, workers int) (ta
 		streams = pkStreams
 	}
 	mm.gper = groupsPerTask(p.groups, n, workers, streams)
+	if mm.strip = mm.k.useStrips(p, n); mm.strip {
+		mm.gper = stripGroups
+	}
 	mm.gblocks = (p.groups + mm.gper - 1) / mm.gper
+	if mm.strip {
+		return mm.gblocks
+	}
 	return mm.gblocks * ((n + tokBlock - 1) / tokBlock)
 }
 
@@ -389,6 +400,10 @@ func (mm *pmm) task(worker, i int) {
 	if mm.quant {
 		o := recordOffsets[p.typ]
 		mm.k.pk().records(&mm.x[i*K], &mm.rec[i*rs], nb, o.c, o.halves)
+		return
+	}
+	if mm.strip {
+		mm.stripTask(worker, i)
 		return
 	}
 	set := mm.k.pk()

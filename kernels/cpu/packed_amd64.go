@@ -71,3 +71,16 @@ var pk256VNNITiles = map[quant.Type]*pkIntShapes{
 var pk256FloatGroups = []int{0, 6, 3, 2, 1, 1}
 
 const pk256IntTokens = 4
+
+// pk256StripTiles[type][tokens] is the AVX2 strip tile of that shape.
+var pk256StripTiles = map[quant.Type]*pkIntShapes{
+	quant.Q4_K: {1: pk256Q4KSx1, 2: pk256Q4KSx2, 3: pk256Q4KSx3},
+	quant.Q6_K: {1: pk256Q6KSx1, 2: pk256Q6KSx2},
+}
+
+// pk256VNNIStripTiles[type][tokens] is the AVX-VNNI strip tile of that shape.
+var pk256VNNIStripTiles = map[quant.Type]*pkIntShapes{
+	quant.Q4_K: {1: pk256vQ4KSx1, 2: pk256vQ4KSx2, 3: pk256vQ4KSx3},
+}
+
+const pk256StripTokens = 3

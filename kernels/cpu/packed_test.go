@@ -184,7 +184,10 @@ func TestPackedMatchesSpec(t *testing.T) {
 				cols = append(cols, 7, 37)
 			}
 			for _, c := range cols {
-				shapes := []struct{ rows, n int }{{45, 1}, {45, 2}, {45, 7}, {45, 13}, {1000, 1}, {300, 9}}
+				// batches of stripMin tokens and more run over strips
+				// (strip.go) where the type has them: a task's blocks of
+				// tokens and tiles, several tasks
+				shapes := []struct{ rows, n int }{{45, 1}, {45, 2}, {45, 7}, {45, 13}, {1000, 1}, {300, 9}, {45, 67}, {300, 20}}
 				if k.pk().streams[typ] != nil {
 					// tasks of 2 runs of pkStreams groups, and a tail
 					shapes = append(shapes, struct{ rows, n int }{(3*8*2*pkStreams+3)*groupRows - 5, 1})

@@ -41,6 +41,7 @@ func packed256Kernels() {
 			}
 		}
 	}
+	strip256Kernels()
 }
 
 func pk256FloatName(typ string, t, m int) string { return fmt.Sprintf("pk256%sx%dx%d", typ, t, m) }
@@ -209,4 +210,5 @@ func writePacked256Table(b *strings.Builder, types map[string]string) {
 	b.WriteString("}\n\n")
 	fmt.Fprintf(b, "// pk256FloatGroups[t] is the widest AVX2 float tile of t tokens.\n")
 	fmt.Fprintf(b, "var pk256FloatGroups = %#v\n\nconst pk256IntTokens = %d\n", pk256FloatGroups, pk256IntTokens)
+	writeStrip256Table(b, types)
 }
