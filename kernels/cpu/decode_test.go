@@ -36,15 +36,17 @@ func BenchmarkDecodeTile(b *testing.B) {
 }
 
 // BenchmarkDecodeLayers: one token through the products of a model's
-// layers (stacked q|k|v, o, stacked gate|up, down), as GB/s of weights
-// read per wall second (packed bytes): what decode's products reach, dispatch and small
-// matrices included, beside DecodeBandwidth's one large matrix. Each
-// iteration also reads the same packed bytes with read512 (as
-// ReadBandwidth does), so "%read" is decode's rate against the machine's
-// in the same seconds, on the same pages, both per CPU second: the ratio
-// a busy machine, whose bandwidth and free cores move from run to run,
-// distorts least. The 1B shape runs 8
-// layers (25-50 MB each), the 8B 4 (230 MB each in Q8_0).
+// layers (q, k, v, o, stacked gate|up, down; q|k|v stacked where one type),
+// as GB/s of weights read per wall second (packed bytes): what decode's
+// products reach, dispatch and small matrices included, beside
+// DecodeBandwidth's one large matrix. Each iteration also reads the same
+// packed bytes with read512 (as ReadBandwidth does), so "%read" is
+// decode's rate against the machine's in the same seconds, on the same
+// pages, both per CPU second: the ratio a busy machine, whose bandwidth
+// and free cores move from run to run, distorts least; "%read-T" is that
+// of type T's products alone, in a mix. The 1B shape runs 8 layers (25-50
+// MB each), the 8B 4 (230 MB each in Q8_0); 8B-Q4_K_M mixes types as
+// llama.cpp's q4_k_m does (v and down in Q6_K every other layer here).
 func BenchmarkDecodeLayers(b *testing.B) {
 	type shape struct {
 		name                string
@@ -53,26 +55,35 @@ func BenchmarkDecodeLayers(b *testing.B) {
 	}
 	for _, sh := range []shape{
 		{"", 2048, 5632, 512, 8, []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K}},
-		{"8B-", 4096, 14336, 1024, 4, []quant.Type{quant.Q8_0, quant.Q4_K}},
+		{"8B-", 4096, 14336, 1024, 4, []quant.Type{quant.Q8_0, quant.Q4_K, q4KM}},
 	} {
 		for _, typ := range sh.types {
-			b.Run(sh.name+typ.String(), func(b *testing.B) {
+			name := sh.name + typ.String()
+			if typ == q4KM {
+				name = sh.name + "Q4_K_M"
+			}
+			b.Run(name, func(b *testing.B) {
 				ws := decodeLayers(typ, sh.dim, sh.ff, sh.kv, sh.layers)
 				k := New(0)
 				ps := make([]*packed, len(ws))
 				bytes := 0
+				typeBytes := map[quant.Type]int{}
 				for i, w := range ws {
 					ps[i], _ = k.packedOf(w)
 					bytes += len(ps[i].data)
+					typeBytes[w.Type] += len(ps[i].data)
 				}
 				x := f32(randVec(rand.New(rand.NewPCG(12, 12)), sh.ff))
 				dst := f32(make([]float32, 2*sh.ff))
 				var dec, decCPU, readCPU time.Duration
+				typeCPU := map[quant.Type]time.Duration{}
 				var sink atomic.Uint32
 				for b.Loop() {
 					c0, t0 := cpuTime(), time.Now()
 					for _, w := range ws {
+						c := cpuTime()
 						k.MatMul(dst, x, 1, w)
+						typeCPU[w.Type] += cpuTime() - c
 					}
 					c1 := cpuTime()
 					dec, decCPU = dec+time.Since(t0), decCPU+c1-c0
@@ -86,29 +97,52 @@ func BenchmarkDecodeLayers(b *testing.B) {
 				b.ReportMetric(gb/decCPU.Seconds()*float64(k.Threads()), "GB/cpu-s")
 				b.ReportMetric(100*readCPU.Seconds()/decCPU.Seconds(), "%read")
 				b.ReportMetric(float64(b.N*sh.layers)/dec.Seconds(), "layers/s")
+				if len(typeBytes) > 1 {
+					for t, n := range typeBytes {
+						// the type's rate against read512's over all the bytes
+						rate := float64(n) * float64(b.N) / typeCPU[t].Seconds()
+						b.ReportMetric(100*rate*readCPU.Seconds()/(float64(bytes)*float64(b.N)), "%read-"+t.String())
+					}
+				}
 			})
 		}
 	}
 }
 
+// q4KM stands for llama.cpp's q4_k_m mix in decodeLayers.
+const q4KM = quant.Type(255)
+
 // decodeLayers returns layers × a layer's products of typ (tiled: each
 // shape's rows repeat those of one small random matrix; every matrix
 // packs into its own memory), layer by layer as a forward reads them.
+// For q4KM, v and down are Q6_K in even layers, Q4_K in odd ones, and
+// q, k, v are separate products (as a model that cannot stack them).
 func decodeLayers(typ quant.Type, dim, ff, kv, layers int) []*kernels.Matrix {
 	r := rand.New(rand.NewPCG(12, 12))
-	var ws []*kernels.Matrix
-	for _, s := range [][2]int{{dim + 2*kv, dim}, {dim, dim}, {2 * ff, dim}, {dim, ff}} {
-		src := tiledMatrix(r, typ, s[0], s[1])
-		for range layers {
-			w := *src
-			w.Buf = kernels.NewHostBuffer(typ, s[0]*s[1], src.Data)
-			ws = append(ws, &w)
-		}
+	type prod struct {
+		rows, cols int
+		typ        [2]quant.Type // even and odd layers'
 	}
-	order := make([]*kernels.Matrix, 0, len(ws))
+	prods := []prod{{dim + 2*kv, dim, [2]quant.Type{typ, typ}}, {dim, dim, [2]quant.Type{typ, typ}},
+		{2 * ff, dim, [2]quant.Type{typ, typ}}, {dim, ff, [2]quant.Type{typ, typ}}}
+	if typ == q4KM {
+		k4, k6 := [2]quant.Type{quant.Q4_K, quant.Q4_K}, [2]quant.Type{quant.Q6_K, quant.Q4_K}
+		prods = []prod{{dim, dim, k4}, {kv, dim, k4}, {kv, dim, k6}, {dim, dim, k4}, {2 * ff, dim, k4}, {dim, ff, k6}}
+	}
+	srcs := map[[3]int]*kernels.Matrix{}
+	var order []*kernels.Matrix
 	for l := range layers {
-		for s := range 4 {
-			order = append(order, ws[s*layers+l])
+		for _, p := range prods {
+			t := p.typ[l%2]
+			key := [3]int{p.rows, p.cols, int(t)}
+			src := srcs[key]
+			if src == nil {
+				src = tiledMatrix(r, t, p.rows, p.cols)
+				srcs[key] = src
+			}
+			w := *src
+			w.Buf = kernels.NewHostBuffer(t, p.rows*p.cols, src.Data)
+			order = append(order, &w)
 		}
 	}
 	return order

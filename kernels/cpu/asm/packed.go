@@ -56,6 +56,15 @@ const (
 	// shape's Q8_0 products read at 55-65 % of what read512 reads from the
 	// same bytes (4 streams a thread); with 8 at 90-108 %, prefetched
 	// 512-2048 bytes ahead (4 streams: 82-87 %; 12: below 8's).
+	// NOTE: Q4_K has no streams tile: its one-stream tile (8 KB ahead)
+	// reads ~72 % of read512's rate on one thread, 75-100 % on two, and
+	// no lockstep form beat it: 2, 4 or 8 groups a super-block at a time
+	// 0.45-0.78x (DecodeLayers/8B-Q4_K, two threads, medians of 3
+	// alternating runs, load 4-5, 0-16 KB ahead each), 2 or 4 groups
+	// interleaved sub-block by sub-block 0.8-1.04x (2-8 KB ahead; paired
+	// in-process ratios, one thread, load 7-9), none without prefetch
+	// (0.5x); nor did the one-stream tile's distance (4-32 KB) or hint
+	// (T0, T1, NTA) move it beyond ±6 %.
 	pkStreams        = 8
 	pkStreamPrefetch = 1024
 	// pkPrefetchTokens is the most tokens of a tile that prefetches: a
