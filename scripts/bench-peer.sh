@@ -31,7 +31,9 @@
 # tokens after a one-word prompt (llama-bench's tg128 decodes from an empty context), or after
 # a prompt of the depth (llama-bench -gp DEPTH,128). Decode bandwidth is the weight bytes one
 # token reads (every matrix but the token embedding; for a MoE only the experts used, on
-# average) times tok/s, against BenchmarkReadBandwidth (read512 over 256 MiB, THREADS threads).
+# average) times tok/s, against BenchmarkReadBandwidth (read512 over 256 MiB, THREADS threads):
+# for prefill/decode rows the median of one measurement just before each jspark decode run (the
+# machine's read rate moves 30-68 GB/s from one minute to the next here), elsewhere the start's.
 # Peak RSS is /usr/bin/time's maximum resident set, against the file's size.
 #
 # Time on 2 quiet cores, 3 repeats: dense 1b+8b ~45 min (plus writing the 8b files),
@@ -164,9 +166,9 @@ print(int(size))
 EOF
 }
 
-# read_bw: the machine's read bandwidth as the kernels see it, GB/s (median of 3)
+# read_bw [N]: the machine's read bandwidth as the kernels see it, GB/s (median of N, 3)
 read_bw() {
-	for _ in 1 2 3; do
+	for _ in $(seq "${1:-3}"); do
 		(cd "$ROOT" && go test -run '^$' -bench '^BenchmarkReadBandwidth$' -benchtime 20x -cpu "$THREADS" ./kernels/cpu/) |
 			awk '{for (i = 2; i <= NF; i++) if ($i == "GB/s") print $(i-1)}'
 	done | median
@@ -230,23 +232,24 @@ PP_PROMPT=$(printf 'The quick brown fox jumps over the lazy dog. %.0s' $(seq 42)
 # pp_tg LABEL FILE BENCH ISA: the pp512 and tg128 rows of one model
 pp_tg() {
 	local lbl=$1 m=$2 bench=$3 isa=$4
-	: >"$DIR/lpp"; : >"$DIR/ltg"; : >"$DIR/jpp"; : >"$DIR/jtg"; : >"$DIR/jrss"; : >"$DIR/prss"
+	: >"$DIR/lpp"; : >"$DIR/ltg"; : >"$DIR/jpp"; : >"$DIR/jtg"; : >"$DIR/jrss"; : >"$DIR/prss"; : >"$DIR/rbw"
 	for _ in $(seq "$REPEATS"); do
 		run_peer "$bench" "$m" -p 512 -n 128
 		peer_ts "$DIR/peer.csv" pp512 >>"$DIR/lpp"
 		peer_ts "$DIR/peer.csv" tg128 >>"$DIR/ltg"
 		run_jspark "$isa" "$m" "$PP_PROMPT" 1 prefill_tok_s >>"$DIR/jpp"
+		read_bw 1 >>"$DIR/rbw"
 		run_jspark "$isa" "$m" "The" 128 decode_tok_s >>"$DIR/jtg"
 	done
 	row "$lbl" pp512 "$m" "$(median <"$DIR/lpp")" "$(median <"$DIR/jpp")"
-	row "$lbl" tg128 "$m" "$(median <"$DIR/ltg")" "$(median <"$DIR/jtg")" decode
+	RBW=$(median <"$DIR/rbw") row "$lbl" tg128 "$m" "$(median <"$DIR/ltg")" "$(median <"$DIR/jtg")" decode
 }
 
 RBW=$(read_bw)
 echo "## jspark against $PEER ($LLAMA_BENCH)"
 echo
 echo "$THREADS threads, medians of $REPEATS alternating runs; $PEER's llama-bench with \`$PEER_FLAGS\`; jspark K/V $KV_TYPE."
-echo "Read bandwidth (BenchmarkReadBandwidth, $THREADS threads): $RBW GB/s. $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average at start $LOAD0."
+echo "Read bandwidth (BenchmarkReadBandwidth, $THREADS threads): $RBW GB/s at the start (empty-context decode rows: against one measured before each of its decode runs, median). $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average at start $LOAD0."
 
 for part in $PARTS; do
 	case $part in
