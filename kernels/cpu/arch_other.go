@@ -53,4 +53,8 @@ var (
 
 var pk256VNNITiles map[quant.Type]*pkIntShapes
 
+var pk256StreamTiles, pk256VNNIStreamTiles map[quant.Type]pkIntFn
+
+const pk256Streams = 1
+
 func quant256Q8R(x *float32, r *byte, nb int, c int32, halves bool) { panic("cpu: no assembly") }

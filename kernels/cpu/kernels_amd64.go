@@ -858,6 +858,14 @@ func pk256vQ6Kx1(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask ui
 
 func pk256vQ6Kx2(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
 
+func pk256Q8_0x1s8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4_0x1s8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256vQ8_0x1s8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256vQ4_0x1s8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
 func quant256Q8R(x *float32, r *byte, nb int, c int32, halves bool)
 
 func read512(p *byte, stride int, n int) uint32

@@ -41,6 +41,7 @@ func packed256Kernels() {
 			}
 		}
 	}
+	streams256Kernels()
 }
 
 func pk256FloatName(typ string, t, m int) string { return fmt.Sprintf("pk256%sx%dx%d", typ, t, m) }
@@ -207,6 +208,7 @@ func writePacked256Table(b *strings.Builder, types map[string]string) {
 		b.WriteString("},\n")
 	}
 	b.WriteString("}\n\n")
+	writeStreams256Table(b, types)
 	fmt.Fprintf(b, "// pk256FloatGroups[t] is the widest AVX2 float tile of t tokens.\n")
 	fmt.Fprintf(b, "var pk256FloatGroups = %#v\n\nconst pk256IntTokens = %d\n", pk256FloatGroups, pk256IntTokens)
 }
