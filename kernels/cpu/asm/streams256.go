@@ -26,10 +26,15 @@ import (
 // operations of its products.
 
 // pk256Streams is how many groups a streams tile reads in lockstep, and
-// pk256StreamPrefetch how far ahead (bytes) it asks for each.
+// pk256StreamPrefetch how far ahead (bytes) it asks for each. Alternating
+// variants under JSPARK_ISA=avx2 (DecodeLayers, GB per CPU second, medians
+// of 3 at load 6-8), 1B and 8B Q8_0: one stream 25.6 and 24.5; 4 streams
+// at 1-2 KB 27.9-31.8 and 36.4-39.0; 8 at 0.5, 1, 2, 4, 8 KB 24.7, 33.0,
+// 32.5-34.9, 32.4-35.8, 30.2 and 38.8, 37.2, 37.6-39.1, 37.8-39.9, 35.5;
+// 6 at 4 KB 31.4 and 35.5. 12 and 16 overflow NOSPLIT's stack.
 const (
 	pk256Streams        = 8
-	pk256StreamPrefetch = 1024
+	pk256StreamPrefetch = 2048
 )
 
 // pk256StreamTypes have AVX2 and AVX-VNNI streams tiles.
