@@ -16,6 +16,8 @@ import (
 //
 //   - pk256{F32,F16,BF16}x{T}x{M}: T tokens × M groups, as pk512's.
 //   - pk256{Q8_0,Q4_0,Q4K,Q6K}x{T}: the integer tiles (packed256int.go).
+//   - pk256{,v}{Q8_0,Q4_0}x1s8: one token down 8 groups at once, each its
+//     own memory stream (streams256.go).
 
 // pk256FloatGroups[t] is the widest float tile of t tokens: 2·t·M
 // accumulators, t broadcasts and a weight fit 16 ymm.
