@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 import (
@@ -17,9 +19,6 @@ import (
 // kernel enforces, so nothing swapped in between escapes), with O_NONBLOCK
 // and only for regular files: a FIFO, socket or device the sandbox made is
 // refused, never waited on.
-
-// ErrNotRegular is the error of a path that is not a regular file.
-var ErrNotRegular = errors.New("not a regular file")
 
 // beneath opens rel under dir with flags, refusing symlinks and escapes.
 func beneath(dir int, rel string, flags int, mode uint32) (int, error) {

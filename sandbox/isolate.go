@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 import (
@@ -16,26 +18,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// Limits bound a sandbox: rlimits for each of its processes and, where the
-// machine gives a cgroup, its processes together.
-type Limits struct {
-	CPUSeconds   uint64 `json:"cpu_seconds"`   // per process
-	AddressSpace uint64 `json:"address_space"` // bytes, per process
-	Processes    uint64 `json:"processes"`     // per sandbox user, and the cgroup's pids.max
-	FileSize     uint64 `json:"file_size"`     // bytes, per file written (the write tool's bound too)
-	OpenFiles    uint64 `json:"open_files"`
-	Memory       uint64 `json:"memory"`     // bytes, all processes and their tmpfs pages together (cgroup)
-	CPUWeight    uint64 `json:"cpu_weight"` // cgroup v2 cpu.weight (1..10000, 100 is a plain process's share)
-	Workspace    uint64 `json:"workspace"`  // bytes the workspace may hold (a tmpfs of that size, as root)
-}
-
-// DefaultLimits suit compiling and testing small programs.
-var DefaultLimits = Limits{CPUSeconds: 300, AddressSpace: 8 << 30, Processes: 256, FileSize: 256 << 20, OpenFiles: 1024,
-	Memory: 4 << 30, CPUWeight: 100, Workspace: 1 << 30}
-
-// Home is where the workspace appears inside a namespaced sandbox.
-const Home = "/home/agent"
 
 // initEnv carries the child's configuration into the re-executed binary.
 const initEnv = "JSPARK_SANDBOX_INIT"

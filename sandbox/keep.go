@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 import (
@@ -34,19 +36,6 @@ import (
 //     mid-copy leaves the previous version;
 //   - skips what has not changed since the last pass (same inode, size and
 //     change time, which the sandbox cannot set).
-
-// Kept is what the copy of a capped workspace holds on disk, for the
-// session's results (results.json).
-type Kept struct {
-	Files int   `json:"files"` // regular files, every name of a hard-linked one
-	Bytes int64 `json:"bytes"` // file data written: holes and further names cost nothing
-	// LeftOut counts the files not copied (or whose copy is an older
-	// version): over the cap, or failed (Error says the first failure).
-	LeftOut      int    `json:"left_out,omitempty"`
-	LeftOutBytes int64  `json:"left_out_bytes,omitempty"`
-	Capped       bool   `json:"capped,omitempty"` // some were left out at the cap
-	Error        string `json:"error,omitempty"`
-}
 
 // mirror keeps a folder on disk equal to a tmpfs workspace.
 type mirror struct {

@@ -1,10 +1,11 @@
+//go:build linux
+
 package sandbox
 
 import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -17,21 +18,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// Options configure a sandbox.
-type Options struct {
-	Limits       Limits    // zero: DefaultLimits
-	NoNamespaces bool      // run with rlimits and process groups only, even where namespaces work
-	Log          io.Writer // where the once-per-process isolation warning goes (nil: stderr)
-	// ReadOnly are host folders the sandbox sees read-only at the same path
-	// (an external agent's install folder, say); absolute paths.
-	ReadOnly []string
-	// Programs the tasks run beyond python3 and bash (names looked up on
-	// PATH, or absolute paths; node for an external agent): with namespaces
-	// the sandbox sees each one's install prefix read-only where it lies
-	// outside the system directories (see programBinds).
-	Programs []string
-}
 
 // Sandbox is one session's workspace and shell. Commands run one at a time.
 type Sandbox struct {
@@ -254,15 +240,6 @@ func chownTree(root string, uid int) error {
 		}
 		return os.Lchown(p, uid, uid)
 	})
-}
-
-// Result is what one command did.
-type Result struct {
-	Output    string // PTY output, capped, with a marker where bytes were cut
-	ExitCode  int    // 124 after a timeout, as timeout(1) reports
-	TimedOut  bool
-	Truncated bool
-	Restarted bool // the shell died or had to be killed; its state (cwd, variables) is gone
 }
 
 // Exec runs command in the session's shell (its cwd and variables persist

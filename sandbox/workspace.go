@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox
 
 import (
@@ -11,9 +13,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// ErrOutside is the error of a path that leaves the workspace.
-var ErrOutside = errors.New("path leaves the workspace")
 
 // resolve maps a workspace-relative path to a host path, refusing absolute
 // paths, paths that climb out with "..", and any symlink along the way (a link

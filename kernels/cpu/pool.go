@@ -122,7 +122,12 @@ func (p *pool) await(me *helper, seen uint64) uint64 {
 	if spinUntil(spinHelper, func() bool { return p.gen.Load() != seen }) {
 		return p.gen.Load()
 	}
-	me.parked.Store(seen + 1)
+	// NOTE: a read-modify-write, not a Store: this store and the load of
+	// gen below, against the caller's bump of gen and its load of parked,
+	// are a Dekker handshake, which needs the store ordered before the
+	// load. Go's atomics promise that, but qemu-user on x86 lets an arm64
+	// store-release pass a later load-acquire; its RMWs are fenced.
+	me.parked.Swap(seen + 1)
 	p.hold(pauseAfterPark)
 	if p.gen.Load() != seen && me.parked.CompareAndSwap(seen+1, 0) {
 		return p.gen.Load() // a call came while we decided to park
@@ -192,7 +197,7 @@ func (p *pool) runSized(total, work int, r runner) {
 	}
 	p.drain(0)
 	if !spinUntil(spinCaller, func() bool { return p.pending.Load() == 0 }) {
-		p.waiting.Store(g)
+		p.waiting.Swap(g) // the same handshake as parked's, with the last helper
 		if p.pending.Load() == 0 && p.waiting.CompareAndSwap(g, 0) {
 			// the last helper finished before it could see waiting
 		} else {
