@@ -59,4 +59,8 @@ func unpack256Q4K(dst *byte, src *byte, nsb int) { panic("cpu: no assembly") }
 
 func unpack256Q6K(dst *byte, src *byte, nsb int) { panic("cpu: no assembly") }
 
+var pk256StreamTiles, pk256VNNIStreamTiles map[quant.Type]pkIntFn
+
+const pk256Streams = 1
+
 func quant256Q8R(x *float32, r *byte, nb int, c int32, halves bool) { panic("cpu: no assembly") }

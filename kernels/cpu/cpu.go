@@ -4,7 +4,9 @@
 // of the file's pages, pagemem_linux.go) and multiplied by register tiles
 // of tokens × groups, the same arithmetic on both, every weight type
 // (AVX-VNNI CPUs without AVX-512 run AVX2's tiles, those of Q8_0, Q4_0,
-// Q4_1, Q4_K and Q6_K with VEX VPDPBUSD). The
+// Q4_1, Q4_K and Q6_K with VEX VPDPBUSD). One token reads Q8_0 and Q4_0
+// down 8 groups at once (8 memory streams a thread, the hardware's pace
+// where one stream is not) on every instruction set with tiles. The
 // plain-Go fallback multiplies the rows as the file encodes them
 // (matmul.go, qmatmul.go). JSPARK_ISA forces an instruction set (isa.go).
 // Products split groups (rows) across goroutines

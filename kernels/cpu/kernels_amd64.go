@@ -878,6 +878,14 @@ func unpack256Q4K(dst *byte, src *byte, nsb int)
 
 func unpack256Q6K(dst *byte, src *byte, nsb int)
 
+func pk256Q8_0x1s8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256Q4_0x1s8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256vQ8_0x1s8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
+func pk256vQ4_0x1s8(w *byte, r *byte, rs int, nb int, dst *float32, ds int, mask uint16, groups int)
+
 func quant256Q8R(x *float32, r *byte, nb int, c int32, halves bool)
 
 func read512(p *byte, stride int, n int) uint32

@@ -84,16 +84,17 @@ const groupRows = 16
 // floatGroups[n] the widest float tile of n tokens (n ≥ 1), and ints[t]
 // [tokens] of up to intTokens tokens, whose activation records records
 // writes; streams[t], where a type has one, runs one token down runs of
-// pkStreams full groups at once. A type with no tiles is multiplied
+// streamGroups full groups at once. A type with no tiles is multiplied
 // unpacked.
 type pkSet struct {
-	float       map[quant.Type]*pkFloatShapes
-	floatGroups []int
-	ints        map[quant.Type]*pkIntShapes
-	intTokens   int
-	streams     map[quant.Type]pkIntFn
-	strips      map[quant.Type]*pkIntShapes // tiles over strips (strip.go)
-	records     func(x *float32, r *byte, nb int, c int32, halves bool)
+	float        map[quant.Type]*pkFloatShapes
+	floatGroups  []int
+	ints         map[quant.Type]*pkIntShapes
+	intTokens    int
+	streams      map[quant.Type]pkIntFn
+	streamGroups int
+	strips       map[quant.Type]*pkIntShapes // tiles over strips (strip.go)
+	records      func(x *float32, r *byte, nb int, c int32, halves bool)
 }
 
 // pkSets are the packed tiles of each instruction set. The layouts are
@@ -101,7 +102,8 @@ type pkSet struct {
 // an AVX-512 CPU without VNNI.
 var pkSets = func() (s [isaAVX512 + 1]pkSet) {
 	avx2 := pkSet{float: pk256FloatTiles, floatGroups: pk256FloatGroups,
-		ints: pk256IntTiles, intTokens: pk256IntTokens, records: quant256Q8R}
+		ints: pk256IntTiles, intTokens: pk256IntTokens, records: quant256Q8R,
+		streams: pk256StreamTiles, streamGroups: pk256Streams}
 	s[isaAVX2] = avx2
 	s[isaAVX2].strips = pk256StripTiles
 	s[isaAVXVNNI] = avx2
@@ -109,15 +111,18 @@ var pkSets = func() (s [isaAVX512 + 1]pkSet) {
 	maps.Copy(s[isaAVXVNNI].ints, pk256VNNITiles)
 	s[isaAVXVNNI].strips = maps.Clone(pk256StripTiles)
 	maps.Copy(s[isaAVXVNNI].strips, pk256VNNIStripTiles)
+	s[isaAVXVNNI].streams = pk256VNNIStreamTiles
 	g := make([]int, pkTokens+1)
 	for t := range g {
 		g[t] = pkGroups
 	}
 	g[1] = pkDecodeGroups
-	s[isaAVX512] = pkSet{float: pkFloatTiles, floatGroups: g, ints: avx2.ints, intTokens: avx2.intTokens, records: avx2.records}
+	s[isaAVX512] = pkSet{float: pkFloatTiles, floatGroups: g, ints: avx2.ints, intTokens: avx2.intTokens, records: avx2.records,
+		streams: avx2.streams, streamGroups: avx2.streamGroups, strips: s[isaAVX2].strips}
 	if hasVNNI {
 		s[isaAVX512].ints, s[isaAVX512].intTokens, s[isaAVX512].records = pkIntTiles, pkIntTokens, quant512Q8R
-		s[isaAVX512].streams = pkStreamTiles
+		s[isaAVX512].streams, s[isaAVX512].streamGroups = pkStreamTiles, pkStreams
+		s[isaAVX512].strips = nil // AVX-512's tiles share their unpacking among 8 tokens already
 	}
 	return s
 }()
@@ -321,8 +326,8 @@ type pmm struct {
 func (mm *pmm) plan(p *packed, dst, x []float32, rec []byte, n, workers int) (tasks int) {
 	mm.p, mm.dst, mm.x, mm.rec, mm.n = p, dst, x, rec, n
 	streams := 1
-	if mm.k.pk().streams[p.typ] != nil {
-		streams = pkStreams
+	if set := mm.k.pk(); set.streams[p.typ] != nil {
+		streams = set.streamGroups
 	}
 	mm.gper = groupsPerTask(p.groups, n, workers, streams)
 	if mm.strip = mm.k.useStrips(p, n); mm.strip {
@@ -420,7 +425,7 @@ func (mm *pmm) task(worker, i int) {
 				if p.lastMask(g1-1) != 0xffff {
 					full--
 				}
-				if full = full / pkStreams * pkStreams; full > 0 {
+				if full = full / set.streamGroups * set.streamGroups; full > 0 {
 					st(&p.data[g0*p.groupBytes], &rec[t0*rs], rs, nb, &mm.dst[t0*R+g0*groupRows], R, 0xffff, full)
 					g += full
 				}

@@ -67,6 +67,20 @@ var pk256VNNITiles = map[quant.Type]*pkIntShapes{
 	quant.Q6_K: {1: pk256vQ6Kx1, 2: pk256vQ6Kx2, 3: pk256Q6Kx3, 4: pk256Q6Kx4},
 }
 
+// pk256StreamTiles[type] is the AVX2 one-token tile of pk256Streams groups at once.
+var pk256StreamTiles = map[quant.Type]pkIntFn{
+	quant.Q8_0: pk256Q8_0x1s8,
+	quant.Q4_0: pk256Q4_0x1s8,
+}
+
+// pk256VNNIStreamTiles[type] is the AVX-VNNI one-token tile of pk256Streams groups at once.
+var pk256VNNIStreamTiles = map[quant.Type]pkIntFn{
+	quant.Q8_0: pk256vQ8_0x1s8,
+	quant.Q4_0: pk256vQ4_0x1s8,
+}
+
+const pk256Streams = 8
+
 // pk256FloatGroups[t] is the widest AVX2 float tile of t tokens.
 var pk256FloatGroups = []int{0, 6, 3, 2, 1, 1}
 

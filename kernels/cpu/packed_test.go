@@ -189,8 +189,8 @@ func TestPackedMatchesSpec(t *testing.T) {
 				// tokens and tiles, several tasks
 				shapes := []struct{ rows, n int }{{45, 1}, {45, 2}, {45, 7}, {45, 13}, {1000, 1}, {300, 9}, {45, 67}, {300, 20}}
 				if k.pk().streams[typ] != nil {
-					// tasks of 2 runs of pkStreams groups, and a tail
-					shapes = append(shapes, struct{ rows, n int }{(3*8*2*pkStreams+3)*groupRows - 5, 1})
+					// tasks of 2 runs of streamGroups groups, and a tail
+					shapes = append(shapes, struct{ rows, n int }{(3*8*2*k.pk().streamGroups+3)*groupRows - 5, 1})
 				}
 				for _, shape := range shapes {
 					t.Run(fmt.Sprintf("%v/%v/k%d/r%d/n%d", is, typ, c, shape.rows, shape.n), func(t *testing.T) {

@@ -16,6 +16,8 @@ import (
 //
 //   - pk256{F32,F16,BF16}x{T}x{M}: T tokens × M groups, as pk512's.
 //   - pk256{Q8_0,Q4_0,Q4K,Q6K}x{T}: the integer tiles (packed256int.go).
+//   - pk256{,v}{Q8_0,Q4_0}x1s8: one token down 8 groups at once, each its
+//     own memory stream (streams256.go).
 
 // pk256FloatGroups[t] is the widest float tile of t tokens: 2·t·M
 // accumulators, t broadcasts and a weight fit 16 ymm.
@@ -42,6 +44,7 @@ func packed256Kernels() {
 		}
 	}
 	strip256Kernels()
+	streams256Kernels()
 }
 
 func pk256FloatName(typ string, t, m int) string { return fmt.Sprintf("pk256%sx%dx%d", typ, t, m) }
@@ -208,6 +211,7 @@ func writePacked256Table(b *strings.Builder, types map[string]string) {
 		b.WriteString("},\n")
 	}
 	b.WriteString("}\n\n")
+	writeStreams256Table(b, types)
 	fmt.Fprintf(b, "// pk256FloatGroups[t] is the widest AVX2 float tile of t tokens.\n")
 	fmt.Fprintf(b, "var pk256FloatGroups = %#v\n\nconst pk256IntTokens = %d\n", pk256FloatGroups, pk256IntTokens)
 	writeStrip256Table(b, types)

@@ -264,9 +264,20 @@ func nibbleSums(c pass256, h int, lo VecVirtual, off int, T int) []VecVirtual {
 // each step (one broadcast for both) changed nothing measurable. ik's
 // AVX2 Q8_0 kernel issues the same six operations a step.
 func pk256Q8(c pass256) {
-	c80, ones := bcastByte(0x80), bcast32(0x00010001)
+	block := pk256Q8Block()
 	blockLoop(c.name, "block", c.n, func() {
 		c.prefetch(0, 1)
+		block(c)
+		ADDQ(U32(544), c.w)
+		c.next()
+	})
+}
+
+// pk256Q8Block sets up pk256Q8's constants and returns what emits one
+// block's products at c.w into c.acc (streams256.go runs it too).
+func pk256Q8Block() func(c pass256) {
+	c80, ones := bcastByte(0x80), bcast32(0x00010001)
+	return func(c pass256) {
 		for k, h := range c.hs {
 			i := make([]VecVirtual, len(c.acc[k]))
 			for s := 0; s < 8; s++ {
@@ -293,20 +304,28 @@ func pk256Q8(c pass256) {
 				scaleInto(i[t], sw, c.acc[k][t], c.rec(t, recD))
 			}
 		}
-		ADDQ(U32(544), c.w)
-		c.next()
-	})
+	}
 }
 
 // pk256Q4: Q4_0, out = fma(float(Σq·x + o), d_w·d_x, out).
 func pk256Q4(c pass256) {
-	lo := bcastByte(0x0f)
-	var ones VecVirtual
-	if !c.vnni {
-		ones = bcast32(0x00010001)
-	}
+	block := pk256Q4Block(c.vnni)
 	blockLoop(c.name, "block", c.n, func() {
 		c.prefetch(0, 1)
+		block(c)
+		ADDQ(U32(288), c.w)
+		c.next()
+	})
+}
+
+// pk256Q4Block is pk256Q8Block for Q4_0 (VPDPBUSD where vnni).
+func pk256Q4Block(vnni bool) func(c pass256) {
+	lo := bcastByte(0x0f)
+	var ones VecVirtual
+	if !vnni {
+		ones = bcast32(0x00010001)
+	}
+	return func(c pass256) {
 		for k, h := range c.hs {
 			var s16 []VecVirtual
 			if c.vnni {
@@ -326,9 +345,7 @@ func pk256Q4(c pass256) {
 				scaleInto(i, sw, c.acc[k][t], c.rec(t, recD))
 			}
 		}
-		ADDQ(U32(288), c.w)
-		c.next()
-	})
+	}
 }
 
 // pk256Q4K: per sub-block j, out = fma(float(Σq·x), (d·sc_j)·d_x, out),

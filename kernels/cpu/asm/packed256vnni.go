@@ -45,56 +45,61 @@ func pk256VNNIName(typ string, t int) string { return fmt.Sprintf("pk256v%sx%d",
 // two chains for one token (a VPDPBUSD waits for the last: four to five
 // cycles), one a token otherwise; out = fma(float(i), d_w·d_x, out).
 func pk256Q8VNNI(c pass256) {
+	blockLoop(c.name, "block", c.n, func() {
+		c.prefetch(0, 1)
+		pk256Q8VNNIBlock(c)
+		ADDQ(U32(544), c.w)
+		c.next()
+	})
+}
+
+// pk256Q8VNNIBlock emits one block's products at c.w into c.acc.
+func pk256Q8VNNIBlock(c pass256) {
 	T := len(c.acc[0])
 	chains := 1
 	if T == 1 {
 		chains = 2
 	}
-	blockLoop(c.name, "block", c.n, func() {
-		c.prefetch(0, 1)
-		i := make([][][]VecVirtual, len(c.hs)) // [half][token][chain]
-		for k := range i {
-			i[k] = make([][]VecVirtual, T)
-			for t := range i[k] {
-				i[k][t] = make([]VecVirtual, chains)
-				for ch := range chains {
-					i[k][t][ch] = YMM()
-					if ch == 0 {
-						VPBROADCASTD(c.rec(t, recO0), i[k][t][ch])
-					} else {
-						VPXOR(i[k][t][ch], i[k][t][ch], i[k][t][ch])
-					}
+	i := make([][][]VecVirtual, len(c.hs)) // [half][token][chain]
+	for k := range i {
+		i[k] = make([][]VecVirtual, T)
+		for t := range i[k] {
+			i[k][t] = make([]VecVirtual, chains)
+			for ch := range chains {
+				i[k][t][ch] = YMM()
+				if ch == 0 {
+					VPBROADCASTD(c.rec(t, recO0), i[k][t][ch])
+				} else {
+					VPXOR(i[k][t][ch], i[k][t][ch], i[k][t][ch])
 				}
 			}
 		}
-		for s := 0; s < 8; s++ {
-			x := make([]VecVirtual, T)
-			for t := range x {
-				x[t] = YMM()
-				VPBROADCASTD(c.rec(t, 4*s), x[t])
-			}
-			for k, h := range c.hs {
-				u := YMM()
-				VMOVDQU(c.at(h, 64*s), u)
-				for t := range x {
-					// all registers: vexVNNI re-encodes it as VEX
-					VPDPBUSD(x[t], u, i[k][t][s%chains])
-				}
-			}
+	}
+	for s := 0; s < 8; s++ {
+		x := make([]VecVirtual, T)
+		for t := range x {
+			x[t] = YMM()
+			VPBROADCASTD(c.rec(t, 4*s), x[t])
 		}
 		for k, h := range c.hs {
-			sw := YMM()
-			VCVTPH2PS(Mem{Base: c.w, Disp: 512 + 16*h}, sw)
-			for t := range T {
-				for ch := 1; ch < chains; ch++ {
-					VPADDD(i[k][t][ch], i[k][t][0], i[k][t][0])
-				}
-				scaleInto(i[k][t][0], sw, c.acc[k][t], c.rec(t, recD))
+			u := YMM()
+			VMOVDQU(c.at(h, 64*s), u)
+			for t := range x {
+				// all registers: vexVNNI re-encodes it as VEX
+				VPDPBUSD(x[t], u, i[k][t][s%chains])
 			}
 		}
-		ADDQ(U32(544), c.w)
-		c.next()
-	})
+	}
+	for k, h := range c.hs {
+		sw := YMM()
+		VCVTPH2PS(Mem{Base: c.w, Disp: 512 + 16*h}, sw)
+		for t := range T {
+			for ch := 1; ch < chains; ch++ {
+				VPADDD(i[k][t][ch], i[k][t][0], i[k][t][0])
+			}
+			scaleInto(i[k][t][0], sw, c.acc[k][t], c.rec(t, recD))
+		}
+	}
 }
 
 // nibbleDots is nibbleSums with VPDPBUSD: token t's int32 Σq·x over
