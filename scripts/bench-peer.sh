@@ -181,10 +181,11 @@ read_bw() {
 prompt() {
 	local tiny="$DIR/tiny-q8_0.gguf" n=$1 sample got
 	[[ -s "$tiny" ]] || "$JSPARK" model synth --layers 1 --dim 64 --heads 2 --ff 128 --type q8_0 --vocab-from "$VOCAB" --out "$tiny" >/dev/null
-	sample=$(seq 100000 999999 | head -c 4000 | tr '\n' ' ')
+	# (seq dies of SIGPIPE once head has its bytes: that status is not a failure)
+	sample=$(seq 100000 999999 | head -c 4000 | tr '\n' ' ' || true)
 	got=$("$JSPARK" generate --model "$tiny" --prompt "$sample" --max-tokens 0 --format json | json_field prompt_tokens)
 	# less the BOS token on both sides
-	seq 100000 999999 | head -c $((4000 * (n - 1) / (got - 1))) | tr '\n' ' '
+	seq 100000 999999 | head -c $((4000 * (n - 1) / (got - 1))) | tr '\n' ' ' || true
 }
 
 # run_jspark ISA MODEL PROMPT MAXTOK FIELD: tok/s of FIELD; peak RSS (KB) to $DIR/jrss
