@@ -325,23 +325,7 @@ func pkInt(typ string, T int) {
 	}
 	Label(name + "_stored")
 	// Next group: w moves past this group's blocks, dst by 16 rows.
-	nb := Load(Param("nb"), GP64())
-	if pkSuper[typ] {
-		SHRQ(U8(3), nb)
-	}
-	IMUL3Q(U32(pkIntBytes[typ]), nb, nb)
-	wp := Load(Param("w"), GP64())
-	ADDQ(nb, wp)
-	Store(wp, Param("w"))
-	dp := Load(Param("dst"), GP64())
-	ADDQ(U32(64), dp)
-	Store(dp, Param("dst"))
-	gn := Load(Param("groups"), GP64())
-	DECQ(gn)
-	Store(gn, Param("groups"))
-	JNZ(LabelRef(name + "_group"))
-	VZEROUPPER()
-	RET()
+	nextGroup(name, pkIntBytes[typ], pkSuper[typ])
 	pfAhead = 0
 }
 
@@ -763,4 +747,28 @@ func writeGo(path, src string) {
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		panic(err)
 	}
+}
+
+// nextGroup ends a group loop: w moves past the group's blocks (nb of
+// blockBytes, or nb/8 where super: nb counts 32-element blocks there and
+// a block is a super-block of eight), dst past its 16 outputs, and the
+// loop goes on while groups remain.
+func nextGroup(name string, blockBytes int, super bool) {
+	nb := Load(Param("nb"), GP64())
+	if super {
+		SHRQ(U8(3), nb)
+	}
+	IMUL3Q(U32(blockBytes), nb, nb)
+	wp := Load(Param("w"), GP64())
+	ADDQ(nb, wp)
+	Store(wp, Param("w"))
+	dp := Load(Param("dst"), GP64())
+	ADDQ(U32(64), dp)
+	Store(dp, Param("dst"))
+	gn := Load(Param("groups"), GP64())
+	DECQ(gn)
+	Store(gn, Param("groups"))
+	JNZ(LabelRef(name + "_group"))
+	VZEROUPPER()
+	RET()
 }

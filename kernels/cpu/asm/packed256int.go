@@ -137,23 +137,7 @@ func pk256IntTile(name, typ string, T int, vnni bool) {
 		}
 	}
 	// Next group: w moves past this group's blocks, dst by 16 rows.
-	nb := Load(Param("nb"), GP64())
-	if pkSuper[typ] {
-		SHRQ(U8(3), nb)
-	}
-	IMUL3Q(U32(pkIntBytes[typ]), nb, nb)
-	wp := Load(Param("w"), GP64())
-	ADDQ(nb, wp)
-	Store(wp, Param("w"))
-	dp := Load(Param("dst"), GP64())
-	ADDQ(U32(64), dp)
-	Store(dp, Param("dst"))
-	gn := Load(Param("groups"), GP64())
-	DECQ(gn)
-	Store(gn, Param("groups"))
-	JNZ(LabelRef(name + "_group"))
-	VZEROUPPER()
-	RET()
+	nextGroup(name, pkIntBytes[typ], pkSuper[typ])
 }
 
 // storeHalf stores half h's outputs acc (one a token), masked in the

@@ -164,20 +164,7 @@ func strip256TileAs(name, typ string, T int, vnni bool) {
 			storeHalf(fmt.Sprintf("%s_s%d", name, h), h, acc[k])
 		}
 	}
-	nb := Load(Param("nb"), GP64())
-	IMUL3Q(U32(stripBlockBytes[typ]), nb, nb)
-	wp := Load(Param("w"), GP64())
-	ADDQ(nb, wp)
-	Store(wp, Param("w"))
-	dp := Load(Param("dst"), GP64())
-	ADDQ(U32(64), dp)
-	Store(dp, Param("dst"))
-	gn := Load(Param("groups"), GP64())
-	DECQ(gn)
-	Store(gn, Param("groups"))
-	JNZ(LabelRef(name + "_group"))
-	VZEROUPPER()
-	RET()
+	nextGroup(name, stripBlockBytes[typ], false)
 }
 
 // stripOnes is 0x00010001 in 8 lanes: VPMADDWD's pair sums.
