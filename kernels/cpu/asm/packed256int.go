@@ -433,26 +433,7 @@ func pk256Q6KBlock(c pass256, k, h, b int, lo, hi VecVirtual, sc16 Mem) {
 		i[t] = YMM()
 		halvesOffset(c, t, s32, i[t])
 	}
-	// step s: its low nibbles (load s%4, high nibbles from step 4) and
-	// its highs at bits 4-5 (field s%4 of load s/4 at 2f).
-	step := func(s int) VecVirtual {
-		u, e := YMM(), YMM()
-		VMOVDQU(c.at(h, ql+64*(s%4)), u)
-		if s >= 4 {
-			VPSRLW(U8(4), u, u)
-		}
-		VPAND(lo, u, u)
-		VMOVDQU(c.at(h, qh+64*(s/4)), e)
-		switch f := s % 4; {
-		case f < 2:
-			VPSLLW(U8(4-2*f), e, e)
-		case f == 3:
-			VPSRLW(U8(2), e, e)
-		}
-		VPAND(hi, e, e)
-		VPOR(e, u, u)
-		return u
-	}
+	step := func(s int) VecVirtual { return q6Step(c.w, h, s, ql, qh, lo, hi) }
 	if c.vnni {
 		scaledDots(c, k, h, i, step, s32)
 		return
@@ -494,4 +475,26 @@ func scaledPairDots(c pass256, k, h int, i []VecVirtual, step func(int) VecVirtu
 	for t := range i {
 		scaleInto(i[t], d, c.acc[k][t], c.rec(t, recD))
 	}
+}
+
+// q6Step loads step s of half h of a Q6_K block at base: its low nibbles
+// (load s%4 at ql, high nibbles from step 4, masked by lo) and its highs
+// at bits 4-5 (field s%4 of load s/4 at qh, moved to 2f and masked by hi).
+func q6Step(base Register, h, s, ql, qh int, lo, hi VecVirtual) VecVirtual {
+	u, e := YMM(), YMM()
+	VMOVDQU(Mem{Base: base, Disp: ql + 64*(s%4) + 32*h}, u)
+	if s >= 4 {
+		VPSRLW(U8(4), u, u)
+	}
+	VPAND(lo, u, u)
+	VMOVDQU(Mem{Base: base, Disp: qh + 64*(s/4) + 32*h}, e)
+	switch f := s % 4; {
+	case f < 2:
+		VPSLLW(U8(4-2*f), e, e)
+	case f == 3:
+		VPSRLW(U8(2), e, e)
+	}
+	VPAND(hi, e, e)
+	VPOR(e, u, u)
+	return u
 }

@@ -256,21 +256,7 @@ func unpack256Q6K() {
 			out, ql, qh := 832*b, 288+256*b, 2336+128*b
 			for h := range 2 {
 				for s := 0; s < 8; s++ {
-					u, e := YMM(), YMM()
-					VMOVDQU(Mem{Base: src, Disp: ql + 64*(s%4) + 32*h}, u)
-					if s >= 4 {
-						VPSRLW(U8(4), u, u)
-					}
-					VPAND(lo, u, u)
-					VMOVDQU(Mem{Base: src, Disp: qh + 64*(s/4) + 32*h}, e)
-					switch f := s % 4; {
-					case f < 2:
-						VPSLLW(U8(4-2*f), e, e)
-					case f == 3:
-						VPSRLW(U8(2), e, e)
-					}
-					VPAND(hi, e, e)
-					VPOR(e, u, u)
+					u := q6Step(src, h, s, ql, qh, lo, hi)
 					VMOVDQU(u, Mem{Base: dst, Disp: out + 64*s + 32*h})
 				}
 				for k := range 2 {
